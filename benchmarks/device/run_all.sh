@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build turnrl against PyTorch's LibTorch (CUDA), run every test
+# (CUDA ones included), then every benchmark on the GPU. Output goes to stdout and to $OUT.
+#
+# Here (once):   scripts/fetch_device_debs.sh            # yaml-cpp, fmt, Eigen, Catch2 as .debs
+# Device call:   run(command="benchmarks/device/run_all.sh", carry=[".deps"])
+#   optional args: --no-tests, --bench NAME (repeatable; default: every *_bench)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/turnrl-device-out}
+mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+
+run_tests=1
+benches=()
+while (($#)); do
+  case "$1" in
+    --no-tests) run_tests=0 ;;
+    --bench) benches+=("$2"); shift ;;
+    *) echo "unknown argument $1"; exit 2 ;;
+  esac
+  shift
+done
+
+prefix=/tmp/turnrl-deps
+mkdir -p "$prefix"
+for deb in .deps/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
+export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+
+start=$(date +%s)
+cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr;$prefix/usr/share/eigen3/cmake" \
+  -DCMAKE_CUDA_ARCHITECTURES=90a 2>&1 | tail -n 5 | tee "$OUT/configure.txt"
+cmake --build build-device -j "$(nproc)" 2>&1 | tail -n 30 | tee "$OUT/build.txt"
+echo "build: $(( $(date +%s) - start )) s"
+
+if ((run_tests)); then
+  ctest --test-dir build-device --output-on-failure -j 4 2>&1 | tail -n 40 | tee "$OUT/ctest.txt"
+fi
+if ((${#benches[@]} == 0)); then
+  for b in build-device/bin/*_bench; do benches+=("$(basename "$b")"); done
+fi
+for b in "${benches[@]}"; do
+  echo "== $b --device cuda"
+  "build-device/bin/$b" --device cuda 2>&1 | tee "$OUT/$b.txt"
+done

@@ -1,0 +1,20 @@
+# Install rule and exported package: a user's trainer does find_package(turnrl) and links turnrl::turnrl.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS turnrl EXPORT turnrlTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY include/turnrl DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(TARGET turnrl_cli)
+  install(TARGETS turnrl_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+endif()
+install(EXPORT turnrlTargets NAMESPACE turnrl:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/turnrl)
+
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/turnrlConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/turnrlConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/turnrl)
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/turnrlConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/turnrlConfig.cmake ${PROJECT_BINARY_DIR}/turnrlConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/turnrl)
