@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "turnrl/algo/returns.h"
+#include "turnrl/core/config_reader.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/masked.h"
 #include "turnrl/core/segment.h"
@@ -207,6 +208,20 @@ std::vector<std::string> advantage_estimator_names() {
   std::vector<std::string> names;
   for (const auto& kv : r.estimators) names.push_back(kv.first);
   return names;
+}
+
+void read_options(ConfigReader& r, AdvantageOptions& o) {
+  std::string singleton = o.singleton == SingletonAdvantage::raw_return ? "raw_return" : "zero";
+  std::string grouping = o.grouping == Grouping::turn ? "turn" : "trajectory";
+  r.choice("singleton", singleton, {"raw_return", "zero"})
+      .choice("grouping", grouping, {"turn", "trajectory"})
+      .number("std_epsilon", o.std_epsilon, 0.0, 1.0)
+      .number("gamma", o.gamma, 0.0, 1.0)
+      .number("lambda", o.lambda, 0.0, 1.0)
+      .flag("whiten", o.whiten)
+      .flag("check_finite", o.check_finite);
+  o.singleton = parse_singleton_advantage(singleton, r.key_path("singleton"));
+  o.grouping = parse_grouping(grouping, r.key_path("grouping"));
 }
 
 SingletonAdvantage parse_singleton_advantage(const std::string& name, const std::string& field) {

@@ -1,5 +1,6 @@
 #include "turnrl/algo/returns.h"
 
+#include "turnrl/core/config_reader.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/masked.h"
 
@@ -10,6 +11,14 @@ ReturnMode parse_return_mode(const std::string& name, const std::string& field) 
   if (name == "outcome") return ReturnMode::outcome;
   if (name == "residual") return ReturnMode::residual;
   fail("{}: unknown return mode '{}'; allowed: reward_to_go, outcome, residual", field, name);
+}
+
+void read_options(ConfigReader& r, ReturnOptions& o) {
+  std::string mode = to_string(o.mode);
+  r.choice("mode", mode, {"reward_to_go", "outcome", "residual"})
+      .number("gamma", o.gamma, 0.0, 1.0)
+      .flag("unbiased_shaping", o.unbiased_shaping);
+  o.mode = parse_return_mode(mode, r.key_path("mode"));
 }
 
 const char* to_string(ReturnMode mode) {

@@ -21,6 +21,8 @@
 
 namespace turnrl {
 
+class ConfigReader;
+
 // What a group of one (no other sample to compare with) gets.
 enum class SingletonAdvantage {
   raw_return,  // A = G: no baseline, as the reference code does (the default)
@@ -94,6 +96,10 @@ void register_advantage_estimator(const std::string& name, AdvantageEstimator es
 // Registered names, sorted: gae, dr_grpo, grpo, reinforce, reinforce_pp, rloo, trloo, and any
 // user additions.
 std::vector<std::string> advantage_estimator_names();
+
+// Reads the YAML keys singleton, grouping, std_epsilon, gamma, lambda, whiten, check_finite
+// (see docs/configuration.md) into `options`; unknown keys are left for the caller's finish().
+void read_options(ConfigReader& reader, AdvantageOptions& options);
 
 // Parses option enums from config strings; throw naming the field and allowed values.
 SingletonAdvantage parse_singleton_advantage(const std::string& name, const std::string& field = "advantage.singleton");

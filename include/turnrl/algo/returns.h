@@ -11,6 +11,8 @@
 
 namespace turnrl {
 
+class ConfigReader;
+
 enum class ReturnMode {
   reward_to_go,  // G_t = r_t + gamma * G_{t+1} over the trajectory's real turns (the recipe)
   outcome,       // only the last turn's reward counts: G_t = gamma^(k-1-t) * r_{k-1}
@@ -28,6 +30,9 @@ struct ReturnOptions {
   ReturnOptions& with_gamma(double v) { gamma = v; return *this; }
   ReturnOptions& with_unbiased_shaping(bool v) { unbiased_shaping = v; return *this; }
 };
+
+// Reads the YAML keys mode, gamma, unbiased_shaping into `options`.
+void read_options(ConfigReader& reader, ReturnOptions& options);
 
 // Parses "reward_to_go" | "outcome" | "residual"; throws naming `field` and the allowed values.
 ReturnMode parse_return_mode(const std::string& name, const std::string& field = "returns.mode");

@@ -1,0 +1,145 @@
+#include "turnrl/core/config_reader.h"
+
+#include <algorithm>
+
+#include <fmt/ranges.h>
+
+#include "turnrl/core/error.h"
+
+namespace turnrl {
+namespace {
+
+std::string describe(const YAML::Node& n) {
+  if (n.IsScalar()) return "'" + n.Scalar() + "'";
+  if (n.IsSequence()) return "a list";
+  if (n.IsMap()) return "a map";
+  return "null";
+}
+
+template <typename T>
+T convert(const YAML::Node& n, const std::string& path, const char* type) {
+  if (!n.IsScalar()) fail("{}: expected {}, got {}", path, type, describe(n));
+  try {
+    return n.as<T>();
+  } catch (const YAML::Exception&) {
+    fail("{}: expected {}, got {}", path, type, describe(n));
+  }
+}
+
+}  // namespace
+
+ConfigReader::ConfigReader(YAML::Node node, std::string path) : node_(std::move(node)), path_(std::move(path)) {
+  if (node_ && !node_.IsNull() && !node_.IsMap())
+    fail("{}: expected a map of keys, got {}", path_.empty() ? "config" : path_, describe(node_));
+}
+
+YAML::Node ConfigReader::child(const std::string& key) {
+  known_.insert(key);
+  if (!node_ || !node_.IsMap()) return YAML::Node();
+  return node_[key];
+}
+
+bool ConfigReader::has(const std::string& key) {
+  const YAML::Node n = child(key);
+  return n && !n.IsNull();
+}
+
+void ConfigReader::accept(const std::string& key) { known_.insert(key); }
+
+ConfigReader& ConfigReader::number(const std::string& key, double& value, double lo, double hi) {
+  const YAML::Node n = child(key);
+  if (!n || n.IsNull()) return *this;
+  const double v = convert<double>(n, key_path(key), "a number");
+  if (!(v >= lo && v <= hi)) fail("{}: {} is out of range; allowed: [{}, {}]", key_path(key), v, lo, hi);
+  value = v;
+  return *this;
+}
+
+ConfigReader& ConfigReader::integer(const std::string& key, int64_t& value, int64_t lo, int64_t hi) {
+  const YAML::Node n = child(key);
+  if (!n || n.IsNull()) return *this;
+  const int64_t v = convert<int64_t>(n, key_path(key), "an integer");
+  if (v < lo || v > hi) fail("{}: {} is out of range; allowed: [{}, {}]", key_path(key), v, lo, hi);
+  value = v;
+  return *this;
+}
+
+ConfigReader& ConfigReader::integer(const std::string& key, int& value, int lo, int hi) {
+  int64_t v = value;
+  integer(key, v, lo, hi);
+  value = int(v);
+  return *this;
+}
+
+ConfigReader& ConfigReader::flag(const std::string& key, bool& value) {
+  const YAML::Node n = child(key);
+  if (n && !n.IsNull()) value = convert<bool>(n, key_path(key), "true or false");
+  return *this;
+}
+
+ConfigReader& ConfigReader::text(const std::string& key, std::string& value) {
+  const YAML::Node n = child(key);
+  if (n && !n.IsNull()) value = convert<std::string>(n, key_path(key), "a string");
+  return *this;
+}
+
+ConfigReader& ConfigReader::choice(const std::string& key, std::string& value, const std::vector<std::string>& allowed) {
+  std::string v = value;
+  text(key, v);
+  if (std::find(allowed.begin(), allowed.end(), v) == allowed.end())
+    fail("{}: '{}' is not allowed; allowed: {}", key_path(key), v, fmt::join(allowed, ", "));
+  value = v;
+  return *this;
+}
+
+ConfigReader& ConfigReader::numbers(const std::string& key, std::vector<double>& value) {
+  const YAML::Node n = child(key);
+  if (!n || n.IsNull()) return *this;
+  if (!n.IsSequence()) fail("{}: expected a list of numbers, got {}", key_path(key), describe(n));
+  std::vector<double> out;
+  for (size_t i = 0; i < n.size(); ++i) out.push_back(convert<double>(n[i], fmt::format("{}[{}]", key_path(key), i), "a number"));
+  value = std::move(out);
+  return *this;
+}
+
+ConfigReader& ConfigReader::texts(const std::string& key, std::vector<std::string>& value) {
+  const YAML::Node n = child(key);
+  if (!n || n.IsNull()) return *this;
+  if (!n.IsSequence()) fail("{}: expected a list of strings, got {}", key_path(key), describe(n));
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n.size(); ++i)
+    out.push_back(convert<std::string>(n[i], fmt::format("{}[{}]", key_path(key), i), "a string"));
+  value = std::move(out);
+  return *this;
+}
+
+ConfigReader ConfigReader::section(const std::string& key) { return ConfigReader(child(key), key_path(key)); }
+
+void ConfigReader::finish() const {
+  if (!node_ || !node_.IsMap()) return;
+  for (const auto& kv : node_) {
+    const std::string key = kv.first.as<std::string>();
+    if (!known_.count(key))
+      fail("{}: unknown key; allowed keys here: {}", key_path(key), fmt::join(known_, ", "));
+  }
+}
+
+YAML::Node parse_yaml(const std::string& text, const std::string& what) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    fail("{}: YAML syntax error at line {}, column {}: {}", what, e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
+}
+
+YAML::Node load_yaml_file(const std::string& file) {
+  try {
+    return YAML::LoadFile(file);
+  } catch (const YAML::BadFile&) {
+    fail("{}: cannot open the config file", file);
+  } catch (const YAML::Exception& e) {
+    fail("{}: YAML syntax error at line {}, column {}: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
+}
+
+}  // namespace turnrl

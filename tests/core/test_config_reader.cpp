@@ -1,0 +1,70 @@
+// ConfigReader: strict YAML reading — types, ranges, choices, unknown keys, nested sections.
+#include <catch2/catch.hpp>
+
+#include "turnrl/algo/advantage.h"
+#include "turnrl/algo/returns.h"
+#include "turnrl/core/config_reader.h"
+#include "turnrl/core/error.h"
+
+using namespace turnrl;
+
+TEST_CASE("values are read, defaults kept, and errors name the key path", "[config]") {
+  const YAML::Node root = parse_yaml("algo:\n  gamma: 0.9\n  name: trloo\n  epochs: 2\n  on: true\n  xs: [1, 2.5]\n", "test");
+  ConfigReader top(root, "");
+  ConfigReader r = top.section("algo");
+  double gamma = 1.0, lambda = 0.95;
+  int epochs = 1;
+  bool on = false;
+  std::string name = "grpo";
+  std::vector<double> xs;
+  r.number("gamma", gamma, 0, 1).number("lambda", lambda, 0, 1).integer("epochs", epochs, 1, 10).flag("on", on)
+      .choice("name", name, {"trloo", "grpo"}).numbers("xs", xs);
+  REQUIRE_NOTHROW(r.finish());
+  REQUIRE_NOTHROW(top.finish());
+  REQUIRE(gamma == 0.9);
+  REQUIRE(lambda == 0.95);
+  REQUIRE(epochs == 2);
+  REQUIRE(on);
+  REQUIRE(name == "trloo");
+  REQUIRE(xs == std::vector<double>{1, 2.5});
+}
+
+TEST_CASE("bad values: type, range, choice, unknown key, syntax", "[config][edge]") {
+  double x = 0;
+  std::string s = "a";
+  {
+    ConfigReader r(parse_yaml("ppo: {clip: high}", "t")["ppo"], "ppo");
+    REQUIRE_THROWS_WITH(r.number("clip", x, 0, 1), "ppo.clip: expected a number, got 'high'");
+  }
+  {
+    ConfigReader r(parse_yaml("ppo: {clip: 1.5}", "t")["ppo"], "ppo");
+    REQUIRE_THROWS_WITH(r.number("clip", x, 0, 1), "ppo.clip: 1.5 is out of range; allowed: [0, 1]");
+  }
+  {
+    ConfigReader r(parse_yaml("adv: {name: grpoo}", "t")["adv"], "adv");
+    REQUIRE_THROWS_WITH(r.choice("name", s, {"a", "trloo"}), "adv.name: 'grpoo' is not allowed; allowed: a, trloo");
+  }
+  {
+    ConfigReader r(parse_yaml("adv: {gama: 0.9}", "t")["adv"], "adv");
+    r.number("gamma", x, 0, 1);
+    REQUIRE_THROWS_WITH(r.finish(), Catch::Contains("adv.gama: unknown key") && Catch::Contains("gamma"));
+  }
+  REQUIRE_THROWS_WITH(parse_yaml("a: [1, 2", "cfg.yaml"), Catch::Contains("cfg.yaml: YAML syntax error at line"));
+  REQUIRE_THROWS_WITH(load_yaml_file("/nonexistent/x.yaml"), Catch::Contains("cannot open"));
+  REQUIRE_THROWS_WITH(ConfigReader(parse_yaml("[1, 2]", "t"), "root"), Catch::Contains("expected a map"));
+}
+
+TEST_CASE("advantage and return options map one-to-one onto YAML", "[config]") {
+  ConfigReader r(parse_yaml("singleton: zero\ngrouping: trajectory\nstd_epsilon: 0.001\nmode: outcome\n", "t"), "algo");
+  AdvantageOptions a;
+  ReturnOptions ro;
+  read_options(r, a);
+  read_options(r, ro);
+  REQUIRE_NOTHROW(r.finish());
+  REQUIRE(a.singleton == SingletonAdvantage::zero);
+  REQUIRE(a.grouping == Grouping::trajectory);
+  REQUIRE(a.std_epsilon == 0.001);
+  REQUIRE(ro.mode == ReturnMode::outcome);
+  ConfigReader bad(parse_yaml("singleton: none\n", "t"), "algo");
+  REQUIRE_THROWS_WITH(read_options(bad, a), Catch::Contains("algo.singleton: 'none' is not allowed; allowed: raw_return, zero"));
+}
