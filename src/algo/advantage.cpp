@@ -10,19 +10,27 @@
 #include "turnrl/core/masked.h"
 #include "turnrl/core/segment.h"
 
+#ifdef TURNRL_WITH_CUDA
+#include "fused_cuda.h"
+#endif
+
 namespace turnrl {
 namespace {
 
 // Rows that take part in baselines and receive an advantage.
 torch::Tensor valid_rows(const TurnBatch& batch) { return batch.turn_mask_or_all(); }
 
-void check_returns(const TurnBatch& batch, const torch::Tensor& returns, const torch::Tensor& valid,
-                   const AdvantageOptions& options) {
+void check_returns_shape(const TurnBatch& batch, const torch::Tensor& returns) {
   if (!returns.defined() || returns.dim() != 1 || returns.size(0) != batch.size())
     fail("advantage: returns must be a [N] tensor with N = {} (one per turn); got {}", batch.size(),
          returns.defined() ? fmt::format("{}", fmt::join(returns.sizes(), "x")) : std::string("undefined"));
   if (!at::isFloatingType(returns.scalar_type()))
     fail("advantage: returns dtype {} not allowed; must be a floating type", c10::toString(returns.scalar_type()));
+}
+
+void check_returns(const TurnBatch& batch, const torch::Tensor& returns, const torch::Tensor& valid,
+                   const AdvantageOptions& options) {
+  check_returns_shape(batch, returns);
   if (!options.check_finite || batch.size() == 0) return;
   const torch::Tensor bad = ~at::isfinite(returns) & valid;
   if (bad.any().item<bool>()) {
@@ -63,13 +71,13 @@ torch::Tensor standardise(const torch::Tensor& values, const torch::Tensor& segm
   const SegmentSums s = segment_sums(values, segment, num_segments, valid);
   const torch::Tensor count = gather_segments(s.count, segment);
   const torch::Tensor mean = at::where(count > 1, gather_segments(s.sum, segment) / count.clamp_min(1),
-                                       at::zeros({}, values.options()));
+                                       0);
   const torch::Tensor centred = values - mean;
   const SegmentSums sq = segment_sums(centred.square(), segment, num_segments, valid);
   const torch::Tensor std = (gather_segments(sq.sum, segment) / (count - 1).clamp_min(1)).sqrt();
-  const torch::Tensor safe_std = at::where((count > 1) & (std >= 1e-6), std, at::ones({}, values.options()));
+  const torch::Tensor safe_std = at::where((count > 1) & (std >= 1e-6), std, 1);
   torch::Tensor adv = centred / (safe_std + options.std_epsilon);
-  if (options.singleton == SingletonAdvantage::zero) adv = at::where(count > 1, adv, at::zeros({}, values.options()));
+  if (options.singleton == SingletonAdvantage::zero) adv = at::where(count > 1, adv, 0);
   return masked_fill_zero(adv, valid);
 }
 
@@ -114,6 +122,13 @@ torch::Tensor whiten_valid(const torch::Tensor& values, const torch::Tensor& val
 }  // namespace
 
 torch::Tensor trloo_advantage(const TurnBatch& batch, const torch::Tensor& returns, const AdvantageOptions& options) {
+#ifdef TURNRL_WITH_CUDA
+  check_returns_shape(batch, returns);
+  if (auto fused = fused::trloo_cuda(batch, returns, options)) {
+    if (!fused->all_finite) check_returns(batch, returns, valid_rows(batch), options);  // throws, naming the row
+    return fused->advantages;
+  }
+#endif
   return grouped(batch, returns, options, Grouping::turn, loo_rule);
 }
 

@@ -4,6 +4,10 @@
 #include "turnrl/core/error.h"
 #include "turnrl/core/masked.h"
 
+#ifdef TURNRL_WITH_CUDA
+#include "fused_cuda.h"
+#endif
+
 namespace turnrl {
 
 ReturnMode parse_return_mode(const std::string& name, const std::string& field) {
@@ -47,6 +51,9 @@ torch::Tensor compute_returns(const TurnBatch& batch, const ReturnOptions& optio
     fail("returns.gamma: {} is out of range; allowed: [0, 1]", options.gamma);
   const int64_t n = batch.size();
   if (n == 0) return at::zeros({0}, batch.reward.defined() ? batch.reward.options() : at::TensorOptions(at::kFloat));
+#ifdef TURNRL_WITH_CUDA
+  if (auto fused = fused::returns_cuda(batch, options)) return *fused;
+#endif
   const int64_t turns = batch.max_turns;
   const int64_t trajectories = batch.num_trajectories;
   torch::Tensor dense = to_dense_turns(batch, masked_turn_rewards(batch));

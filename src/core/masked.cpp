@@ -9,7 +9,7 @@ constexpr double kEps = 1e-8;
 }
 
 torch::Tensor masked_fill_zero(const torch::Tensor& x, const torch::Tensor& mask) {
-  return at::where(mask.to(at::kBool), x, at::zeros({}, x.options()));
+  return at::where(mask.to(at::kBool), x, 0);  // scalar: no extra launch for a zero tensor
 }
 
 torch::Tensor masked_sum(const torch::Tensor& x, const torch::Tensor& mask) { return masked_fill_zero(x, mask).sum(); }

@@ -25,10 +25,13 @@ struct ReturnOptions {
   // residual only: scale the last turn's reward by (1 - gamma) before differencing, the
   // reference's UNBIASED_SHAPING (default on there). With gamma = 1 every G_0 is then 0.
   bool unbiased_shaping = true;
+  // reward_to_go of float32 CUDA rewards in one fused kernel (off = always the tensor-op path).
+  bool fused_cuda = true;
 
   ReturnOptions& with_mode(ReturnMode v) { mode = v; return *this; }
   ReturnOptions& with_gamma(double v) { gamma = v; return *this; }
   ReturnOptions& with_unbiased_shaping(bool v) { unbiased_shaping = v; return *this; }
+  ReturnOptions& with_fused_cuda(bool v) { fused_cuda = v; return *this; }
 };
 
 // Reads the YAML keys mode, gamma, unbiased_shaping into `options`.
