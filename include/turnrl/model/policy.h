@@ -1,0 +1,101 @@
+#pragma once
+// Policy: the seam between the trainer and a LibTorch model. The trainer needs per-token
+// log-probs and entropies of given sequences (forward_logp), rollouts (generate), the parameters
+// for its optimizer, and checkpoints. Three implementations ship with turnrl:
+//   TransformerPolicy   the built-in decoder (transformer.h), KV-cache sampling
+//   ModulePolicy        any user torch::nn::Module that maps tokens to logits (below)
+//   TorchScriptPolicy   a TorchScript file exported from Python (torchscript_policy.h)
+//
+// Alignment: logp[b, t] = log p(tokens[b, t] | tokens[b, <t]); column 0 has no context and is 0.
+// So the response mask of a sequence (true on the policy's own tokens) selects exactly the
+// log-probs of those tokens, and the same [B, T] masks serve the rollout and the trainer.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include "turnrl/model/sampler.h"
+
+namespace turnrl {
+
+struct TokenLogp {
+  torch::Tensor logp;     // float32 [B, T] log-prob of each token given the ones before it
+  torch::Tensor entropy;  // float32 [B, T] entropy of the distribution that token was drawn from
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+
+  // tokens         int64 [B, T]
+  // attention_mask bool  [B, T] false on padding (left or right); undefined = all valid
+  // response_mask  bool  [B, T] the positions the caller needs; logp and entropy are 0 elsewhere.
+  //                             Undefined = every position but column 0.
+  // Differentiable with respect to parameters() (call under torch::NoGradGuard when not training).
+  virtual TokenLogp forward_logp(const torch::Tensor& tokens, const torch::Tensor& attention_mask = {},
+                                 const torch::Tensor& response_mask = {}) = 0;
+  // Samples continuations of left-padded prompts (sampler.h: left_pad, Rollout), without autograd.
+  virtual Rollout generate(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,
+                           const SamplingOptions& options) = 0;
+
+  virtual std::vector<torch::Tensor> parameters() = 0;
+  virtual void save(const std::string& path) = 0;
+  virtual void load(const std::string& path) = 0;
+  virtual void train(bool on = true) = 0;
+  void eval() { train(false); }
+  virtual void to(torch::Device device) = 0;
+  virtual void to(torch::Dtype dtype) = 0;
+  virtual torch::Device device() const = 0;
+};
+
+// logits float [B, T, V] (position t predicts token t+1) -> TokenLogp aligned as above. Computed
+// in float32 whatever the logits' dtype. Shared by every policy; useful for users' own ones.
+TokenLogp token_logp_from_logits(const torch::Tensor& logits, const torch::Tensor& tokens,
+                                 const torch::Tensor& response_mask = {});
+
+// Positions from an attention mask: each valid token's index among the valid tokens of its row
+// (0 for pads), int64 [B, T]. Left padding then gives the same positions as no padding.
+torch::Tensor positions_from_mask(const torch::Tensor& attention_mask);
+
+// Adapter for a user's torch::nn::Module. `logits` maps (tokens int64 [B, T], attention_mask bool
+// [B, T]) to logits [B, T, V] where position t predicts token t+1; generation re-runs it on the
+// whole sequence at each step (no cache). save() writes the module as torch::save does; load()
+// copies a saved archive into the existing parameters and buffers (their dtype and device kept).
+//
+//   struct MyLMImpl : torch::nn::Module { torch::Tensor forward(torch::Tensor tokens, torch::Tensor mask); };
+//   TORCH_MODULE(MyLM);
+//   MyLM lm;
+//   auto policy = ModulePolicy::wrap(lm.ptr());   // calls lm->forward(tokens, mask)
+class ModulePolicy : public Policy {
+ public:
+  ModulePolicy(std::shared_ptr<torch::nn::Module> module, LogitsFn logits);
+  // For modules whose forward(tokens, attention_mask) returns the logits.
+  template <typename M>
+  static ModulePolicy wrap(std::shared_ptr<M> module) {
+    M* raw = module.get();
+    return ModulePolicy(module, [raw](const torch::Tensor& t, const torch::Tensor& m) { return raw->forward(t, m); });
+  }
+
+  TokenLogp forward_logp(const torch::Tensor& tokens, const torch::Tensor& attention_mask = {},
+                         const torch::Tensor& response_mask = {}) override;
+  Rollout generate(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,
+                   const SamplingOptions& options) override;
+  std::vector<torch::Tensor> parameters() override { return module_->parameters(); }
+  void save(const std::string& path) override;
+  void load(const std::string& path) override;
+  void train(bool on = true) override { module_->train(on); }
+  void to(torch::Device device) override { module_->to(device); }
+  void to(torch::Dtype dtype) override { module_->to(dtype); }
+  torch::Device device() const override;
+
+  torch::nn::Module& module() { return *module_; }
+
+ private:
+  std::shared_ptr<torch::nn::Module> module_;
+  LogitsFn logits_;
+};
+
+}  // namespace turnrl

@@ -1,0 +1,96 @@
+#pragma once
+// Batched sampling from any model that gives next-token logits: temperature, top-k, top-p, stop
+// tokens, a token budget and a seed. Every sampled token's log-prob is recorded under the
+// distribution it was actually drawn from (after temperature, top-k and top-p): that is the
+// rollout log-prob the mismatch correction compares with the trainer's recomputation.
+//
+// Layout of prompts and rollouts: prompts are LEFT-padded ([B, P], prompt_mask false on the pads)
+// so every row's next token goes to the same column; generated tokens follow in columns P..P+N-1.
+// Positions are counted from each row's first valid token, so a left-padded row computes the same
+// as the unpadded sequence.
+#include <cstdint>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include <torch/types.h>
+
+namespace turnrl {
+
+struct SamplingOptions {
+  int64_t max_new_tokens = 256;
+  // 0 means greedy (argmax). Greedy records the model's own log-prob (temperature 1, unfiltered)
+  // because the sampling distribution is a point mass.
+  double temperature = 1.0;
+  int64_t top_k = 0;    // keep the k most likely tokens; 0 = off
+  double top_p = 1.0;   // keep the smallest set whose probability reaches p; 1 = off
+  std::vector<int64_t> stop_tokens;  // a row stops after emitting one (it is part of the response)
+  int64_t pad_id = 0;   // written after a row has stopped (masked out everywhere)
+  uint64_t seed = 0;    // same seed, same model, same prompts -> same rollout, on any device
+  bool use_cache = true;  // KV cache where the policy has one (TransformerPolicy)
+
+  SamplingOptions& max_new(int64_t v) { max_new_tokens = v; return *this; }
+  SamplingOptions& temp(double v) { temperature = v; return *this; }
+  SamplingOptions& topk(int64_t v) { top_k = v; return *this; }
+  SamplingOptions& topp(double v) { top_p = v; return *this; }
+  SamplingOptions& stop(std::vector<int64_t> v) { stop_tokens = std::move(v); return *this; }
+  SamplingOptions& pad(int64_t v) { pad_id = v; return *this; }
+  SamplingOptions& rng_seed(uint64_t v) { seed = v; return *this; }
+  SamplingOptions& cache(bool v) { use_cache = v; return *this; }
+};
+
+// Throws turnrl::Error naming the field when an option is out of range.
+void validate(const SamplingOptions& options);
+
+// Result of generate(): the prompt and the generated continuation side by side, ready for
+// Policy::forward_logp(tokens, attention_mask, response_mask) without any re-packing.
+struct Rollout {
+  torch::Tensor tokens;          // int64 [B, P+N] left-padded prompt, then generated tokens (pad after stop)
+  torch::Tensor attention_mask;  // bool  [B, P+N] valid prompt tokens and generated tokens up to the stop
+  torch::Tensor response_mask;   // bool  [B, P+N] generated tokens, stop token included
+  torch::Tensor logp;            // float [B, P+N] rollout log-prob of each response token, 0 elsewhere
+  torch::Tensor num_generated;   // int64 [B]      response length of each row
+  int64_t prompt_length = 0;     // P; N = tokens.size(1) - P <= max_new_tokens
+};
+
+// Prompts of different lengths, left-padded with pad_id: {tokens int64 [B, P], mask bool [B, P]}.
+std::pair<torch::Tensor, torch::Tensor> left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id,
+                                                 torch::Device device = torch::kCPU);
+
+// Incremental next-token logits for a batch: what the sampler needs from a model.
+class NextTokenModel {
+ public:
+  virtual ~NextTokenModel() = default;
+  // Logits for the token after each prompt, [B, V] (any float dtype).
+  virtual torch::Tensor prefill(const torch::Tensor& prompts, const torch::Tensor& prompt_mask) = 0;
+  // Appends one token per row (valid false for rows that have stopped) and returns the logits of
+  // the token after it, [B, V].
+  virtual torch::Tensor extend(const torch::Tensor& token, const torch::Tensor& valid) = 0;
+};
+
+// Full-sequence logits function: tokens int64 [B, T], attention_mask bool [B, T] -> logits [B, T, V].
+using LogitsFn = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)>;
+
+// A NextTokenModel without a cache: every step re-runs the whole sequence through `logits`.
+// Quadratic in the length; right for users' modules and TorchScript files, and the reference the
+// KV-cache path is tested against.
+class RecomputeNextToken : public NextTokenModel {
+ public:
+  explicit RecomputeNextToken(LogitsFn logits) : logits_(std::move(logits)) {}
+  torch::Tensor prefill(const torch::Tensor& prompts, const torch::Tensor& prompt_mask) override;
+  torch::Tensor extend(const torch::Tensor& token, const torch::Tensor& valid) override;
+
+ private:
+  LogitsFn logits_;
+  torch::Tensor tokens_, mask_;
+};
+
+// Runs the sampling loop (no autograd) until every row has stopped or max_new_tokens.
+Rollout sample(NextTokenModel& model, const torch::Tensor& prompts, const torch::Tensor& prompt_mask,
+               const SamplingOptions& options);
+
+// The sampling distribution for one step: log-probs [B, V] float32 after temperature, top-k and
+// top-p (-inf on removed tokens). temperature must be > 0.
+torch::Tensor sampling_log_probs(const torch::Tensor& logits, const SamplingOptions& options);
+
+}  // namespace turnrl
