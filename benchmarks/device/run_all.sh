@@ -45,4 +45,9 @@ fi
 for b in "${benches[@]}"; do
   echo "== $b --device cuda"
   "build-device/bin/$b" --device cuda 2>&1 | tee "$OUT/$b.txt"
+  # Same-run Python baselines, where a benchmark has one.
+  if [[ -f "benchmarks/device/$b.py" ]]; then
+    echo "== $b.py --device cuda (PyTorch baseline)"
+    python3 "benchmarks/device/$b.py" --device cuda 2>&1 | tee "$OUT/${b}_py.txt"
+  fi
 done
