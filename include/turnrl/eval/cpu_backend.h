@@ -1,0 +1,84 @@
+#pragma once
+// The CPU backend of the kernel evaluator: candidates are C/C++ sources with one extern "C" entry
+// point (candidate_api.h), compiled with the host compiler into shared objects (cached by source
+// hash) and run in a pool of sandboxed worker processes (sandbox.h) against LibTorch CPU
+// references (cpu_tasks.h). Pipeline per request:
+//   extract -> static checks -> compile -> import checks -> load -> correctness trials (parent
+//   compares against parent-computed references) -> timing (interleaved with the reference in the
+//   worker) -> profiling (library vs own time) -> dynamic hacking checks.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "turnrl/eval/evaluator.h"
+#include "turnrl/eval/hacking.h"
+#include "turnrl/eval/sandbox.h"
+
+namespace turnrl {
+
+struct CpuEvalOptions {
+  int workers = 0;                 // pool size; 0 = one per core
+  SandboxLimits limits;            // per worker process
+  std::string cache_dir;           // "" = $TURNRL_EVAL_CACHE, else $TMPDIR/turnrl-cpu-cache-<uid>
+  std::string compiler = "g++";    // found on PATH unless absolute
+  double compile_seconds = 60;
+  int warmup = 3;
+  bool flush_caches = true;        // clflush the task's buffers before every timed run
+  int max_evals_per_worker = 256;  // then the worker is replaced (bounds leaks and leftover state)
+  size_t message_chars = 2000;     // compiler / runtime messages are trimmed to this
+  HackingThresholds hacking;
+
+  CpuEvalOptions& num_workers(int n) { workers = n; return *this; }
+  CpuEvalOptions& sandbox(const SandboxLimits& l) { limits = l; return *this; }
+  CpuEvalOptions& cache(const std::string& dir) { cache_dir = dir; return *this; }
+  CpuEvalOptions& thresholds(const HackingThresholds& t) { hacking = t; return *this; }
+};
+
+// A compiled (or failed) candidate.
+struct CompiledCandidate {
+  bool ok = false;
+  std::string hash;          // hex of the cache key (flags + API header + source)
+  std::string library_path;  // the shared object, when ok
+  std::string log;           // compiler output, trimmed
+  bool cached = false;       // served from the cache
+  double seconds = 0;        // compile time (0 when cached)
+};
+
+class CpuEvaluator : public KernelEvaluator {
+ public:
+  explicit CpuEvaluator(CpuEvalOptions options = {});
+  ~CpuEvaluator() override;
+
+  // Spreads the batch over the worker pool; results in request order. Never throws for a bad
+  // candidate.
+  std::vector<EvalResult> evaluate(const std::vector<EvalRequest>& requests) override;
+
+  // Compiles with the fixed flags, or returns the cached object for the same source.
+  CompiledCandidate compile(const std::string& source);
+
+  const CpuEvalOptions& options() const;
+  int pool_size() const;
+  int worker_starts() const;  // children started so far, over the whole pool
+  int compiles() const;       // compiler runs so far (cache misses)
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Element-wise comparison of a candidate's output with the reference's.
+struct Comparison {
+  bool shape_ok = true;
+  bool finite = true;
+  bool within = true;          // every element within atol + rtol * |ref|
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  int64_t failing_index = -1;  // first element out of tolerance (or non-finite)
+  bool ok() const { return shape_ok && finite && within; }
+};
+Comparison compare_outputs(const float* candidate, const float* reference, int64_t n, double atol, double rtol);
+
+// Median, minimum and median absolute deviation of samples (microseconds).
+TimingStats timing_stats(std::vector<double> samples_us);
+
+}  // namespace turnrl

@@ -1,0 +1,130 @@
+#pragma once
+// Sandboxed worker processes for running untrusted candidates.
+//
+// A SandboxWorker is one child process started with fork+exec of a small worker program (never a
+// fork of the trainer). Parent and child talk over one socketpair (fd 3 in the child) with
+// length-prefixed frames; the child's stdout/stderr go to a pipe that the parent drains and
+// counts. The child runs with an address-space limit, a CPU-time limit re-armed per call, no core
+// dumps, a file-size limit, only fds 0-3 open, no-new-privs, its own process group, a private
+// temporary working directory, a restricted environment and (where the kernel allows) its own
+// network namespace. A call that crashes, hangs, floods its output or runs out of memory costs
+// that call only: the reply says which, the child is killed, and the next call starts a fresh one.
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace turnrl {
+
+// Per-worker limits; chainable setters in the style of LibTorch options.
+struct SandboxLimits {
+  double wall_seconds = 20;                 // per call, enforced by the parent (SIGKILL)
+  double cpu_seconds = 20;                  // per call, RLIMIT_CPU re-armed by the child
+  double startup_seconds = 60;              // exec + library load of a fresh worker
+  int64_t address_space_bytes = int64_t(4) << 30;  // RLIMIT_AS
+  int64_t output_bytes = int64_t(1) << 20;  // stdout+stderr per call
+  int64_t file_bytes = int64_t(16) << 20;   // RLIMIT_FSIZE
+  int open_files = 256;                     // RLIMIT_NOFILE
+  bool isolate_network = true;              // best effort: unshare(CLONE_NEWUSER | CLONE_NEWNET)
+
+  SandboxLimits& wall(double s) { wall_seconds = s; return *this; }
+  SandboxLimits& cpu(double s) { cpu_seconds = s; return *this; }
+  SandboxLimits& address_space(int64_t bytes) { address_space_bytes = bytes; return *this; }
+  SandboxLimits& output(int64_t bytes) { output_bytes = bytes; return *this; }
+};
+
+enum class SandboxStatus {
+  ok,            // the child replied
+  crashed,       // the child died (signal or exit) before replying
+  timeout,       // wall-clock deadline or CPU limit (SIGXCPU)
+  memory,        // address-space limit hit (reported by the child's crash handler) or OOM-killed
+  output_limit,  // stdout+stderr over the limit, or the file-size limit (SIGXFSZ)
+  start_failed,  // the worker program could not be started
+};
+const char* to_string(SandboxStatus status);
+
+struct SandboxReply {
+  SandboxStatus status = SandboxStatus::ok;
+  std::string payload;      // the child's reply frame (status ok)
+  int signal = 0;           // terminating signal, when the child died of one
+  int exit_code = -1;       // exit status, when it exited
+  std::string output_tail;  // last bytes the child wrote to stdout/stderr during the call
+  std::string message;      // human-readable cause for every status but ok
+};
+
+// One sandboxed child process, started lazily and restarted after any failed call.
+// Not thread-safe: one caller at a time (a pool gives each thread its own worker).
+class SandboxWorker {
+ public:
+  SandboxWorker(std::string program, std::vector<std::string> args, SandboxLimits limits = {});
+  ~SandboxWorker();
+  SandboxWorker(const SandboxWorker&) = delete;
+  SandboxWorker& operator=(const SandboxWorker&) = delete;
+
+  // Sends one request frame and waits for the reply under the limits.
+  SandboxReply call(const std::string& request);
+  // Starts the child now (call() does it when needed); false if it could not be started.
+  bool start();
+  // Kills the child and removes its working directory.
+  void stop();
+
+  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+  const std::string& work_dir() const { return work_dir_; }
+  int starts() const { return starts_; }  // how many children this worker has started
+  int calls_since_start() const { return calls_since_start_; }
+  const SandboxLimits& limits() const { return limits_; }
+
+ private:
+  SandboxReply fail_and_reap(SandboxStatus status, std::string message, const std::string& frame);
+  bool wait_hello(std::string* error);
+
+  std::string program_;
+  std::vector<std::string> args_;
+  SandboxLimits limits_;
+  pid_t pid_ = -1;
+  int channel_ = -1;  // parent end of the socketpair
+  int output_ = -1;   // read end of the child's stdout/stderr pipe
+  std::string work_dir_;
+  std::string output_tail_;
+  int starts_ = 0;
+  int calls_since_start_ = 0;
+};
+
+// One run of a program under the same sandbox (no channel): e.g. the compiler on candidate source.
+struct CommandResult {
+  SandboxStatus status = SandboxStatus::ok;  // ok: it exited (any exit code)
+  int exit_code = -1;
+  int signal = 0;
+  std::string output;  // stdout+stderr, at most limits.output_bytes
+  std::string message;
+};
+// Runs program with args in work_dir (which must exist; it is not removed).
+CommandResult run_sandboxed(const std::string& program, const std::vector<std::string>& args,
+                            const SandboxLimits& limits, const std::string& work_dir);
+// A fresh private directory (mode 0700) under $TMPDIR or /tmp, and its recursive removal.
+std::string make_private_dir(const std::string& prefix);
+void remove_private_dir(const std::string& dir);
+
+// Finds a helper program (e.g. "turnrl_cpu_worker"): $TURNRL_WORKER_DIR, the directory of the
+// running executable, the build tree, then the install tree. Throws turnrl::Error if absent.
+std::string find_helper_program(const std::string& name);
+
+// The child side: what a worker program's main() uses.
+namespace sandbox_child {
+// Installs the crash reporter (SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL on an alternate stack):
+// it tells the parent whether the address-space limit was the cause, then dies of the signal.
+void install_crash_reporter();
+// Sends the hello frame; call once after start-up work.
+void say_hello();
+// Blocks for the next request; false when the parent closed the channel.
+bool read_request(std::string& request);
+void write_reply(const std::string& reply);
+// Re-arms RLIMIT_CPU so that this call may use the configured per-call CPU seconds.
+void arm_cpu_limit();
+// Tells the parent the limit was hit (std::bad_alloc in the candidate), then exits.
+[[noreturn]] void report_out_of_memory();
+}  // namespace sandbox_child
+
+}  // namespace turnrl

@@ -1,0 +1,526 @@
+#include "turnrl/eval/cpu_backend.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "turnrl/core/error.h"
+#include "turnrl/eval/cpu_protocol.h"
+#include "turnrl/eval/cpu_tasks.h"
+
+namespace turnrl {
+namespace fs = std::filesystem;
+using cpu_detail::CallReport;
+using cpu_detail::TrialPlan;
+using cpu_detail::WorkerReply;
+using cpu_detail::WorkerRequest;
+using cpu_detail::WorkerStatus;
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string find_on_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(ss, dir, ':'))
+    if (!dir.empty() && ::access((dir + "/" + name).c_str(), X_OK) == 0) return dir + "/" + name;
+  fail("cpu evaluator: compiler '{}' not found on PATH", name);
+}
+
+// The directory holding turnrl/eval/candidate_api.h for candidates' #include.
+std::string api_include_dir() {
+  std::vector<std::string> dirs;
+  if (const char* d = std::getenv("TURNRL_INCLUDE_DIR")) dirs.emplace_back(d);
+#ifdef TURNRL_SOURCE_DIR
+  dirs.emplace_back(TURNRL_SOURCE_DIR "/include");
+#endif
+#ifdef TURNRL_INSTALL_BIN_DIR
+  dirs.emplace_back(TURNRL_INSTALL_BIN_DIR "/../include");
+#endif
+  for (const auto& d : dirs)
+    if (fs::exists(fs::path(d) / "turnrl/eval/candidate_api.h")) return d;
+  fail("cpu evaluator: turnrl/eval/candidate_api.h not found (set TURNRL_INCLUDE_DIR)");
+}
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("TURNRL_EVAL_CACHE")) return d;
+  const char* tmp = std::getenv("TMPDIR");
+  return fmt::format("{}/turnrl-cpu-cache-{}", tmp && *tmp ? tmp : "/tmp", getuid());
+}
+
+std::string trim(std::string s, size_t n) {
+  if (s.size() > n) s = s.substr(0, n) + fmt::format("\n[... {} more bytes]", s.size() - n);
+  return s;
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  if (from.empty()) return s;
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  return s;
+}
+
+// A seed source the candidate cannot predict (request.seed == 0) or a reproducible one.
+struct SeedSource {
+  uint64_t state;
+  explicit SeedSource(uint64_t seed) {
+    if (seed != 0) {
+      state = seed;
+    } else {
+      std::random_device rd;
+      state = (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    }
+  }
+  uint64_t next() { return splitmix64(state); }
+};
+
+struct TrialKind {
+  enum Kind { main, cache, extra_shape, precision } kind;
+};
+
+// The reference outputs of one trial, computed in the parent (never inside the worker).
+std::vector<at::Tensor> reference_outputs(const CpuTask& task, const TrialPlan& plan, uint64_t reuse_seed) {
+  std::vector<at::Tensor> in = make_inputs(task, plan.shape_set, plan.reuse ? reuse_seed : plan.seed);
+  if (plan.reuse) rewrite_tail(task, in, plan.tail_seed);
+  std::vector<at::Tensor> out;
+  for (auto& t : task.reference(in)) out.push_back(t.contiguous().to(at::kFloat));
+  return out;
+}
+
+std::vector<std::vector<int64_t>> shapes_of(const std::vector<at::Tensor>& ts) {
+  std::vector<std::vector<int64_t>> s;
+  for (const auto& t : ts) s.emplace_back(t.sizes().begin(), t.sizes().end());
+  return s;
+}
+
+Comparison compare_all(const std::vector<std::vector<float>>& got, const std::vector<at::Tensor>& ref, double atol,
+                       double rtol) {
+  Comparison total;
+  if (got.size() != ref.size()) {
+    total.shape_ok = false;
+    return total;
+  }
+  int64_t offset = 0;
+  for (size_t k = 0; k < ref.size(); ++k) {
+    if (int64_t(got[k].size()) != ref[k].numel()) {
+      total.shape_ok = false;
+      return total;
+    }
+    Comparison c = compare_outputs(got[k].data(), ref[k].data_ptr<float>(), ref[k].numel(), atol, rtol);
+    total.finite &= c.finite;
+    total.within &= c.within;
+    total.max_abs_error = std::max(total.max_abs_error, c.max_abs_error);
+    total.max_rel_error = std::max(total.max_rel_error, c.max_rel_error);
+    if (total.failing_index < 0 && c.failing_index >= 0) total.failing_index = offset + c.failing_index;
+    offset += ref[k].numel();
+  }
+  return total;
+}
+
+// One finding per flag: the first trial that showed it.
+void add_once(std::vector<HackFinding>& f, uint32_t flag, std::string reason) {
+  for (const auto& x : f)
+    if (x.flag == flag) return;
+  f.push_back({flag, std::move(reason)});
+}
+
+void add_call_findings(const CallReport& r, const std::string& where, std::vector<HackFinding>& f) {
+  if (r.aliases_input) add_once(f, kHackReturnsInput, where + ": an output points into an input buffer");
+  if (r.repointed) add_once(f, kHackReturnsInput, where + ": an output descriptor was replaced by other memory");
+  if (r.mutated_inputs) add_once(f, kHackMutatesInputs, where + ": the inputs changed during the call");
+  if (r.out_of_bounds) add_once(f, kHackOutOfBoundsWrite, where + ": a guard region around an output was written");
+  if (r.left_threads || r.changed_after_return)
+    add_once(f, kHackDeferredWork, where + (r.changed_after_return ? ": outputs kept changing after the call returned"
+                                                                    : ": threads were left running after the call"));
+}
+
+EvalError error_of(const Comparison& c) {
+  if (!c.shape_ok) return EvalError::shape;
+  if (!c.finite) return EvalError::nonfinite;
+  return EvalError::mismatch;
+}
+
+}  // namespace
+
+Comparison compare_outputs(const float* cand, const float* ref, int64_t n, double atol, double rtol) {
+  Comparison c;
+  for (int64_t i = 0; i < n; ++i) {
+    const double o = cand[i], r = ref[i];
+    bool bad;
+    if (!std::isfinite(o)) {
+      bad = !(o == r);  // same infinity as the reference is fine; NaN never is
+      if (bad) c.finite = false;
+    } else {
+      const double d = std::fabs(o - r);
+      c.max_abs_error = std::max(c.max_abs_error, d);
+      c.max_rel_error = std::max(c.max_rel_error, d / std::max(std::fabs(r), 1e-12));
+      bad = !(d <= atol + rtol * std::fabs(r));
+      if (bad) c.within = false;
+    }
+    if (bad && c.failing_index < 0) c.failing_index = i;
+  }
+  return c;
+}
+
+TimingStats timing_stats(std::vector<double> s) {
+  TimingStats t;
+  t.trials = int(s.size());
+  if (s.empty()) return t;
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+  };
+  t.median_us = median(s);
+  t.min_us = *std::min_element(s.begin(), s.end());
+  for (auto& x : s) x = std::fabs(x - t.median_us);
+  t.spread_us = median(s);
+  return t;
+}
+
+struct CpuEvaluator::Impl {
+  CpuEvaluator* self = nullptr;
+  CpuEvalOptions opt;
+  std::string worker_program, compiler, include_dir, cache_dir, flags_key;
+  std::vector<std::string> flags;
+  std::vector<std::unique_ptr<SandboxWorker>> workers;
+  std::mutex cache_mu;
+  std::map<std::string, CompiledCandidate> memo;
+  std::atomic<int> compiles{0};
+
+  EvalResult run(SandboxWorker& worker, const EvalRequest& req);
+  bool call(SandboxWorker& worker, const WorkerRequest& wreq, WorkerReply& reply, EvalResult& r);
+};
+
+CpuEvaluator::CpuEvaluator(CpuEvalOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.self = this;
+  m.opt = std::move(options);
+  if (m.opt.workers <= 0) m.opt.workers = int(std::max(1u, std::thread::hardware_concurrency()));
+  m.worker_program = find_helper_program("turnrl_cpu_worker");
+  m.compiler = find_on_path(m.opt.compiler);
+  m.include_dir = api_include_dir();
+  m.cache_dir = m.opt.cache_dir.empty() ? default_cache_dir() : m.opt.cache_dir;
+  fs::create_directories(m.cache_dir);
+  fs::permissions(m.cache_dir, fs::perms::owner_all, fs::perm_options::replace);
+  // Fixed flags: the same source always gives the same object (no -march=native).
+  m.flags = {"-O2", "-std=c++17", "-shared", "-fPIC", "-fmax-errors=10", "-I", m.include_dir};
+  m.flags_key = m.compiler;
+  for (const auto& f : m.flags) m.flags_key += " " + f;
+  m.flags_key += read_file(fs::path(m.include_dir) / "turnrl/eval/candidate_api.h");
+  for (int i = 0; i < m.opt.workers; ++i)
+    m.workers.push_back(std::make_unique<SandboxWorker>(m.worker_program, std::vector<std::string>{}, m.opt.limits));
+}
+
+CpuEvaluator::~CpuEvaluator() = default;
+
+const CpuEvalOptions& CpuEvaluator::options() const { return impl_->opt; }
+int CpuEvaluator::pool_size() const { return int(impl_->workers.size()); }
+int CpuEvaluator::compiles() const { return impl_->compiles.load(); }
+int CpuEvaluator::worker_starts() const {
+  int n = 0;
+  for (const auto& w : impl_->workers) n += w->starts();
+  return n;
+}
+
+CompiledCandidate CpuEvaluator::compile(const std::string& source) {
+  Impl& m = *impl_;
+  CompiledCandidate c;
+  c.hash = fmt::format("{:016x}", fnv1a(source, fnv1a(m.flags_key)));
+  {
+    std::lock_guard<std::mutex> lock(m.cache_mu);
+    auto it = m.memo.find(c.hash);
+    if (it != m.memo.end()) {
+      CompiledCandidate hit = it->second;
+      hit.cached = true;
+      hit.seconds = 0;
+      return hit;
+    }
+  }
+  const fs::path so = fs::path(m.cache_dir) / (c.hash + ".so");
+  const fs::path err = fs::path(m.cache_dir) / (c.hash + ".err");
+  if (fs::exists(so) || fs::exists(err)) {
+    c.ok = fs::exists(so);
+    c.library_path = c.ok ? so.string() : "";
+    c.log = c.ok ? "" : read_file(err);
+    c.cached = true;
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string dir = make_private_dir("turnrl-compile");
+    if (dir.empty()) fail("cpu evaluator: cannot create a compile directory");
+    { std::ofstream(fs::path(dir) / "candidate.cpp") << source; }
+    std::vector<std::string> args = m.flags;
+    args.insert(args.end(), {"candidate.cpp", "-o", "candidate.so"});
+    SandboxLimits lim = m.opt.limits;
+    lim.wall_seconds = lim.cpu_seconds = m.opt.compile_seconds;
+    lim.output_bytes = 64 << 10;
+    lim.address_space_bytes = std::max<int64_t>(lim.address_space_bytes, int64_t(4) << 30);
+    lim.file_bytes = std::max<int64_t>(lim.file_bytes, int64_t(64) << 20);
+    CommandResult r = run_sandboxed(m.compiler, args, lim, dir);
+    ++m.compiles;
+    c.log = trim(replace_all(r.output, dir + "/", ""), m.opt.message_chars);
+    c.ok = r.status == SandboxStatus::ok && r.exit_code == 0 && fs::exists(fs::path(dir) / "candidate.so");
+    if (!c.ok && r.status != SandboxStatus::ok) c.log = "compiler " + r.message + "\n" + c.log;
+    // Publish atomically: a concurrent compile of the same source renames the same bytes.
+    const fs::path tmp = fs::path(m.cache_dir) / (c.hash + fmt::format(".tmp{}", fnv1a(dir)));
+    std::error_code ec;
+    if (c.ok) {
+      fs::copy_file(fs::path(dir) / "candidate.so", tmp, fs::copy_options::overwrite_existing, ec);
+      if (!ec) fs::rename(tmp, so, ec);
+      if (ec) fail("cpu evaluator: cannot write {}: {}", so.string(), ec.message());
+      c.library_path = so.string();
+    } else {
+      { std::ofstream(tmp) << c.log; }
+      fs::rename(tmp, err, ec);
+    }
+    remove_private_dir(dir);
+    c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::lock_guard<std::mutex> lock(m.cache_mu);
+  m.memo[c.hash] = c;
+  return c;
+}
+
+// One round trip; false (with r filled in) when the sandbox or the worker reported a failure.
+bool CpuEvaluator::Impl::call(SandboxWorker& worker, const WorkerRequest& wreq, WorkerReply& reply, EvalResult& r) {
+  if (worker.calls_since_start() >= opt.max_evals_per_worker) worker.stop();
+  SandboxReply s = worker.call(cpu_detail::encode(wreq));
+  const std::string tail = s.output_tail.empty() ? "" : "\noutput: " + s.output_tail;
+  switch (s.status) {
+    case SandboxStatus::ok: break;
+    case SandboxStatus::crashed: r.error = EvalError::crash; break;
+    case SandboxStatus::timeout: r.error = EvalError::timeout; break;
+    case SandboxStatus::memory: r.error = EvalError::memory; break;
+    case SandboxStatus::output_limit: r.error = EvalError::output_limit; break;
+    case SandboxStatus::start_failed: r.error = EvalError::internal; break;
+  }
+  if (s.status != SandboxStatus::ok) {
+    r.message = trim(s.message + tail, opt.message_chars);
+    return false;
+  }
+  try {
+    reply = cpu_detail::decode<WorkerReply>(s.payload);
+  } catch (const Error& e) {
+    r.error = EvalError::internal;
+    r.message = e.what();
+    worker.stop();
+    return false;
+  }
+  switch (reply.status) {
+    case WorkerStatus::ok: return true;
+    case WorkerStatus::load_failed: r.error = EvalError::load; break;
+    case WorkerStatus::runtime_error: r.error = EvalError::runtime, r.stage = EvalStage::loaded; break;
+    case WorkerStatus::bad_request: r.error = EvalError::internal; break;
+  }
+  r.message = trim(reply.message + tail, opt.message_chars);
+  return false;
+}
+
+EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& req) {
+  EvalResult r;
+  if (req.candidate.find_first_not_of(" \t\r\n") == std::string::npos) {
+    r.error = EvalError::format;
+    r.message = "empty candidate";
+    return r;
+  }
+  if (!has_cpu_task(req.task)) {
+    r.error = EvalError::internal;
+    r.message = fmt::format("unknown cpu task '{}'", req.task);
+    return r;
+  }
+  const CpuTask& task = cpu_task(req.task);
+  r.stage = EvalStage::extracted;
+  std::vector<HackFinding> findings = check_source(req.candidate);
+
+  const CompiledCandidate c = self->compile(req.candidate);
+  if (!c.ok) {
+    r.error = EvalError::compile;
+    r.message = c.log;
+    return r;
+  }
+  r.stage = EvalStage::compiled;
+  for (auto& f : check_imports(imported_symbols(c.library_path))) findings.push_back(f);
+  if (!findings.empty()) {  // statically caught: never loaded
+    r.error = EvalError::hacking;
+    r.hacking_flags = flags_of(findings);
+    r.hacking_reason = reasons_of(findings);
+    return r;
+  }
+
+  // Correctness plan: fresh unpredictable seeds; the cache trial reuses the last main trial's
+  // buffers; one trial per extra shape; one precision trial with the tighter tolerance.
+  SeedSource seeds(req.seed);
+  WorkerRequest wreq;
+  wreq.task = task.name;
+  wreq.library_path = c.library_path;
+  std::vector<TrialKind::Kind> kinds;
+  const int main_trials = std::max(1, req.correctness_trials);
+  for (int i = 0; i < main_trials; ++i) wreq.trials.push_back({0, seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::main);
+  const uint64_t reuse_seed = wreq.trials.back().seed;
+  wreq.trials.push_back({0, 0, 1, seeds.next(), {}}), kinds.push_back(TrialKind::cache);
+  for (size_t s = 1; s < task.shape_sets.size(); ++s)
+    wreq.trials.push_back({int32_t(s), seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::extra_shape);
+  wreq.trials.push_back({0, seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::precision);
+  std::vector<std::vector<at::Tensor>> refs;
+  for (auto& plan : wreq.trials) {
+    refs.push_back(reference_outputs(task, plan, reuse_seed));
+    plan.output_shapes = shapes_of(refs.back());
+  }
+  WorkerReply reply;
+  const bool replied = call(worker, wreq, reply, r);
+  // Observations from every trial that ran, even when a later one failed.
+  for (size_t t = 0; t < reply.trials.size(); ++t) add_call_findings(reply.trials[t], fmt::format("trial {}", t), findings);
+  if (!replied) {  // crash, timeout, ...: keep that error class, report what was seen before
+    if (!findings.empty()) r.hacking_flags = flags_of(findings), r.hacking_reason = reasons_of(findings);
+    return r;
+  }
+  r.stage = EvalStage::ran;
+
+  // The shown shape decides correctness; the cache, extra-shape and precision trials only count
+  // once it passed (a kernel that is simply wrong is not also "caching").
+  bool main_ok = true;
+  std::vector<Comparison> cmps;
+  for (size_t t = 0; t < kinds.size(); ++t) {
+    cmps.push_back(compare_all(reply.trials[t].outputs, refs[t], task.atol, task.rtol));
+    const Comparison& cmp = cmps.back();
+    if (kinds[t] != TrialKind::main && kinds[t] != TrialKind::precision) continue;
+    r.max_abs_error = std::max(r.max_abs_error, cmp.max_abs_error);
+    r.max_rel_error = std::max(r.max_rel_error, cmp.max_rel_error);
+    if (!cmp.ok() && main_ok) {
+      main_ok = false;
+      r.error = error_of(cmp);
+      r.failing_index = cmp.failing_index;
+      r.message = !cmp.shape_ok ? "output shape differs from the reference"
+                                : fmt::format("trial {}: max abs error {:.3g}, max rel error {:.3g}, first bad index {}",
+                                              t, cmp.max_abs_error, cmp.max_rel_error, cmp.failing_index);
+    }
+  }
+  for (size_t t = 0; main_ok && t < kinds.size(); ++t) {
+    const Comparison& cmp = cmps[t];
+    if (kinds[t] == TrialKind::cache && !cmp.ok())
+      findings.push_back({kHackCachesResults, "wrong when the same input buffers got new contents (outputs cached "
+                                              "across calls)"});
+    if (kinds[t] == TrialKind::extra_shape && !cmp.ok())
+      findings.push_back({kHackShapeSpecialisation,
+                          fmt::format("wrong on extra shape set {} ({})", wreq.trials[t].shape_set,
+                                      !cmp.shape_ok ? "shape" : fmt::format("max abs error {:.3g}", cmp.max_abs_error))});
+    if (kinds[t] == TrialKind::precision) {
+      const Comparison tight = compare_all(reply.trials[t].outputs, refs[t], task.precision_atol, task.precision_rtol);
+      if (!tight.ok())
+        findings.push_back({kHackPrecisionDowngrade,
+                            fmt::format("max abs error {:.3g} / rel {:.3g} exceeds the float32 tolerance (atol {}, rtol {})",
+                                        tight.max_abs_error, tight.max_rel_error, task.precision_atol,
+                                        task.precision_rtol)});
+    }
+  }
+  auto finish = [&] {
+    if (!findings.empty()) {
+      r.hacking_flags = flags_of(findings);
+      r.hacking_reason = reasons_of(findings);
+      r.correct = false;
+      r.speedup = 0;
+      r.error = EvalError::hacking;  // the hack explains any mismatch it caused; message keeps it
+    }
+    return r;
+  };
+  if (!main_ok) return finish();
+  r.correct = true;
+  r.stage = EvalStage::correct;
+  if (!findings.empty() || req.timing_trials <= 0) return finish();
+
+  // Timing: the reference and the candidate interleaved in the worker on the same inputs.
+  WorkerRequest treq;
+  treq.task = task.name;
+  treq.library_path = c.library_path;
+  treq.warmup = opt.warmup;
+  treq.timing_trials = req.timing_trials;
+  treq.timing_seed = seeds.next();
+  treq.flush_caches = opt.flush_caches;
+  std::vector<at::Tensor> timing_inputs = make_inputs(task, 0, treq.timing_seed);
+  for (int i = 0; i < treq.timing_trials; ++i) perturb_for_timing(timing_inputs, treq.timing_seed, i);
+  std::vector<at::Tensor> timing_ref;
+  for (auto& t : task.reference(timing_inputs)) timing_ref.push_back(t.contiguous().to(at::kFloat));
+  treq.timing_output_shapes = shapes_of(timing_ref);
+  WorkerReply timing;
+  if (!call(worker, treq, timing, r)) {
+    r.correct = false;
+    return finish();
+  }
+  add_call_findings(timing.recheck, "post-timing re-check", findings);
+  if (!compare_all(timing.recheck.outputs, timing_ref, task.atol, task.rtol).ok())
+    findings.push_back({kHackDeferredWork, "the last timed call's outputs were wrong when the timer stopped (deferred "
+                                           "or cached work)"});
+  r.reference_time = timing_stats(timing.reference_us);
+  r.candidate_time = timing_stats(timing.candidate_us);
+  if (r.candidate_time.median_us > 0) r.speedup = r.reference_time.median_us / r.candidate_time.median_us;
+  r.stage = EvalStage::timed;
+
+  // Profiling: library routines are the "other kernels"; the rest of the call is the candidate's.
+  double total_us = 0;
+  for (double x : timing.candidate_us) total_us += x;
+  const double own_us = std::max(0.0, total_us - timing.candidate_lib_us);
+  r.coverage = total_us > 0 ? std::clamp(own_us / total_us, 0.0, 1.0) : 0;
+  r.reference_coverage = timing.timing_loop_us > 0 ? std::clamp(own_us / timing.timing_loop_us, 0.0, 1.0) : 0;
+  const double n_calls = double(timing.candidate_us.size());
+  r.kernel_count_coverage = n_calls / (n_calls + double(timing.candidate_lib_calls));
+  r.profile.push_back({"candidate", own_us, int(n_calls), true});
+  for (size_t k = 0; k < timing.lib_names.size(); ++k)
+    r.profile.push_back({"lib:" + timing.lib_names[k], timing.lib_stats[k].us, int(timing.lib_stats[k].calls), false});
+  r.stage = EvalStage::profiled;
+  for (auto& f : check_coverage(r.coverage, timing.candidate_lib_calls, opt.hacking)) findings.push_back(f);
+  for (auto& f : check_replaced_routines(timing.lib_names, task.replaces)) findings.push_back(f);
+  const double flops = task.flops ? task.flops(task.shape_sets[0]) : 0;
+  for (auto& f : check_plausible_speed(r.candidate_time.median_us, bytes_moved(task.shape_sets[0], treq.timing_output_shapes),
+                                       flops, timing.bandwidth_bytes_per_s, opt.hacking))
+    findings.push_back(f);
+  return finish();
+}
+
+std::vector<EvalResult> CpuEvaluator::evaluate(const std::vector<EvalRequest>& requests) {
+  std::vector<EvalResult> results(requests.size());
+  Impl& m = *impl_;
+  std::atomic<size_t> next{0};
+  auto serve = [&](size_t w) {
+    for (size_t i; (i = next++) < requests.size();) {
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        results[i] = m.run(*m.workers[w], requests[i]);
+      } catch (const std::exception& e) {
+        results[i] = EvalResult{};
+        results[i].error = EvalError::internal;
+        results[i].message = e.what();
+      }
+      results[i].wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  };
+  const size_t n = std::min(requests.size(), m.workers.size());
+  std::vector<std::thread> threads;
+  for (size_t w = 1; w < n; ++w) threads.emplace_back(serve, w);
+  if (n > 0) serve(0);
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+}  // namespace turnrl

@@ -1,0 +1,508 @@
+#include "turnrl/eval/sandbox.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "turnrl/core/error.h"
+
+namespace turnrl {
+namespace {
+
+// Frames: 8-byte little-endian length of (kind + body), one kind byte, the body.
+constexpr char kHello = 'H', kReply = 'R', kOutOfMemory = 'M';
+constexpr int kChannelFd = 3;
+constexpr size_t kTailBytes = 2048;
+constexpr const char* kCpuEnv = "TURNRL_SANDBOX_CPU_SECONDS";
+
+std::string frame(char kind, const std::string& body) {
+  std::string out(8, '\0');
+  uint64_t n = body.size() + 1;
+  for (int i = 0; i < 8; ++i) out[i] = char((n >> (8 * i)) & 0xff);
+  out += kind;
+  out += body;
+  return out;
+}
+
+// Length of the first complete frame in buf, or 0 when more bytes are needed.
+size_t complete_frame(const std::string& buf) {
+  if (buf.size() < 8) return 0;
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(buf[i])) << (8 * i);
+  return buf.size() >= 8 + n ? size_t(8 + n) : 0;
+}
+
+bool write_all(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string signal_name(int sig) {
+  const char* s = strsignal(sig);
+  return fmt::format("signal {} ({})", sig, s ? s : "?");
+}
+
+}  // namespace
+
+const char* to_string(SandboxStatus status) {
+  switch (status) {
+    case SandboxStatus::ok: return "ok";
+    case SandboxStatus::crashed: return "crashed";
+    case SandboxStatus::timeout: return "timeout";
+    case SandboxStatus::memory: return "memory";
+    case SandboxStatus::output_limit: return "output_limit";
+    case SandboxStatus::start_failed: return "start_failed";
+  }
+  return "?";
+}
+
+SandboxWorker::SandboxWorker(std::string program, std::vector<std::string> args, SandboxLimits limits)
+    : program_(std::move(program)), args_(std::move(args)), limits_(limits) {}
+
+SandboxWorker::~SandboxWorker() { stop(); }
+
+namespace {
+
+// Forks and execs program in a sandbox (limits, fds, working dir, environment as described in
+// sandbox.h). out_fd becomes the child's stdout/stderr, channel_fd (if >= 0) its fd 3.
+// Returns the child's pid or -1.
+pid_t spawn_sandboxed(const std::string& program_path, const std::vector<std::string>& args,
+                      const SandboxLimits& limits, const std::string& work_dir, int out_fd, int channel_fd) {
+  // Everything the child needs is prepared before fork: after fork only async-signal-safe calls.
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  std::vector<std::string> env_strings = {
+      "PATH=/usr/bin:/bin", "LANG=C", "LC_ALL=C", "HOME=" + work_dir, "TMPDIR=" + work_dir,
+      "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1",
+      fmt::format("{}={}", kCpuEnv, limits.cpu_seconds)};
+  if (const char* ld = std::getenv("LD_LIBRARY_PATH")) env_strings.push_back(std::string("LD_LIBRARY_PATH=") + ld);
+  std::vector<char*> envp, argv;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string program = program_path;
+  argv.push_back(program.data());
+  std::vector<std::string> arg_copy = args;
+  for (auto& a : arg_copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  auto lim = [](rlim_t soft, rlim_t hard) { return rlimit{soft, hard}; };
+  const rlimit as_limit = lim(rlim_t(limits.address_space_bytes), rlim_t(limits.address_space_bytes));
+  const rlimit cpu_limit = lim(rlim_t(limits.startup_seconds + limits.cpu_seconds + 1), RLIM_INFINITY);
+  const rlimit core_limit = lim(0, 0);
+  const rlimit fsize_limit = lim(rlim_t(limits.file_bytes), rlim_t(limits.file_bytes));
+  const rlimit nofile_limit = lim(rlim_t(limits.open_files), rlim_t(limits.open_files));
+  const bool isolate = limits.isolate_network;
+  const char* dir = work_dir.c_str();
+
+  pid_t pid = fork();
+  if (pid == 0) {
+    // No PR_SET_PDEATHSIG: it fires when the forking *thread* exits, and pool threads are
+    // short-lived. A worker exits when its channel closes (the parent died or stopped it).
+    setpgid(0, 0);
+    if (devnull >= 0) dup2(devnull, 0);
+    dup2(out_fd, 1);
+    dup2(out_fd, 2);
+    if (channel_fd >= 0) dup2(channel_fd, kChannelFd);
+    const int first_closed = channel_fd >= 0 ? kChannelFd + 1 : 3;
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, first_closed, ~0U, 0) != 0)
+#endif
+      for (int fd = first_closed; fd < 65536; ++fd) ::close(fd);
+    if (chdir(dir) != 0) _exit(126);
+    setrlimit(RLIMIT_AS, &as_limit);
+    setrlimit(RLIMIT_CPU, &cpu_limit);
+    setrlimit(RLIMIT_CORE, &core_limit);
+    setrlimit(RLIMIT_FSIZE, &fsize_limit);
+    setrlimit(RLIMIT_NOFILE, &nofile_limit);
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    if (isolate) unshare(CLONE_NEWUSER | CLONE_NEWNET);  // best effort: no network where allowed
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  if (devnull >= 0) ::close(devnull);
+  return pid;
+}
+
+}  // namespace
+
+std::string make_private_dir(const std::string& prefix) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/" + prefix + "-XXXXXX";
+  return mkdtemp(templ.data()) ? templ : std::string();
+}
+
+void remove_private_dir(const std::string& dir) {
+  std::error_code ec;
+  if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+}
+
+CommandResult run_sandboxed(const std::string& program, const std::vector<std::string>& args,
+                            const SandboxLimits& limits, const std::string& work_dir) {
+  CommandResult result;
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    result.status = SandboxStatus::start_failed;
+    result.message = "pipe failed";
+    return result;
+  }
+  const pid_t pid = spawn_sandboxed(program, args, limits, work_dir, out[1], -1);
+  ::close(out[1]);
+  if (pid < 0) {
+    ::close(out[0]);
+    result.status = SandboxStatus::start_failed;
+    result.message = "fork failed";
+    return result;
+  }
+  const double deadline = now_seconds() + limits.wall_seconds;
+  char chunk[65536];
+  for (;;) {
+    const double left = deadline - now_seconds();
+    if (left <= 0) {
+      result.status = SandboxStatus::timeout;
+      result.message = fmt::format("wall-clock limit of {} s exceeded", limits.wall_seconds);
+      break;
+    }
+    pollfd fd{out[0], POLLIN, 0};
+    const int ready = poll(&fd, 1, int(left * 1000.0 + 1));
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    ssize_t k = ::read(out[0], chunk, sizeof chunk);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    result.output.append(chunk, size_t(k));
+    if (int64_t(result.output.size()) > limits.output_bytes) {
+      result.output.resize(size_t(limits.output_bytes));
+      result.status = SandboxStatus::output_limit;
+      result.message = fmt::format("more than {} bytes of output", limits.output_bytes);
+      break;
+    }
+  }
+  ::close(out[0]);
+  if (result.status != SandboxStatus::ok) kill(-pid, SIGKILL), kill(pid, SIGKILL);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st)) result.exit_code = WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) result.signal = WTERMSIG(st);
+  if (result.status == SandboxStatus::ok && result.signal != 0) {
+    result.status = result.signal == SIGXCPU ? SandboxStatus::timeout : SandboxStatus::crashed;
+    result.message = "killed by " + signal_name(result.signal);
+  }
+  return result;
+}
+
+bool SandboxWorker::start() {
+  if (pid_ > 0) return true;
+  work_dir_ = make_private_dir("turnrl-worker");
+  if (work_dir_.empty()) return false;
+  int sv[2], out[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return false;
+  }
+  const pid_t pid = spawn_sandboxed(program_, args_, limits_, work_dir_, out[1], sv[1]);
+  ::close(sv[1]);
+  ::close(out[1]);
+  channel_ = sv[0];
+  output_ = out[0];
+  if (pid < 0) {
+    stop();
+    return false;
+  }
+  fcntl(channel_, F_SETFL, fcntl(channel_, F_GETFL) | O_NONBLOCK);
+  fcntl(output_, F_SETFL, fcntl(output_, F_GETFL) | O_NONBLOCK);
+  pid_ = pid;
+  ++starts_;
+  calls_since_start_ = 0;
+  std::string error;
+  if (!wait_hello(&error)) {
+    output_tail_ = error;
+    stop();
+    return false;
+  }
+  return true;
+}
+
+void SandboxWorker::stop() {
+  if (pid_ > 0) {
+    kill(-pid_, SIGKILL);
+    kill(pid_, SIGKILL);
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_ = -1;
+  if (channel_ >= 0) ::close(channel_);
+  if (output_ >= 0) ::close(output_);
+  channel_ = output_ = -1;
+  remove_private_dir(work_dir_);
+  work_dir_.clear();
+}
+
+namespace {
+
+// Waits for one frame on the channel while draining the output pipe. Returns "" with *why set on
+// EOF ("eof"), deadline ("timeout") or output flood ("output").
+struct FrameWait {
+  std::string frame;
+  std::string why;
+};
+
+FrameWait wait_frame(int channel, int output, double deadline, int64_t output_limit, std::string& tail,
+                     int64_t& output_bytes) {
+  std::string buf;
+  char chunk[65536];
+  bool channel_open = true;
+  for (;;) {
+    if (size_t n = complete_frame(buf)) return {buf.substr(8, n - 8), ""};
+    if (!channel_open) return {"", "eof"};
+    const double left = deadline - now_seconds();
+    if (left <= 0) return {"", "timeout"};
+    pollfd fds[2] = {{channel, POLLIN, 0}, {output, POLLIN, 0}};
+    const int nfds = output >= 0 ? 2 : 1;
+    int r = poll(fds, nfds, int(std::min(left * 1000.0 + 1, 1e9)));
+    if (r < 0 && errno != EINTR) return {"", "eof"};
+    if (nfds == 2 && (fds[1].revents & (POLLIN | POLLHUP))) {
+      for (;;) {
+        ssize_t k = ::read(output, chunk, sizeof chunk);
+        if (k <= 0) break;
+        output_bytes += k;
+        tail.append(chunk, size_t(k));
+        if (tail.size() > 2 * kTailBytes) tail.erase(0, tail.size() - kTailBytes);
+        if (output_bytes > output_limit) return {"", "output"};
+      }
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      for (;;) {
+        ssize_t k = ::read(channel, chunk, sizeof chunk);
+        if (k > 0) {
+          buf.append(chunk, size_t(k));
+          continue;
+        }
+        if (k == 0) channel_open = false;
+        break;
+      }
+    }
+  }
+}
+
+std::string trim_tail(const std::string& tail) {
+  return tail.size() > kTailBytes ? tail.substr(tail.size() - kTailBytes) : tail;
+}
+
+}  // namespace
+
+bool SandboxWorker::wait_hello(std::string* error) {
+  int64_t bytes = 0;
+  output_tail_.clear();
+  FrameWait w = wait_frame(channel_, output_, now_seconds() + limits_.startup_seconds, limits_.output_bytes,
+                           output_tail_, bytes);
+  if (!w.frame.empty() && w.frame[0] == kHello) return true;
+  *error = fmt::format("worker {} did not start ({}): {}", program_, w.why.empty() ? "bad hello" : w.why,
+                       trim_tail(output_tail_));
+  return false;
+}
+
+SandboxReply SandboxWorker::fail_and_reap(SandboxStatus status, std::string message, const std::string& frame) {
+  SandboxReply reply;
+  reply.output_tail = trim_tail(output_tail_);
+  if (pid_ > 0) {
+    if (status != SandboxStatus::crashed) kill(-pid_, SIGKILL);
+    kill(pid_, SIGKILL);  // also when it closed the channel but lives on
+    int st = 0;
+    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    if (status == SandboxStatus::crashed) {
+      if (WIFSIGNALED(st)) {
+        reply.signal = WTERMSIG(st);
+        if (reply.signal == SIGXCPU) status = SandboxStatus::timeout, message = "CPU time limit exceeded";
+        else if (reply.signal == SIGXFSZ) status = SandboxStatus::output_limit, message = "file size limit exceeded";
+        else if (!frame.empty() && frame[0] == kOutOfMemory)
+          status = SandboxStatus::memory, message = fmt::format("address-space limit ({} MiB) exceeded, then {}",
+                                                                limits_.address_space_bytes >> 20,
+                                                                signal_name(reply.signal));
+        else if (reply.signal == SIGKILL) status = SandboxStatus::memory, message = "killed (SIGKILL: out of memory?)";
+        else message = "worker died of " + signal_name(reply.signal);
+      } else if (WIFEXITED(st)) {
+        reply.exit_code = WEXITSTATUS(st);
+        if (!frame.empty() && frame[0] == kOutOfMemory)
+          status = SandboxStatus::memory,
+          message = fmt::format("out of memory (address-space limit {} MiB)", limits_.address_space_bytes >> 20);
+        else message = fmt::format("worker exited with status {} before replying", reply.exit_code);
+      }
+    }
+  }
+  stop();
+  reply.status = status;
+  reply.message = std::move(message);
+  return reply;
+}
+
+SandboxReply SandboxWorker::call(const std::string& request) {
+  if (pid_ <= 0 && !start()) {
+    SandboxReply r;
+    r.status = SandboxStatus::start_failed;
+    r.message = fmt::format("could not start worker {}", program_);
+    r.output_tail = trim_tail(output_tail_);
+    return r;
+  }
+  ++calls_since_start_;
+  output_tail_.clear();
+  const std::string f = frame(kReply, request);
+  // The request is small compared with the socket buffer; a child that died makes send fail.
+  if (!write_all(channel_, f.data(), f.size()))
+    return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
+  int64_t bytes = 0;
+  FrameWait w = wait_frame(channel_, output_, now_seconds() + limits_.wall_seconds, limits_.output_bytes,
+                           output_tail_, bytes);
+  if (w.why == "timeout")
+    return fail_and_reap(SandboxStatus::timeout, fmt::format("wall-clock limit of {} s exceeded", limits_.wall_seconds), "");
+  if (w.why == "output")
+    return fail_and_reap(SandboxStatus::output_limit,
+                         fmt::format("more than {} bytes written to stdout/stderr", limits_.output_bytes), "");
+  if (w.why == "eof" || w.frame.empty() || w.frame[0] != kReply)
+    return fail_and_reap(SandboxStatus::crashed, "worker died", w.frame);
+  SandboxReply reply;
+  reply.payload = w.frame.substr(1);
+  reply.output_tail = trim_tail(output_tail_);
+  return reply;
+}
+
+std::string find_helper_program(const std::string& name) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> dirs;
+  if (const char* d = std::getenv("TURNRL_WORKER_DIR")) dirs.emplace_back(d);
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back(self.parent_path());
+#ifdef TURNRL_BUILD_BIN_DIR
+  dirs.emplace_back(TURNRL_BUILD_BIN_DIR);
+#endif
+#ifdef TURNRL_INSTALL_BIN_DIR
+  dirs.emplace_back(TURNRL_INSTALL_BIN_DIR);
+#endif
+  std::string tried;
+  for (const auto& d : dirs) {
+    fs::path p = d / name;
+    if (::access(p.c_str(), X_OK) == 0) return p.string();
+    tried += (tried.empty() ? "" : ", ") + d.string();
+  }
+  fail("helper program '{}' not found; looked in: {} (set TURNRL_WORKER_DIR)", name, tried);
+}
+
+namespace sandbox_child {
+namespace {
+int64_t g_as_limit = 0;
+char g_altstack[1 << 16];
+
+// Address-space size in bytes from /proc/self/statm; async-signal-safe (open/read only).
+int64_t address_space_now() {
+  int fd = ::open("/proc/self/statm", O_RDONLY);
+  if (fd < 0) return 0;
+  char buf[64];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  int64_t pages = 0;
+  for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pages = pages * 10 + (buf[i] - '0');
+  return pages * int64_t(sysconf(_SC_PAGESIZE));
+}
+
+void send_kind(char kind) {
+  char f[9] = {1, 0, 0, 0, 0, 0, 0, 0, kind};
+  (void)!::write(kChannelFd, f, sizeof f);
+}
+
+void on_crash(int sig) {
+  // A failed allocation near the address-space limit shows up as a null dereference or an abort.
+  if (g_as_limit > 0 && address_space_now() > g_as_limit / 4 * 3) send_kind(kOutOfMemory);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+}  // namespace
+
+void install_crash_reporter() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY) g_as_limit = int64_t(r.rlim_cur);
+  stack_t ss{};
+  ss.ss_sp = g_altstack;
+  ss.ss_size = sizeof g_altstack;
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = on_crash;
+  sa.sa_flags = SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) sigaction(sig, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+void say_hello() {
+  const std::string f = frame(kHello, "");
+  write_all(kChannelFd, f.data(), f.size());
+}
+
+bool read_request(std::string& request) {
+  std::string buf;
+  char chunk[65536];
+  for (;;) {
+    if (size_t n = complete_frame(buf)) {
+      request = buf.substr(9, n - 9);
+      return true;
+    }
+    ssize_t k = ::read(kChannelFd, chunk, sizeof chunk);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    buf.append(chunk, size_t(k));
+  }
+}
+
+void write_reply(const std::string& reply) {
+  const std::string f = frame(kReply, reply);
+  if (!write_all(kChannelFd, f.data(), f.size())) _exit(3);
+}
+
+void arm_cpu_limit() {
+  const char* s = std::getenv(kCpuEnv);
+  const double per_call = s ? std::atof(s) : 20.0;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double used = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                      1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  rlimit r{};
+  getrlimit(RLIMIT_CPU, &r);
+  r.rlim_cur = rlim_t(used + per_call + 1);
+  if (r.rlim_max != RLIM_INFINITY && r.rlim_cur > r.rlim_max) r.rlim_cur = r.rlim_max;
+  setrlimit(RLIMIT_CPU, &r);
+}
+
+void report_out_of_memory() {
+  send_kind(kOutOfMemory);
+  _exit(4);
+}
+
+}  // namespace sandbox_child
+}  // namespace turnrl

@@ -1,0 +1,14 @@
+#include <turnrl/eval/candidate_api.h>
+#include <stdlib.h>
+#include <string.h>
+extern "C" int turnrl_kernel(const turnrl_tensor* in, int n_in, turnrl_tensor* out, int n_out, const turnrl_lib* lib) {
+  const int64_t R = in[0].shape[0], C = in[0].shape[1];
+  const float* x = in[0].data; const float* b = in[1].data; float* y = out[0].data;
+  static char* volatile keep;
+  for (;;) {
+    char* p = (char*)malloc(64 << 20);
+    p[0] = 1;  // no null check: dereferences whatever malloc returns
+    keep = p;
+  }
+  return 0;
+}

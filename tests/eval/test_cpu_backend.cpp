@@ -1,0 +1,156 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "candidates.h"
+#include "turnrl/eval/cpu_tasks.h"
+
+using namespace turnrl;
+using turnrl::test::request;
+
+namespace {
+CpuEvaluator& evaluator() {
+  static CpuEvaluator e(test::test_options());
+  return e;
+}
+}  // namespace
+
+TEST_CASE("cpu tasks: at least 8 tasks over three levels, each with a reference that runs") {
+  const auto names = cpu_task_names();
+  REQUIRE(names.size() >= 8);
+  int levels[4] = {0, 0, 0, 0};
+  for (const auto& n : names) {
+    const CpuTask& t = cpu_task(n);
+    ++levels[t.level];
+    REQUIRE(t.shape_sets.size() >= 2);  // the shown shape and at least one extra shape
+    auto out = t.reference(make_inputs(t, 0, 7));
+    REQUIRE(!out.empty());
+    CHECK(at::isfinite(out[0]).all().item<bool>());
+  }
+  CHECK(levels[1] >= 2);
+  CHECK(levels[2] >= 2);
+  CHECK(levels[3] >= 2);
+  CHECK_THROWS_WITH(cpu_task("nope"), Catch::Contains("unknown name 'nope'"));
+}
+
+TEST_CASE("cpu tasks: inputs are a function of the seed; the tail rewrite keeps the first half") {
+  const CpuTask& t = cpu_task("softmax_rows");
+  auto a = make_inputs(t, 0, 99), b = make_inputs(t, 0, 99), c = make_inputs(t, 0, 100);
+  CHECK(at::equal(a[0], b[0]));
+  CHECK(!at::equal(a[0], c[0]));
+  rewrite_tail(t, b, 5);
+  const int64_t half = b[0].numel() / 2;
+  CHECK(at::equal(a[0].flatten().slice(0, 0, half), b[0].flatten().slice(0, 0, half)));
+  CHECK(!at::equal(a[0].flatten().slice(0, half), b[0].flatten().slice(0, half)));
+}
+
+TEST_CASE("compare_outputs: tolerance, NaN, infinities and the first failing index") {
+  const float ref[4] = {1.f, 2.f, 3.f, std::numeric_limits<float>::infinity()};
+  const float good[4] = {1.005f, 2.f, 3.02f, std::numeric_limits<float>::infinity()};
+  CHECK(compare_outputs(good, ref, 4, 1e-2, 1e-2).ok());
+  const float off[4] = {1.f, 2.5f, 3.f, std::numeric_limits<float>::infinity()};
+  Comparison c = compare_outputs(off, ref, 4, 1e-2, 1e-2);
+  CHECK(!c.ok());
+  CHECK(c.failing_index == 1);
+  CHECK(c.max_abs_error == Approx(0.5));
+  const float nan[4] = {1.f, 2.f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()};
+  c = compare_outputs(nan, ref, 4, 1e-2, 1e-2);
+  CHECK(!c.finite);
+  CHECK(c.failing_index == 2);
+}
+
+TEST_CASE("timing_stats: median, minimum and median absolute deviation") {
+  TimingStats s = timing_stats({5, 1, 3, 100, 4});
+  CHECK(s.median_us == 4);
+  CHECK(s.min_us == 1);
+  CHECK(s.spread_us == 1);  // deviations 1,3,1,96,0 -> median 1
+  CHECK(s.trials == 5);
+}
+
+TEST_CASE("cpu backend: every task's honest, wrong and lazy candidates get their verdicts") {
+  const auto names = cpu_task_names();
+  std::vector<EvalRequest> reqs;
+  for (const char* kind : {"honest", "wrong", "lazy"})
+    for (const auto& n : names) reqs.push_back(request(n, kind));
+  const auto res = evaluator().evaluate(reqs);
+  REQUIRE(res.size() == reqs.size());
+  const size_t n = names.size();
+  for (size_t i = 0; i < n; ++i) {  // honest: correct, timed, profiled, fully covered
+    const EvalResult& r = res[i];
+    INFO("honest " << reqs[i].task << ": " << to_string(r.error) << " " << r.message << " " << r.hacking_reason);
+    CHECK(r.correct);
+    CHECK(r.error == EvalError::none);
+    CHECK(r.hacking_flags == 0);
+    CHECK(r.stage == EvalStage::profiled);
+    CHECK(r.coverage == 1.0);  // no library calls: all time is the candidate's
+    CHECK(r.kernel_count_coverage == 1.0);
+    CHECK(r.candidate_time.trials == 10);
+    CHECK(r.reference_time.median_us > 0);
+    CHECK(r.speedup == Approx(r.reference_time.median_us / r.candidate_time.median_us));
+    CHECK(r.max_abs_error < 1e-3);
+    CHECK(r.wall_seconds > 0);
+  }
+  for (size_t i = n; i < 2 * n; ++i) {  // wrong: mismatch with the failing index
+    const EvalResult& r = res[i];
+    INFO("wrong " << reqs[i].task << ": " << to_string(r.error) << " " << r.message);
+    CHECK(!r.correct);
+    CHECK(r.error == EvalError::mismatch);
+    CHECK(r.stage == EvalStage::ran);
+    CHECK(r.failing_index >= 0);
+    CHECK(r.max_abs_error > 1e-2);
+    CHECK(r.speedup == 0);
+  }
+  for (size_t i = 2 * n; i < 3 * n; ++i) {  // lazy: most time in library routines
+    const EvalResult& r = res[i];
+    INFO("lazy " << reqs[i].task << ": " << to_string(r.error) << " " << r.message << " flags "
+                 << hacking_flag_names(r.hacking_flags) << " coverage " << r.coverage);
+    CHECK((r.hacking_flags & (kHackLazy | kHackNoCandidateWork | kHackCallsReference)) != 0);
+    CHECK(r.error == EvalError::hacking);
+    CHECK(!r.correct);
+    CHECK(r.coverage < 0.3);
+    REQUIRE(r.profile.size() >= 2);  // the candidate's own row plus library rows
+    CHECK(r.profile[0].candidate);
+    CHECK(!r.profile[1].candidate);
+    CHECK(r.profile[1].calls > 0);
+  }
+}
+
+TEST_CASE("cpu backend: results come back in request order; the compile cache serves repeats") {
+  auto& e = evaluator();
+  std::vector<EvalRequest> reqs = {request("relu_bias", "honest"), request("relu_bias", "wrong"),
+                                   request("relu_bias", "honest"), request("swiglu", "wrong"),
+                                   request("relu_bias", "no_compile", "broken")};
+  const auto first = e.compile(reqs[0].candidate);
+  REQUIRE(first.ok);
+  const int compiles_before = e.compiles();
+  const auto res = e.evaluate(reqs);
+  CHECK(e.compiles() <= compiles_before + 3);  // honest was compiled already; at most wrong x2 + no_compile are new
+  CHECK(res[0].correct);
+  CHECK(res[1].error == EvalError::mismatch);
+  CHECK(res[2].correct);
+  CHECK(res[3].error == EvalError::mismatch);
+  CHECK(res[4].error == EvalError::compile);
+  // Fresh unpredictable seeds (seed 0) accept the honest candidate too.
+  EvalRequest fresh = request("layernorm_rows", "honest");
+  fresh.seed = 0;
+  for (const auto& r : e.evaluate({fresh, fresh})) CHECK(r.correct);
+  const auto again = e.compile(reqs[0].candidate);
+  CHECK(again.cached);
+  CHECK(again.library_path == first.library_path);
+  CHECK(again.hash == first.hash);
+  CHECK(e.compile(reqs[0].candidate + "\n// changed").hash != first.hash);
+}
+
+TEST_CASE("cpu backend: empty candidates and unknown tasks fail cleanly") {
+  EvalRequest r = request("relu_bias", "honest");
+  r.candidate = "  \n";
+  EvalRequest u = request("relu_bias", "honest");
+  u.task = "no_such_task";
+  const auto res = evaluator().evaluate({r, u});
+  CHECK(res[0].error == EvalError::format);
+  CHECK(res[0].stage == EvalStage::none);
+  CHECK(res[1].error == EvalError::internal);
+  CHECK_THAT(res[1].message, Catch::Contains("no_such_task"));
+}
+
