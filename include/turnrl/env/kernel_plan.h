@@ -1,0 +1,44 @@
+#pragma once
+// Kernel plans: an action grammar for policies too small to write code. A plan is one choice per
+// slot ("fusion=fused vec=4 unroll=2 acc=f32 fallback=none bounds=checked shortcut=none"), and
+// expand_plan() turns it into real C++ source for a built-in CPU task, which the evaluator then
+// really compiles, checks, times and profiles. The grammar has the traps the paper's methods
+// exist for: unchecked bounds with a vector width pass the shown shape and fail others, library
+// fallbacks are lazy (little of the time in the candidate's own code), bf16 accumulation loses
+// precision, and the shortcuts (a pointer-keyed result cache, computing in the input buffer) are
+// hacks the evaluator's checks catch.
+#include <string>
+#include <vector>
+
+namespace turnrl {
+
+struct Task;
+
+struct PlanSlot {
+  std::string name;
+  std::vector<std::string> choices;  // the first is the default of nothing
+  std::string meaning;
+};
+
+// The slots, in the order plans are written.
+const std::vector<PlanSlot>& plan_slots();
+
+// Every "slot=choice" word: the vocabulary a tokenizer adds for plan actions.
+std::vector<std::string> plan_vocabulary();
+
+// The grammar as prompt text, one line per slot.
+std::string plan_grammar_text();
+
+// Tasks that have a plan template (the rest need code actions).
+std::vector<std::string> plan_task_names();
+
+struct PlanExpansion {
+  std::string source;  // the candidate, when error is empty
+  std::string error;   // a format error naming the slot, the word and the allowed choices
+};
+
+// Parses the plan in `text` (words separated by spaces or newlines; each slot exactly once) and
+// expands it for `task`.
+PlanExpansion expand_plan(const Task& task, const std::string& text);
+
+}  // namespace turnrl
