@@ -22,7 +22,8 @@ namespace {
 // turn_mask (bool) read once; the advantage (fp32) written once.
 constexpr double kBytesPerTurn = 3 * 8 + 4 + 1 + 4;
 
-std::vector<reference::Turn> batch_rows(int64_t target_turns, int n, int max_turns, bool full, uint64_t seed) {
+std::vector<reference::Turn> batch_rows(int64_t target_turns, int n, int max_turns, bool full, bool shuffled,
+                                        uint64_t seed) {
   const double mean_turns = full ? max_turns : (1 + max_turns) / 2.0;
   const int groups = std::max<int>(1, int(double(target_turns) / (n * mean_turns) + 0.5));
   if (full) {
@@ -33,7 +34,7 @@ std::vector<reference::Turn> batch_rows(int64_t target_turns, int n, int max_tur
         for (int t = 0; t < max_turns; ++t) rows.push_back({g, traj, t, double((g * 7 + i * 3 + t) % 11) / 4, true});
     return rows;
   }
-  return testing::random_rows(seed, groups, n, max_turns, 0.1);
+  return testing::random_rows(seed, groups, n, max_turns, 0.1, shuffled);
 }
 
 }  // namespace
@@ -47,7 +48,9 @@ int main(int argc, char** argv) {
   std::printf("%-9s %9s %5s %6s | %12s %12s %7s | %9s %11s\n", "estim", "turns", "n", "turns", "scalar ref", "turnrl",
               "speedup", "GB/s", "x of bound");
 
-  struct Case { int64_t turns; int n; int max_turns; bool full; };
+  // Rows are trajectory-major (as trainers lay them out) unless `shuffled`: random row order
+  // turns every segment access into a random one and shows what that costs.
+  struct Case { int64_t turns; int n; int max_turns; bool full; bool shuffled = false; };
   std::vector<Case> cases = {{768, 16, 3, true}};  // Dr. Kernel recipe: 16 x 16 x 3
   std::vector<int64_t> sizes = args.quick ? std::vector<int64_t>{1000, 10000}
                                           : std::vector<int64_t>{1000, 10000, 100000, 1000000};
@@ -55,9 +58,11 @@ int main(int argc, char** argv) {
     for (int n : {8, 16}) cases.push_back({s, n, 5, false});
   if (args.device.is_cuda() && !args.quick)
     for (int64_t s : {int64_t(16000000), int64_t(48000000)}) cases.push_back({s, 16, 5, false});
+  if (!args.quick) cases.push_back({1000000, 16, 5, false, true});
+  if (args.device.is_cuda() && !args.quick) cases.push_back({16000000, 16, 5, false, true});
 
   for (const Case& c : cases) {
-    const auto rows = batch_rows(c.turns, c.n, c.max_turns, c.full, uint64_t(c.turns + c.n));
+    const auto rows = batch_rows(c.turns, c.n, c.max_turns, c.full, c.shuffled, uint64_t(c.turns + c.n));
     TurnBatch cpu = testing::to_batch(rows);
     TurnBatch b = cpu;
     for (torch::Tensor* t : {&b.group, &b.traj, &b.turn, &b.reward, &b.turn_mask}) *t = t->to(args.device);
@@ -85,7 +90,7 @@ int main(int argc, char** argv) {
       std::printf("%-9s %9zu %5d %6s | %12s %12s %7s | %9.2f %10.1fx%s\n", label.c_str(), rows.size(), c.n,
                   c.full ? "3" : "1-5", scalar > 0 ? bench::human_time(scalar).c_str() : "-",
                   bench::human_time(ours).c_str(), scalar > 0 ? fmt::format("{:.1f}x", scalar / ours).c_str() : "-",
-                  achieved / 1e9, bandwidth / achieved, c.full ? "  (recipe)" : "");
+                  achieved / 1e9, bandwidth / achieved, c.full ? "  (recipe)" : c.shuffled ? "  (rows shuffled)" : "");
       std::fflush(stdout);
     }
   }

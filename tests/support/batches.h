@@ -39,8 +39,10 @@ inline TurnBatch to_batch(const std::vector<reference::Turn>& rows, at::ScalarTy
 
 // `groups` prompts with `n` trajectories each of 1..max_turns turns (ragged), rewards uniform in
 // [0, 2.5] rounded to 0.1 (ties happen), turns masked with probability mask_prob (turn 0 never,
-// as in the reference), rows shuffled.
-inline std::vector<reference::Turn> random_rows(uint64_t seed, int groups, int n, int max_turns, double mask_prob) {
+// as in the reference), rows shuffled unless `shuffle` is false (then trajectory-major, the
+// layout trainers produce).
+inline std::vector<reference::Turn> random_rows(uint64_t seed, int groups, int n, int max_turns, double mask_prob,
+                                                bool shuffle = true) {
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int> turns(1, max_turns);
   std::uniform_int_distribution<int> reward(0, 25);
@@ -52,7 +54,7 @@ inline std::vector<reference::Turn> random_rows(uint64_t seed, int groups, int n
       const int k = turns(rng);
       for (int t = 0; t < k; ++t) rows.push_back({g, traj, t, reward(rng) / 10.0, t == 0 || !masked(rng)});
     }
-  std::shuffle(rows.begin(), rows.end(), rng);
+  if (shuffle) std::shuffle(rows.begin(), rows.end(), rng);
   return rows;
 }
 
