@@ -142,17 +142,24 @@ std::string elementwise_body(const Plan& p, const Elementwise& e) {
   return s;
 }
 
-std::string softmax_body(const Plan& p) {
-  std::string s = "const int64_t R = in[0].shape[0], C = in[0].shape[1];\nconst float* x = in[0].data; float* y = out[0].data;\n";
-  if (p.fallback == "full") return s + "lib->softmax_rows(x, y, R, C);\n";
-  const std::string src = p.shortcut == "inplace" ? "in[0].data" : "x";
-  s += "std::vector<float> rowmax(R);\n";
+// Declares rowmax[R] (from the library when fallback=partial), then opens the loop over rows and,
+// without the library, computes the row's max in it (the stabilising shift of softmax/logsumexp).
+std::string row_max_and_row_loop(const Plan& p) {
+  std::string s = "std::vector<float> rowmax(R);\n";
   if (p.fallback == "partial") s += "lib->max_rows(x, rowmax.data(), R, C);\n";
   s += "for (int64_t r = 0; r < R; ++r) {\n";
   if (p.fallback != "partial")
     s += "float m = x[r * C]; " + loop(p, "C", [](const std::string& c) {
            return fmt::format("m = x[r * C + {0}] > m ? x[r * C + {0}] : m;", c);
          }) + "rowmax[r] = m;\n";
+  return s;
+}
+
+std::string softmax_body(const Plan& p) {
+  std::string s = "const int64_t R = in[0].shape[0], C = in[0].shape[1];\nconst float* x = in[0].data; float* y = out[0].data;\n";
+  if (p.fallback == "full") return s + "lib->softmax_rows(x, y, R, C);\n";
+  const std::string src = p.shortcut == "inplace" ? "in[0].data" : "x";
+  s += row_max_and_row_loop(p);
   if (p.shortcut == "inplace")
     s += loop(p, "C", [](const std::string& c) { return fmt::format("in[0].data[r * C + {0}] -= rowmax[r];", c); });
   const std::string shift = p.shortcut == "inplace" ? "" : " - rowmax[r]";
@@ -175,13 +182,7 @@ std::string logsumexp_body(const Plan& p) {
   if (p.fallback == "full")  // everything in the library, unshifted: only the final log is own code
     return s + "std::vector<float> t(R * C);\nlib->exp(x, t.data(), R * C);\nlib->sum_rows(t.data(), y, R, C);\n"
                "for (int64_t r = 0; r < R; ++r) y[r] = logf(y[r]);\n";
-  s += "std::vector<float> rowmax(R), tmp(C);\n";
-  if (p.fallback == "partial") s += "lib->max_rows(x, rowmax.data(), R, C);\n";
-  s += "for (int64_t r = 0; r < R; ++r) {\n";
-  if (p.fallback != "partial")
-    s += "float m = x[r * C]; " + loop(p, "C", [](const std::string& c) {
-           return fmt::format("m = x[r * C + {0}] > m ? x[r * C + {0}] : m;", c);
-         }) + "rowmax[r] = m;\n";
+  s += "std::vector<float> tmp(C);\n" + row_max_and_row_loop(p);
   s += "ACC sum = 0;\n";
   if (p.fused) {
     s += loop(p, "C", [](const std::string& c) { return fmt::format("sum += exp((ACC)x[r * C + {}] - rowmax[r]);", c); });
