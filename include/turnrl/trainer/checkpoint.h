@@ -1,0 +1,42 @@
+#pragma once
+// Checkpoint directories written atomically: the files go into a temporary directory next to
+// the final one, each is fsync'ed, and one rename() makes the checkpoint appear complete. A run
+// killed at any point leaves either the previous checkpoints untouched or a temporary directory
+// that list_checkpoints() ignores and remove_incomplete_checkpoints() deletes; never a
+// half-written step_* directory.
+//
+//   <root>/step_00000010/   policy.pt  optimizer.pt  trainer_state.pt
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace turnrl {
+
+struct CheckpointEntry {
+  int64_t step = 0;
+  std::string path;
+};
+
+// "step_00000010".
+std::string checkpoint_name(int64_t step);
+
+// Writes the checkpoint of `step` under `root`: `write(dir)` fills a fresh temporary directory,
+// then the directory is renamed to root/checkpoint_name(step) (replacing an older one of the same
+// step). Afterwards only the newest `keep_last` complete checkpoints are kept. Returns the final
+// path. If `write` throws, the temporary directory is removed and the exception propagates.
+std::string write_checkpoint(const std::string& root, int64_t step, const std::function<void(const std::string&)>& write,
+                             int64_t keep_last);
+
+// Complete checkpoints under root, oldest first (temporary directories are not listed).
+std::vector<CheckpointEntry> list_checkpoints(const std::string& root);
+// The newest complete checkpoint, if any.
+std::optional<CheckpointEntry> latest_checkpoint(const std::string& root);
+// Deletes temporary directories left by killed writers; returns how many.
+int remove_incomplete_checkpoints(const std::string& root);
+
+// Flushes a written file (or directory) to disk; throws naming the path on failure.
+void fsync_path(const std::string& path);
+
+}  // namespace turnrl

@@ -1,0 +1,49 @@
+#pragma once
+// Metrics of a run: one JSON object per line (metrics.jsonl), flat "name": number pairs with a
+// "step" key, plus the kernel statistics the paper reports (pass@k, fast@p).
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace turnrl {
+
+using Metrics = std::map<std::string, double>;
+
+// {"a": 1, "b": 0.5}: keys in map order, numbers written so they read back exactly; non-finite
+// values become null.
+std::string metrics_to_json(const Metrics& metrics);
+// Parses one flat JSON object of numbers (and nulls, read as NaN). Strings, arrays and nested
+// objects are skipped. Throws turnrl::Error on malformed JSON.
+Metrics parse_metrics_json(const std::string& line);
+// Every complete line of a metrics.jsonl file (a torn last line from a killed run is ignored).
+std::vector<Metrics> read_metrics_jsonl(const std::string& path);
+
+// Appends JSON lines to a file, flushing each line.
+class JsonlWriter {
+ public:
+  JsonlWriter() = default;
+  explicit JsonlWriter(const std::string& path);
+  void write_line(const std::string& json);
+  bool is_open() const { return out_.is_open(); }
+
+ private:
+  std::ofstream out_;
+};
+
+// Rewrites metrics.jsonl keeping the complete lines whose "step" is <= `step` (resuming from a
+// checkpoint at `step` drops what the killed run logged after it).
+void truncate_metrics_after(const std::string& path, int64_t step);
+
+// Unbiased pass@k from n samples of which c are correct (Chen et al. 2021): 1 - C(n-c, k)/C(n, k).
+double pass_at_k(int64_t n, int64_t c, int64_t k);
+
+// fast@p: the fraction of samples whose best speedup is >= p, where a sample that is never
+// correct (or hacked) counts as speedup 0 (the reference's fast@p_in_all).
+double fast_at_p(const std::vector<double>& best_speedups, double p);
+
+// JSON string literal of `s` (quotes and escapes added).
+std::string json_string(const std::string& s);
+
+}  // namespace turnrl

@@ -1,0 +1,99 @@
+#include "turnrl/trainer/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "turnrl/core/error.h"
+
+namespace turnrl {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kPrefix = "step_";
+constexpr const char* kTempPrefix = ".tmp-step_";
+
+std::optional<int64_t> parse_step(const std::string& name) {
+  if (name.rfind(kPrefix, 0) != 0 || name.size() == std::char_traits<char>::length(kPrefix)) return std::nullopt;
+  const std::string digits = name.substr(std::char_traits<char>::length(kPrefix));
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  return std::stoll(digits);
+}
+
+}  // namespace
+
+std::string checkpoint_name(int64_t step) { return fmt::format("{}{:08d}", kPrefix, step); }
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("checkpoint: cannot open '{}' to flush it", path);
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  if (rc != 0) fail("checkpoint: fsync of '{}' failed", path);
+}
+
+std::string write_checkpoint(const std::string& root, int64_t step, const std::function<void(const std::string&)>& write,
+                             int64_t keep_last) {
+  require(keep_last >= 1, fmt::format("checkpoint.keep_last: {} is out of range; allowed: >= 1", keep_last));
+  fs::create_directories(root);
+  const fs::path final_dir = fs::path(root) / checkpoint_name(step);
+  const fs::path temp_dir = fs::path(root) / fmt::format("{}{:08d}-{}", kTempPrefix, step, ::getpid());
+  fs::remove_all(temp_dir);
+  fs::create_directories(temp_dir);
+  try {
+    write(temp_dir.string());
+    for (const auto& entry : fs::directory_iterator(temp_dir))
+      if (entry.is_regular_file()) fsync_path(entry.path().string());
+    fsync_path(temp_dir.string());
+  } catch (...) {
+    std::error_code ignored;
+    fs::remove_all(temp_dir, ignored);
+    throw;
+  }
+  if (fs::exists(final_dir)) {
+    // Move the old one aside first: rename() cannot replace a non-empty directory.
+    const fs::path old = fs::path(root) / fmt::format("{}{:08d}-old-{}", kTempPrefix, step, ::getpid());
+    fs::rename(final_dir, old);
+    fs::rename(temp_dir, final_dir);
+    fs::remove_all(old);
+  } else {
+    fs::rename(temp_dir, final_dir);
+  }
+  fsync_path(root);
+  const std::vector<CheckpointEntry> all = list_checkpoints(root);
+  for (size_t i = 0; i + size_t(keep_last) < all.size(); ++i) fs::remove_all(all[i].path);
+  return final_dir.string();
+}
+
+std::vector<CheckpointEntry> list_checkpoints(const std::string& root) {
+  std::vector<CheckpointEntry> out;
+  if (!fs::is_directory(root)) return out;
+  for (const auto& entry : fs::directory_iterator(root)) {
+    if (!entry.is_directory()) continue;
+    if (const auto step = parse_step(entry.path().filename().string())) out.push_back({*step, entry.path().string()});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  return out;
+}
+
+std::optional<CheckpointEntry> latest_checkpoint(const std::string& root) {
+  const auto all = list_checkpoints(root);
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+int remove_incomplete_checkpoints(const std::string& root) {
+  if (!fs::is_directory(root)) return 0;
+  std::vector<fs::path> temps;
+  for (const auto& entry : fs::directory_iterator(root))
+    if (entry.path().filename().string().rfind(kTempPrefix, 0) == 0) temps.push_back(entry.path());
+  for (const auto& p : temps) fs::remove_all(p);
+  return int(temps.size());
+}
+
+}  // namespace turnrl

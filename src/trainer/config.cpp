@@ -1,0 +1,437 @@
+#include "turnrl/trainer/config.h"
+
+#include <fmt/format.h>
+
+#include "turnrl/core/config_reader.h"
+#include "turnrl/core/error.h"
+
+namespace turnrl {
+namespace {
+
+void read_section(ConfigReader& r, RunConfig& o) {
+  r.text("dir", o.dir).integer("samples_per_step", o.samples_per_step, 0, 1 << 20).flag("progress", o.progress);
+  if (o.dir.empty()) fail("{}: the run directory must not be empty", r.key_path("dir"));
+}
+
+void read_section(ConfigReader& r, TrainerConfig& o) {
+  r.integer("steps", o.steps, 1, int64_t(1) << 40)
+      .integer("tasks_per_step", o.tasks_per_step, 1, 1 << 20)
+      .integer("samples_per_task", o.samples_per_task, 1, 1 << 20)
+      .integer("ppo_epochs", o.ppo_epochs, 1, 1000)
+      .integer("micro_batch_size", o.micro_batch_size, 1, int64_t(1) << 30)
+      .integer("seed", o.seed, 0, INT64_MAX)
+      .integer("threads", o.threads, 0, 4096);
+}
+
+void read_section(ConfigReader& r, OptimizerConfig& o) {
+  std::vector<double> betas = {o.beta1, o.beta2};
+  r.number("lr", o.lr, 0.0, 10.0)
+      .numbers("betas", betas)
+      .number("eps", o.eps, 0.0, 1.0)
+      .number("weight_decay", o.weight_decay, 0.0, 10.0)
+      .choice("schedule", o.schedule, {"constant", "cosine"})
+      .integer("warmup_steps", o.warmup_steps, 0, int64_t(1) << 40)
+      .number("min_lr_ratio", o.min_lr_ratio, 0.0, 1.0)
+      .number("grad_clip", o.grad_clip, 0.0, 1e12);
+  if (betas.size() != 2 || !(betas[0] >= 0 && betas[0] < 1) || !(betas[1] >= 0 && betas[1] < 1))
+    fail("{}: expected two numbers in [0, 1), got [{}]", r.key_path("betas"), fmt::join(betas, ", "));
+  o.beta1 = betas[0];
+  o.beta2 = betas[1];
+}
+
+void read_section(ConfigReader& r, CheckpointConfig& o) {
+  r.integer("every", o.every, 0, int64_t(1) << 40).integer("keep_last", o.keep_last, 1, 1 << 20);
+}
+
+void read_section(ConfigReader& r, ModelConfig& o) {
+  r.integer("d_model", o.d_model, 2, 1 << 16)
+      .integer("layers", o.layers, 1, 1024)
+      .integer("heads", o.heads, 1, 1024)
+      .integer("ffn", o.ffn, 0, 1 << 20)
+      .integer("max_seq", o.max_seq, 16, 1 << 20)
+      .choice("device", o.device, {"cpu", "cuda"})
+      .text("init", o.init);
+  if (o.d_model % o.heads != 0 || (o.d_model / o.heads) % 2 != 0)
+    fail("{}: {} heads do not split d_model {} into even head widths (rotary positions); allowed: d_model / heads "
+         "an even integer",
+         r.key_path("heads"), o.heads, o.d_model);
+}
+
+void read_section(ConfigReader& r, RolloutSamplingConfig& o) {
+  r.number("temperature", o.temperature, 1e-3, 100.0)
+      .integer("top_k", o.top_k, 0, 1 << 20)
+      .number("top_p", o.top_p, 1e-6, 1.0);
+}
+
+void read_section(ConfigReader& r, TasksConfig& o) {
+  r.choice("source", o.source, {"builtin", "file"})
+      .text("file", o.file)
+      .texts("include", o.include)
+      .number("validation_fraction", o.validation_fraction, 0.0, 1.0)
+      .integer("split_seed", o.split_seed, 0, INT64_MAX);
+  if (o.source == "file" && o.file.empty())
+    fail("{}: source 'file' needs a JSON Lines file; set {}", r.key_path("source"), r.key_path("file"));
+}
+
+void read_section(ConfigReader& r, EvaluatorConfig& o) {
+  r.choice("backend", o.backend, {"cpu", "cuda", "python"})
+      .integer("workers", o.workers, 0, 4096)
+      .text("cache_dir", o.cache_dir)
+      .number("compile_seconds", o.compile_seconds, 0.1, 1e5)
+      .integer("warmup", o.warmup, 0, 1000);
+}
+
+void read_section(ConfigReader& r, EvalConfig& o) {
+  r.integer("samples", o.samples, 1, 1 << 20)
+      .number("temperature", o.temperature, 1e-3, 100.0)
+      .number("top_p", o.top_p, 1e-6, 1.0)
+      .numbers("pass_k", o.pass_k)
+      .numbers("fast_p", o.fast_p)
+      .choice("split", o.split, {"all", "validation", "train"})
+      .integer("seed", o.seed, 0, INT64_MAX);
+  for (double k : o.pass_k)
+    if (!(k >= 1 && k <= double(o.samples) && k == double(int64_t(k))))
+      fail("{}: {} is not allowed; allowed: integers in [1, eval.samples = {}]", r.key_path("pass_k"), k, o.samples);
+  for (double p : o.fast_p)
+    if (!(p > 0 && p < 1e6)) fail("{}: {} is not allowed; allowed: speedups > 0", r.key_path("fast_p"), p);
+}
+
+// Reads one top-level section with `read` and rejects its unknown keys.
+template <typename Fn>
+void section(ConfigReader& root, const std::string& name, Fn&& read) {
+  ConfigReader r = root.section(name);
+  read(r);
+  r.finish();
+}
+
+// --- writing ------------------------------------------------------------------------------
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') { out += "\\n"; continue; }
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string value(double v) { return fmt::format("{}", v); }
+std::string value(int64_t v) { return fmt::format("{}", v); }
+std::string value(int v) { return fmt::format("{}", v); }
+std::string value(bool v) { return v ? "true" : "false"; }
+std::string value(const std::string& v) { return quoted(v); }
+std::string value(const char* v) { return v; }  // enum names: plain YAML words
+std::string value(const std::vector<double>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
+std::string value(const std::vector<std::string>& v) {
+  std::vector<std::string> q;
+  for (const auto& s : v) q.push_back(quoted(s));
+  return fmt::format("[{}]", fmt::join(q, ", "));
+}
+
+class Writer {
+ public:
+  explicit Writer(bool annotate) : annotate_(annotate) {}
+  void open(const std::string& name, const std::string& comment) {
+    if (depth_ == 0 && !out_.empty()) out_ += "\n";
+    if (annotate_ && depth_ == 0) out_ += "# " + comment + "\n";
+    out_ += indent() + name + ":";
+    if (annotate_ && depth_ > 0) out_ += "  # " + comment;
+    out_ += "\n";
+    ++depth_;
+  }
+  void close() { --depth_; }
+  template <typename T>
+  void key(const std::string& name, const T& v, const std::string& comment) {
+    std::string line = indent() + name + ": " + value(v);
+    if (annotate_) line += std::string(line.size() < 40 ? 40 - line.size() : 1, ' ') + "# " + comment;
+    out_ += line + "\n";
+  }
+  void comment(const std::string& text) {
+    if (annotate_) out_ += indent() + "# " + text + "\n";
+  }
+  void raw(const std::string& line) { out_ += indent() + line + "\n"; }
+  const std::string& str() const { return out_; }
+
+ private:
+  std::string indent() const { return std::string(2 * depth_, ' '); }
+  bool annotate_;
+  int depth_ = 0;
+  std::string out_;
+};
+
+const char* singleton_name(SingletonAdvantage v) { return v == SingletonAdvantage::raw_return ? "raw_return" : "zero"; }
+const char* grouping_name(Grouping v) { return v == Grouping::turn ? "turn" : "trajectory"; }
+
+}  // namespace
+
+TrainConfig parse_config(const YAML::Node& root) {
+  TrainConfig c;
+  ConfigReader r(root, "");
+  section(r, "run", [&](ConfigReader& s) { read_section(s, c.run); });
+  section(r, "trainer", [&](ConfigReader& s) { read_section(s, c.trainer); });
+  section(r, "optimizer", [&](ConfigReader& s) { read_section(s, c.optimizer); });
+  section(r, "checkpoint", [&](ConfigReader& s) { read_section(s, c.checkpoint); });
+  section(r, "model", [&](ConfigReader& s) { read_section(s, c.model); });
+  section(r, "sampling", [&](ConfigReader& s) { read_section(s, c.sampling); });
+  section(r, "tasks", [&](ConfigReader& s) { read_section(s, c.tasks); });
+  section(r, "env", [&](ConfigReader& s) { read_options(s, c.env); });
+  section(r, "evaluator", [&](ConfigReader& s) { read_section(s, c.evaluator); });
+  section(r, "reward", [&](ConfigReader& s) { read_options(s, c.reward); });
+  section(r, "rejection", [&](ConfigReader& s) { read_options(s, c.rejection); });
+  section(r, "returns", [&](ConfigReader& s) { read_options(s, c.returns); });
+  section(r, "advantage", [&](ConfigReader& s) {
+    s.choice("estimator", c.estimator, advantage_estimator_names());
+    read_options(s, c.advantage);
+  });
+  section(r, "mismatch", [&](ConfigReader& s) { read_options(s, c.mismatch); });
+  section(r, "policy_loss", [&](ConfigReader& s) { read_options(s, c.policy_loss); });
+  section(r, "eval", [&](ConfigReader& s) { read_section(s, c.eval); });
+  r.finish();
+  return c;
+}
+
+void apply_override(YAML::Node& root, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    fail("--set '{}': expected key.path=value (e.g. --set trainer.steps=10)", assignment);
+  const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t dot = path.find('.', start);
+    parts.push_back(path.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  for (const auto& p : parts)
+    if (p.empty()) fail("--set '{}': empty component in the key path '{}'", assignment, path);
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  YAML::Node node;
+  node.reset(root);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = node[parts[i]];
+    if (!next || next.IsNull()) next = YAML::Node(YAML::NodeType::Map);
+    if (!next.IsMap())
+      fail("--set '{}': '{}' is not a section", assignment, fmt::join(parts.begin(), parts.begin() + i + 1, "."));
+    node[parts[i]] = next;
+    node.reset(next);
+  }
+  node[parts.back()] = parse_yaml(text.empty() ? "\"\"" : text, "--set " + path);
+}
+
+TrainConfig load_config(const std::string& file, const std::vector<std::string>& overrides) {
+  YAML::Node root = file.empty() ? YAML::Node(YAML::NodeType::Map) : load_yaml_file(file);
+  for (const auto& o : overrides) apply_override(root, o);
+  try {
+    return parse_config(root);
+  } catch (const Error& e) {
+    if (file.empty()) throw;
+    throw Error(fmt::format("{}: {}", file, e.what()));
+  }
+}
+
+std::string config_to_yaml(const TrainConfig& c, bool annotate) {
+  Writer w(annotate);
+  if (annotate)
+    w.raw("# turnrl training config: every key with its default. Reference: docs/configuration.md");
+
+  w.open("run", "Where the run writes: resolved config, metrics.jsonl, samples.jsonl, checkpoints/.");
+  w.key("dir", c.run.dir, "run directory (created)");
+  w.key("samples_per_step", c.run.samples_per_step, "episodes per step written to samples.jsonl; >= 0");
+  w.key("progress", c.run.progress, "progress line on stderr");
+  w.close();
+
+  w.open("trainer", "RL loop sizes.");
+  w.key("steps", c.trainer.steps, "RL steps; >= 1");
+  w.key("tasks_per_step", c.trainer.tasks_per_step, "B: tasks (prompts) per step; >= 1");
+  w.key("samples_per_task", c.trainer.samples_per_task, "n: episodes per task (group size); >= 1");
+  w.key("ppo_epochs", c.trainer.ppo_epochs, "optimizer steps per RL step over the whole batch; >= 1");
+  w.key("micro_batch_size", c.trainer.micro_batch_size, "turns per forward/backward (gradient accumulation)");
+  w.key("seed", c.trainer.seed, "model init, task order, sampling and PRS draws");
+  w.key("threads", c.trainer.threads, "LibTorch intra-op threads; 0 = LibTorch default");
+  w.close();
+
+  w.open("optimizer", "AdamW with linear warm-up, then constant or cosine decay.");
+  w.key("lr", c.optimizer.lr, "peak learning rate; [0, 10]");
+  w.key("betas", std::vector<double>{c.optimizer.beta1, c.optimizer.beta2}, "Adam betas; each in [0, 1)");
+  w.key("eps", c.optimizer.eps, "Adam epsilon");
+  w.key("weight_decay", c.optimizer.weight_decay, "decoupled weight decay; [0, 10]");
+  w.key("schedule", c.optimizer.schedule.c_str(), "constant | cosine");
+  w.key("warmup_steps", c.optimizer.warmup_steps, "optimizer steps of linear warm-up; 0 = none");
+  w.key("min_lr_ratio", c.optimizer.min_lr_ratio, "cosine: final lr / lr; [0, 1]");
+  w.key("grad_clip", c.optimizer.grad_clip, "max global gradient norm; 0 = off");
+  w.close();
+
+  w.open("checkpoint", "Atomic checkpoints under run.dir/checkpoints/step_NNNNNNNN.");
+  w.key("every", c.checkpoint.every, "steps between checkpoints; 0 = only at the end");
+  w.key("keep_last", c.checkpoint.keep_last, "complete checkpoints kept; >= 1");
+  w.close();
+
+  w.open("model", "The built-in policy: a small decoder-only transformer.");
+  w.key("d_model", c.model.d_model, "residual width; d_model / heads must be even");
+  w.key("layers", c.model.layers, "decoder blocks");
+  w.key("heads", c.model.heads, "attention heads");
+  w.key("ffn", c.model.ffn, "SwiGLU width; 0 = 8/3 d_model rounded up to 64");
+  w.key("max_seq", c.model.max_seq, "longest sequence; >= 16");
+  w.key("device", c.model.device.c_str(), "cpu | cuda");
+  w.key("init", c.model.init, "model file to start from; \"\" = fresh weights");
+  w.close();
+
+  w.open("sampling", "Rollout sampling of plan choices (rollout log-probs are recorded under it).");
+  w.key("temperature", c.sampling.temperature, "> 0");
+  w.key("top_k", c.sampling.top_k, "0 = off");
+  w.key("top_p", c.sampling.top_p, "(0, 1]; 1 = off");
+  w.close();
+
+  w.open("tasks", "Which tasks train.");
+  w.key("source", c.tasks.source.c_str(), "builtin | file");
+  w.key("file", c.tasks.file, "JSON Lines task file (source: file)");
+  w.key("include", c.tasks.include, "task ids; [] = every task with a plan template");
+  w.key("validation_fraction", c.tasks.validation_fraction, "share held out for eval; [0, 1]");
+  w.key("split_seed", c.tasks.split_seed, "seed of the hash split");
+  w.close();
+
+  w.open("env", "The multi-turn kernel environment (env/kernel_env.h).");
+  w.key("max_turns", c.env.max_turns, "T: turns per episode; [1, 64]");
+  w.key("target_speedup", c.env.target_speedup.value_or(0.0), "stop once correct with speedup >= this; 0 = off");
+  w.key("action", to_string(c.env.action), "plan (the built-in trainer) | code");
+  w.key("feedback_chars", int64_t(c.env.feedback_chars), "feedback messages trimmed to this");
+  w.key("correctness_trials", c.env.correctness_trials, "correctness runs per evaluation");
+  w.key("timing_trials", c.env.timing_trials, "timed runs per evaluation");
+  w.key("seed", int64_t(c.env.seed), "evaluation input seed; 0 = fresh seeds every evaluation");
+  w.key("system_prompt", c.env.system_prompt, "system message of code-writing policies");
+  w.close();
+
+  w.open("evaluator", "The kernel evaluator.");
+  w.key("backend", c.evaluator.backend.c_str(), "cpu | cuda | python (cuda, python: not built yet)");
+  w.key("workers", c.evaluator.workers, "cpu worker processes; 0 = one per core");
+  w.key("cache_dir", c.evaluator.cache_dir, "compiled-candidate cache; \"\" = default");
+  w.key("compile_seconds", c.evaluator.compile_seconds, "compiler time limit");
+  w.key("warmup", c.evaluator.warmup, "untimed runs before timing");
+  w.close();
+
+  const KernelRewardOptions& rw = c.reward;
+  w.open("reward", "Turn reward (reward/kernel_reward.h, docs/rewards.md).");
+  w.key("function", to_string(rw.function), "speedup | weighted | like_kernel");
+  w.key("correct_weight", rw.correct_weight, "w_c; [0, 100]");
+  w.key("speedup_weight", rw.speedup_weight, "w_p; [0, 100]");
+  w.key("speedup_form", to_string(rw.speedup_form), "linear | log");
+  w.key("speedup_upper_bound", rw.speedup_upper_bound, "speedup clipped to this; >= 1");
+  w.key("speedup_lower_bound", rw.speedup_lower_bound, "speedups below score 0; >= 0");
+  w.key("speedup_epsilon", rw.speedup_epsilon, "weighted: bonus needs s >= 1 + eps");
+  w.open("coverage", "profiling-based reward (PR)");
+  w.key("enabled", rw.coverage_enabled, "add coverage_weight * coverage for correct turns");
+  w.key("weight", rw.coverage_weight, "[0, 100]");
+  w.key("threshold", rw.coverage_threshold, "coverage below this adds nothing; [0, 1]");
+  w.key("source", to_string(rw.coverage_source), "true_share | reference | kernel_count");
+  w.close();
+  bool any_penalty = false;
+  for (auto o : {RewardOutcome::format, RewardOutcome::compile, RewardOutcome::runtime, RewardOutcome::incorrect,
+                 RewardOutcome::hacking}) {
+    const bool set = (o == RewardOutcome::format && rw.format_penalty) || (o == RewardOutcome::compile && rw.compile_penalty) ||
+                     (o == RewardOutcome::runtime && rw.runtime_penalty) ||
+                     (o == RewardOutcome::incorrect && rw.incorrect_penalty) || (o == RewardOutcome::hacking && rw.hacking_penalty);
+    if (!set) continue;
+    if (!any_penalty) w.open("penalties", "reward of failed turns; unset keys take the function's default");
+    any_penalty = true;
+    w.key(to_string(o), rw.penalty(o), "[-100, 100]");
+  }
+  if (any_penalty) {
+    w.close();
+  } else {
+    w.comment("penalties: {format, compile, runtime, incorrect, hacking}: failed turns' rewards in [-100, 100];");
+    w.comment("unset keys take the function's default (0 for speedup/weighted)");
+    w.raw("penalties: {}");
+  }
+  std::vector<double> mins, rewards;
+  for (const SpeedupTier& t : rw.tiers) mins.push_back(t.min_speedup), rewards.push_back(t.reward);
+  w.open("tiers", "like_kernel: stepped rewards by speedup");
+  w.key("min_speedup", mins, "tier thresholds, descending");
+  w.key("reward", rewards, "reward of each tier");
+  w.key("below", rw.below_tiers_reward, "correct but below every tier");
+  w.close();
+  w.close();
+
+  const RejectionOptions& rj = c.rejection;
+  w.open("rejection", "Meaningful-turn mask, PRS, group filters (reward/rejection.h).");
+  w.key("mask_void_turns", rj.mask_void_turns, "mask turns with reward <= 0 after a success");
+  w.key("truncation", to_string(rj.truncation), "keep | reject_turn | mask_trajectory");
+  w.open("prs", "profiling-based rejection sampling");
+  w.key("enabled", rj.prs.enabled, "PRS on/off");
+  w.key("level", to_string(rj.prs.level), "turn | geometric");
+  w.key("threshold", rj.prs.threshold, "p_keep = clamp((c - threshold) / factor, 0, 1); [0, 1]");
+  w.key("factor", rj.prs.factor, "[0, 1]; 0 = a step at threshold");
+  w.key("speedup_threshold", rj.prs.speedup_threshold, "also keep when speedup >= this; -1 = off");
+  w.key("round_coverage", rj.prs.round_coverage, "round coverage to 2 decimals first");
+  w.key("coverage_source", to_string(rj.prs.coverage_source), "true_share | reference | kernel_count");
+  w.close();
+  w.open("group_filter", "whole-group filters before the advantage");
+  w.key("min_last_turn_std", rj.groups.min_last_turn_std, "drop groups whose last-turn reward std is below; 0 = off");
+  w.key("drop_all_equal", rj.groups.drop_all_equal, "drop groups with identical reward sequences");
+  w.key("min_group_size", rj.groups.min_group_size, "0 = n/2 + 1");
+  w.key("group_size", rj.groups.group_size, "n; 0 = the largest group");
+  w.key("target_groups", rj.groups.target_groups, "the built-in trainer needs 0 (train on every survivor)");
+  w.key("max_sampling_rounds", rj.groups.max_sampling_rounds, ">= 1");
+  w.key("seed", int64_t(rj.groups.seed), "selection seed");
+  w.close();
+  w.close();
+
+  w.open("returns", "Per-turn returns (algo/returns.h).");
+  w.key("mode", to_string(c.returns.mode), "reward_to_go | outcome | residual");
+  w.key("gamma", c.returns.gamma, "[0, 1]");
+  w.key("unbiased_shaping", c.returns.unbiased_shaping, "residual: scale the last reward by 1 - gamma");
+  w.close();
+
+  w.open("advantage", "Advantage estimator (algo/advantage.h).");
+  w.key("estimator", c.estimator, fmt::format("{}", fmt::join(advantage_estimator_names(), " | ")));
+  w.key("singleton", singleton_name(c.advantage.singleton), "raw_return | zero: a group of one");
+  w.key("grouping", grouping_name(c.advantage.grouping), "turn | trajectory (grpo, dr_grpo)");
+  w.key("std_epsilon", c.advantage.std_epsilon, "grpo");
+  w.key("gamma", c.advantage.gamma, "gae");
+  w.key("lambda", c.advantage.lambda, "gae");
+  w.key("whiten", c.advantage.whiten, "gae");
+  w.key("check_finite", c.advantage.check_finite, "reject NaN/inf returns");
+  w.close();
+
+  const MismatchOptions& m = c.mismatch;
+  w.open("mismatch", "Rollout/trainer mismatch correction (algo/mismatch.h).");
+  w.key("is_level", to_string(m.is_level), "off | token | turn | turn_geo | sequence | geometric");
+  w.key("is_cap", m.is_cap, "truncated IS cap");
+  w.key("rs_level", to_string(m.rs_level), "rejection level; same names");
+  w.key("rs_lower", m.rs_lower, "keep ratios in [rs_lower, rs_upper]");
+  w.key("rs_upper", m.rs_upper, "upper end of the band");
+  w.key("veto_threshold", m.veto_threshold, "reject a turn with a token ratio below; 0 = off");
+  w.key("check_finite", m.check_finite, "throw on NaN log-probs");
+  w.key("fused", m.fused, "CPU two-pass implementation");
+  w.close();
+
+  const PPOLossOptions& p = c.policy_loss;
+  w.open("policy_loss", "PPO loss (algo/policy_loss.h).");
+  w.key("clip_low", p.clip_low, "epsilon_low; [0, 1)");
+  w.key("clip_high", p.clip_high, "epsilon_high (clip-higher)");
+  w.key("dual_clip", p.dual_clip, "c > 1; 0 = off");
+  w.key("agg_mode", to_string(p.agg_mode),
+        "token-mean | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm | seq-sum-no-norm");
+  w.key("loss_scale_factor", p.loss_scale_factor, "the aggregated loss is divided by this");
+  w.key("norm_length", p.norm_length, "seq-mean-token-sum-norm divisor; 0 = padded width");
+  w.key("entropy_coef", p.entropy_coef, "entropy bonus");
+  w.key("kl_loss_coef", p.kl_loss_coef, "the built-in trainer needs 0 (no reference policy)");
+  w.key("kl_type", to_string(p.kl_type), "kl | abs | mse | low_var_kl");
+  w.key("fused", p.fused, "hand-written backward");
+  w.close();
+
+  w.open("eval", "`turnrl eval`: sampling and statistics.");
+  w.key("samples", c.eval.samples, "episodes per task");
+  w.key("temperature", c.eval.temperature, "> 0");
+  w.key("top_p", c.eval.top_p, "(0, 1]");
+  w.key("pass_k", c.eval.pass_k, "pass@k for these k; integers in [1, samples]");
+  w.key("fast_p", c.eval.fast_p, "fast@p thresholds");
+  w.key("split", c.eval.split.c_str(), "all | validation | train");
+  w.key("seed", c.eval.seed, "sampling seed");
+  w.close();
+  return w.str();
+}
+
+std::string default_config_yaml() { return config_to_yaml(TrainConfig{}, true); }
+
+}  // namespace turnrl

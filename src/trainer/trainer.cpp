@@ -1,0 +1,648 @@
+#include "turnrl/trainer/trainer.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include <torch/cuda.h>
+#include <torch/nn/utils/clip_grad.h>
+#include <torch/optim/adamw.h>
+#include <torch/serialize.h>
+
+#include "turnrl/algo/advantage.h"
+#include "turnrl/algo/policy_loss.h"
+#include "turnrl/algo/returns.h"
+#include "turnrl/core/error.h"
+#include "turnrl/env/kernel_env.h"
+#include "turnrl/env/kernel_plan.h"
+#include "turnrl/eval/cpu_backend.h"
+#include "turnrl/eval/cpu_tasks.h"
+#include "turnrl/reward/rejection.h"
+#include "turnrl/trainer/checkpoint.h"
+#include "turnrl/trainer/progress.h"
+
+namespace turnrl {
+namespace fs = std::filesystem;
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Stages that draw random numbers, for stage_seed.
+enum Stage : uint64_t { kTaskOrder = 1, kRollout = 2, kPrs = 3, kGroupFilter = 4, kEpochOrder = 5 };
+
+void merge(Metrics& into, const Metrics& from) {
+  for (const auto& [k, v] : from) into[k] = v;
+}
+
+void write_text_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out) fail("cannot write '{}'", tmp);
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+uint64_t stage_seed(uint64_t seed, int64_t step, uint64_t stage) {
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull ^ (uint64_t(step) + 1) * 0xBF58476D1CE4E5B9ull ^ stage * 0x94D049BB133111EBull;
+  return splitmix64(state);
+}
+
+SamplingOptions rollout_sampling(const TrainConfig& c) {
+  return SamplingOptions().temp(c.sampling.temperature).topk(c.sampling.top_k).topp(c.sampling.top_p);
+}
+
+std::shared_ptr<KernelEvaluator> make_evaluator(const TrainConfig& c) {
+  if (c.evaluator.backend != "cpu")
+    fail("evaluator.backend: '{}' is not built into this turnrl (the CUDA and Python/Triton backends come with later "
+         "releases); allowed here: cpu",
+         c.evaluator.backend);
+  CpuEvalOptions o;
+  o.workers = int(c.evaluator.workers);
+  o.cache_dir = c.evaluator.cache_dir;
+  o.compile_seconds = c.evaluator.compile_seconds;
+  o.warmup = int(c.evaluator.warmup);
+  return std::make_shared<CpuEvaluator>(o);
+}
+
+std::pair<TaskSet, TaskSet> load_task_sets(const TrainConfig& c) {
+  const TaskSet all = c.tasks.source == "file" ? load_tasks_jsonl(c.tasks.file) : builtin_cpu_tasks();
+  TaskSet chosen;
+  if (c.tasks.include.empty()) {
+    const std::vector<std::string> planned = plan_task_names();
+    for (const Task& t : all.tasks)
+      if (std::find(planned.begin(), planned.end(), t.id) != planned.end()) chosen.tasks.push_back(t);
+  } else {
+    for (const std::string& id : c.tasks.include) chosen.tasks.push_back(all.find(id));
+  }
+  if (chosen.tasks.empty()) fail("tasks: no task selected (source '{}', include [{}])", c.tasks.source, fmt::join(c.tasks.include, ", "));
+  auto [train, validation] = chosen.split(c.tasks.validation_fraction, uint64_t(c.tasks.split_seed));
+  if (train.tasks.empty())
+    fail("tasks.validation_fraction: {} leaves no training task out of {}", c.tasks.validation_fraction, chosen.size());
+  return {train, validation};
+}
+
+double scheduled_lr(const OptimizerConfig& o, int64_t step, int64_t total) {
+  if (o.warmup_steps > 0 && step < o.warmup_steps) return o.lr * double(step + 1) / double(o.warmup_steps);
+  if (o.schedule == "constant") return o.lr;
+  const int64_t span = std::max<int64_t>(1, total - o.warmup_steps);
+  const double progress = std::min(1.0, double(step - o.warmup_steps) / double(span));
+  const double cosine = 0.5 * (1.0 + std::cos(M_PI * progress));
+  return o.lr * (o.min_lr_ratio + (1.0 - o.min_lr_ratio) * cosine);
+}
+
+RolloutBatch select_rollout_rows(const RolloutBatch& r, const torch::Tensor& keep) {
+  RolloutBatch out = r;
+  out.batch = select_rows(r.batch, keep);
+  const torch::Tensor host = keep.to(torch::kCPU, torch::kBool).contiguous();
+  const bool* k = host.data_ptr<bool>();
+  out.evals.clear();
+  out.observations.clear();
+  out.actions.clear();
+  for (int64_t i = 0; i < host.size(0); ++i)
+    if (k[i]) {
+      out.evals.push_back(r.evals[size_t(i)]);
+      out.observations.push_back(r.observations[size_t(i)]);
+      out.actions.push_back(r.actions[size_t(i)]);
+    }
+  return out;
+}
+
+Metrics rollout_metrics(const RolloutBatch& r, const std::vector<double>& fast_p) {
+  Metrics m;
+  const int64_t rows = r.batch.size();
+  m["rollout/turns"] = double(rows);
+  m["rollout/episodes"] = double(r.episodes);
+  m["rollout/mean_turns"] = r.episodes ? double(rows) / double(r.episodes) : 0.0;
+  if (rows == 0) return m;
+  const torch::Tensor reward = r.batch.reward.to(torch::kCPU, torch::kDouble).contiguous();
+  const torch::Tensor traj = r.batch.traj.to(torch::kCPU).contiguous();
+  const double* rw = reward.data_ptr<double>();
+  const int64_t* tj = traj.data_ptr<int64_t>();
+  std::map<int64_t, double> best_speedup, best_reward, last_reward;
+  std::map<int64_t, bool> any_correct;
+  double reward_sum = 0, speedup_sum = 0, coverage_sum = 0;
+  int64_t correct = 0;
+  std::map<RewardOutcome, int64_t> outcomes;
+  for (int64_t i = 0; i < rows; ++i) {
+    const EvalResult& e = r.evals[size_t(i)];
+    const RewardOutcome o = classify(e);
+    ++outcomes[o];
+    reward_sum += rw[i];
+    const bool ok = o == RewardOutcome::correct;
+    if (!best_reward.count(tj[i])) best_reward[tj[i]] = rw[i], best_speedup[tj[i]] = 0, any_correct[tj[i]] = false;
+    best_reward[tj[i]] = std::max(best_reward[tj[i]], rw[i]);
+    last_reward[tj[i]] = rw[i];  // rows are ordered by (traj, turn)
+    if (ok) {
+      ++correct;
+      speedup_sum += e.speedup;
+      coverage_sum += e.coverage;
+      best_speedup[tj[i]] = std::max(best_speedup[tj[i]], e.speedup);
+      any_correct[tj[i]] = true;
+    }
+  }
+  auto mean_of = [](const std::map<int64_t, double>& v) {
+    double s = 0;
+    for (const auto& kv : v) s += kv.second;
+    return v.empty() ? 0.0 : s / double(v.size());
+  };
+  m["reward/mean"] = reward_sum / double(rows);
+  m["reward/best_mean"] = mean_of(best_reward);
+  m["reward/last_turn_mean"] = mean_of(last_reward);
+  m["kernel/correct"] = double(correct) / double(rows);
+  m["kernel/speedup"] = correct ? speedup_sum / double(correct) : 0.0;
+  m["kernel/coverage"] = correct ? coverage_sum / double(correct) : 0.0;
+  for (RewardOutcome o : {RewardOutcome::format, RewardOutcome::compile, RewardOutcome::runtime, RewardOutcome::incorrect,
+                          RewardOutcome::hacking})
+    m[std::string("kernel/") + to_string(o)] = double(outcomes[o]);
+  int64_t solved = 0;
+  for (const auto& kv : any_correct) solved += kv.second;
+  m["kernel/episode_correct"] = double(solved) / double(any_correct.size());
+  std::vector<double> best;
+  for (const auto& kv : best_speedup) best.push_back(kv.second);
+  for (double p : fast_p) m[fmt::format("kernel/fast@{}", p)] = fast_at_p(best, p);
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+struct Trainer::State {
+  TrainConfig config;
+  TaskSet train_tasks, validation_tasks;
+  std::shared_ptr<KernelEvaluator> evaluator;
+  KernelRewardPolicy reward;
+  std::unique_ptr<PlanActionSpace> space;
+  std::unique_ptr<TransformerPolicy> policy;
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  torch::Device device = torch::kCPU;
+  int64_t step = 0;
+  int64_t optimizer_steps = 0;
+  RolloutBatch last_rollouts;
+
+  LogitsFn logits() {
+    TransformerPolicy* p = policy.get();
+    return [p](const torch::Tensor& t, const torch::Tensor& m) { return p->model()->forward(t, m); };
+  }
+  std::string checkpoint_root() const { return (fs::path(config.run.dir) / "checkpoints").string(); }
+};
+
+Trainer::Trainer(TrainConfig config, std::shared_ptr<KernelEvaluator> evaluator) : s_(std::make_unique<State>()) {
+  State& s = *s_;
+  s.config = std::move(config);
+  const TrainConfig& c = s.config;
+  s.evaluator = evaluator ? std::move(evaluator) : make_evaluator(c);
+  if (c.env.action != ActionFormat::plan)
+    fail("env.action: '{}' is not supported by the built-in Trainer (its policy writes kernel plans); allowed: plan",
+         to_string(c.env.action));
+  if (c.rejection.groups.target_groups != 0)
+    fail("rejection.group_filter.target_groups: {} is not supported by the built-in Trainer (it trains on every "
+         "surviving group each step; use GroupCarryOver in a custom loop); allowed: 0",
+         c.rejection.groups.target_groups);
+  if (c.policy_loss.kl_loss_coef != 0)
+    fail("policy_loss.kl_loss_coef: {} needs a reference policy, which the built-in Trainer does not keep; allowed: 0",
+         c.policy_loss.kl_loss_coef);
+  if (c.model.device == "cuda" && !torch::cuda::is_available())
+    fail("model.device: 'cuda' but LibTorch sees no CUDA device; allowed here: cpu");
+  s.device = c.model.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  if (c.trainer.threads > 0) torch::set_num_threads(int(c.trainer.threads));
+
+  std::tie(s.train_tasks, s.validation_tasks) = load_task_sets(c);
+  const std::vector<std::string> planned = plan_task_names();
+  for (const TaskSet* set : {&s.train_tasks, &s.validation_tasks})
+    for (const Task& t : set->tasks)
+      if (std::find(planned.begin(), planned.end(), t.id) == planned.end())
+        fail("tasks.include: task '{}' has no kernel-plan template; allowed: {}", t.id, fmt::join(planned, ", "));
+  TaskSet all = s.train_tasks;
+  all.tasks.insert(all.tasks.end(), s.validation_tasks.tasks.begin(), s.validation_tasks.tasks.end());
+  s.space = std::make_unique<PlanActionSpace>(all, c.env.max_turns);
+  if (c.model.max_seq < s.space->sequence_length())
+    fail("model.max_seq: {} is shorter than a plan turn ({} tokens); allowed: >= {}", c.model.max_seq,
+         s.space->sequence_length(), s.space->sequence_length());
+
+  s.reward = KernelRewardPolicy(c.reward);
+
+  torch::manual_seed(uint64_t(c.trainer.seed));
+  TransformerOptions mo;
+  mo.vocab(s.space->vocab_size()).d_model(c.model.d_model).layers(c.model.layers).heads(c.model.heads).ffn(c.model.ffn)
+      .max_seq(c.model.max_seq);
+  validate(mo);
+  s.policy = std::make_unique<TransformerPolicy>(mo, s.device);
+  if (!c.model.init.empty()) s.policy->load(c.model.init);
+  s.optimizer = std::make_unique<torch::optim::AdamW>(
+      s.policy->parameters(), torch::optim::AdamWOptions(c.optimizer.lr)
+                                  .betas(std::make_tuple(c.optimizer.beta1, c.optimizer.beta2))
+                                  .eps(c.optimizer.eps)
+                                  .weight_decay(c.optimizer.weight_decay));
+}
+
+Trainer::~Trainer() = default;
+
+int64_t Trainer::step() const { return s_->step; }
+int64_t Trainer::optimizer_steps() const { return s_->optimizer_steps; }
+TransformerPolicy& Trainer::policy() { return *s_->policy; }
+const PlanActionSpace& Trainer::action_space() const { return *s_->space; }
+const TrainConfig& Trainer::config() const { return s_->config; }
+const TaskSet& Trainer::train_tasks() const { return s_->train_tasks; }
+const TaskSet& Trainer::validation_tasks() const { return s_->validation_tasks; }
+KernelEvaluator& Trainer::evaluator() { return *s_->evaluator; }
+const RolloutBatch& Trainer::last_rollouts() const { return s_->last_rollouts; }
+
+std::vector<Task> Trainer::step_tasks(int64_t step) const {
+  const auto& tasks = s_->train_tasks.tasks;
+  const int64_t count = int64_t(tasks.size()), per_step = s_->config.trainer.tasks_per_step;
+  std::vector<Task> out;
+  std::vector<size_t> order;
+  int64_t order_pass = -1;
+  for (int64_t j = 0; j < per_step; ++j) {
+    const int64_t flat = step * per_step + j, pass = flat / count;
+    if (pass != order_pass) {
+      order.resize(tasks.size());
+      std::iota(order.begin(), order.end(), size_t(0));
+      uint64_t state = stage_seed(uint64_t(s_->config.trainer.seed), pass, kTaskOrder);
+      for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[splitmix64(state) % i]);
+      order_pass = pass;
+    }
+    out.push_back(tasks[order[size_t(flat % count)]]);
+  }
+  return out;
+}
+
+RolloutBatch Trainer::collect_rollouts(const std::vector<Task>& tasks, int64_t samples_per_task,
+                                       const SamplingOptions& sampling, uint64_t seed) {
+  State& s = *s_;
+  const PlanActionSpace& space = *s.space;
+  const int64_t episodes = int64_t(tasks.size()) * samples_per_task;
+  std::vector<std::unique_ptr<KernelEnv>> envs;
+  std::vector<Observation> obs;
+  for (const Task& task : tasks)
+    for (int64_t i = 0; i < samples_per_task; ++i) {
+      envs.push_back(std::make_unique<KernelEnv>(s.evaluator, s.reward, s.config.env));
+      obs.push_back(envs.back()->reset(task));
+    }
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  RolloutBatch r;
+  r.episodes = episodes;
+  for (const Task& t : tasks) r.task_ids.push_back(t.id), r.task_levels.push_back(t.level);
+  std::vector<int64_t> group, traj, turn;
+  std::vector<torch::Tensor> tokens, rmask, logp;
+  std::vector<int64_t> live(static_cast<size_t>(episodes));
+  std::iota(live.begin(), live.end(), int64_t(0));
+  s.policy->eval();
+  for (int t = 0; !live.empty(); ++t) {
+    std::vector<TokenIds> prompts;
+    for (int64_t e : live) prompts.push_back(space.prompt(obs[size_t(e)].compact));
+    torch::Tensor prompt_tensor = torch::empty({int64_t(live.size()), space.prompt_length()}, torch::kLong);
+    for (size_t i = 0; i < prompts.size(); ++i)
+      std::copy(prompts[i].begin(), prompts[i].end(), prompt_tensor[int64_t(i)].data_ptr<int64_t>());
+    const auto t0 = Clock::now();
+    const PlanSample sample = sample_plans(s.logits(), space, prompt_tensor.to(s.device), sampling, generator);
+    r.generate_seconds += seconds_since(t0);
+    std::vector<Environment*> stepping;
+    std::vector<Action> actions;
+    for (size_t i = 0; i < live.size(); ++i) {
+      stepping.push_back(envs[size_t(live[i])].get());
+      actions.push_back({sample.plans[i]});
+    }
+    const auto t1 = Clock::now();
+    std::vector<StepResult> results = step_batch(stepping, actions);
+    r.eval_seconds += seconds_since(t1);
+    tokens.push_back(sample.tokens.cpu());
+    rmask.push_back(sample.response_mask.cpu());
+    logp.push_back(sample.logp.cpu());
+    std::vector<int64_t> next;
+    for (size_t i = 0; i < live.size(); ++i) {
+      const int64_t e = live[i];
+      group.push_back(e / samples_per_task);
+      traj.push_back(e);
+      turn.push_back(t);
+      r.evals.push_back(results[i].eval.value_or(EvalResult{}));
+      r.observations.push_back(obs[size_t(e)].compact);
+      r.actions.push_back(sample.plans[i]);
+      obs[size_t(e)] = results[i].observation;
+      if (!results[i].done) next.push_back(e);
+    }
+    live = std::move(next);
+  }
+  s.policy->train();
+  // Rows in (trajectory, turn) order.
+  std::vector<int64_t> order(group.size());
+  std::iota(order.begin(), order.end(), int64_t(0));
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return traj[size_t(a)] < traj[size_t(b)]; });
+  auto permute = [&](const std::vector<int64_t>& v) {
+    std::vector<int64_t> out;
+    for (int64_t i : order) out.push_back(v[size_t(i)]);
+    return torch::tensor(out, torch::kLong);
+  };
+  auto permute_strings = [&](std::vector<std::string>& v) {
+    std::vector<std::string> out;
+    for (int64_t i : order) out.push_back(std::move(v[size_t(i)]));
+    v = std::move(out);
+  };
+  std::vector<EvalResult> evals;
+  for (int64_t i : order) evals.push_back(std::move(r.evals[size_t(i)]));
+  r.evals = std::move(evals);
+  permute_strings(r.observations);
+  permute_strings(r.actions);
+  const torch::Tensor index = torch::tensor(order, torch::kLong);
+  TurnBatch& b = r.batch;
+  b.group = permute(group).to(s.device);
+  b.traj = permute(traj).to(s.device);
+  b.turn = permute(turn).to(s.device);
+  b.reward = torch::zeros({int64_t(order.size())}, torch::dtype(torch::kFloat).device(s.device));
+  b.turn_mask = torch::ones({int64_t(order.size())}, torch::dtype(torch::kBool).device(s.device));
+  b.tokens = torch::cat(tokens).index_select(0, index).to(s.device);
+  b.response_mask = torch::cat(rmask).index_select(0, index).to(s.device);
+  b.rollout_logp = torch::cat(logp).index_select(0, index).to(s.device);
+  finalize(b);
+  return r;
+}
+
+void Trainer::score(RolloutBatch& r) const {
+  const std::vector<double> rewards = s_->reward.rewards(r.evals);
+  r.batch.reward = torch::tensor(rewards, torch::kDouble).to(torch::kFloat).to(s_->device);
+}
+
+Metrics Trainer::mask_void_turns(RolloutBatch& r) const {
+  if (!s_->config.rejection.mask_void_turns) return {{"filter/void_turns", 0.0}};
+  const TurnMaskReport report = apply_meaningful_turn_mask(r.batch);
+  return {{"filter/void_turns", double(report.masked)}};
+}
+
+Metrics Trainer::filter_groups(RolloutBatch& r) const {
+  at::Generator generator =
+      at::make_generator<at::CPUGeneratorImpl>(stage_seed(s_->config.rejection.groups.seed, s_->step, kGroupFilter));
+  const GroupFilterReport report = ::turnrl::filter_groups(r.batch, s_->config.rejection.groups, generator);
+  Metrics m = {{"filter/groups_kept", double(report.kept.size())},
+               {"filter/groups_low_std", double(report.low_std.size())},
+               {"filter/groups_all_equal", double(report.all_equal.size())},
+               {"filter/groups_too_small", double(report.too_small.size())}};
+  if (int64_t(report.kept.size()) != int64_t(r.task_ids.size())) r = select_rollout_rows(r, report.keep_rows);
+  return m;
+}
+
+void Trainer::recompute_old_logp(TurnBatch& batch) {
+  State& s = *s_;
+  torch::NoGradGuard no_grad;
+  const int64_t rows = batch.size(), micro = s.config.trainer.micro_batch_size;
+  std::vector<torch::Tensor> parts;
+  for (int64_t start = 0; start < rows; start += micro) {
+    const int64_t len = std::min(micro, rows - start);
+    const torch::Tensor tokens = batch.tokens.narrow(0, start, len);
+    const torch::Tensor logits = s.policy->model()->forward(tokens, plan_attention_mask(tokens));
+    parts.push_back(plan_token_logp(logits, tokens, batch.response_mask.narrow(0, start, len), *s.space).logp);
+  }
+  batch.old_logp = rows ? torch::cat(parts) : torch::zeros_like(batch.rollout_logp);
+}
+
+MismatchResult Trainer::correct_mismatch(TurnBatch& batch) const {
+  MismatchResult result = compute_mismatch(batch, s_->config.mismatch);
+  batch.response_mask = result.response_mask;
+  return result;
+}
+
+Metrics Trainer::reject_by_profile(RolloutBatch& r, uint64_t seed) const {
+  const PrsOptions& o = s_->config.rejection.prs;
+  const PrsReport report = apply_prs(r.batch, prs_inputs(r.evals, o.coverage_source), o, seed);
+  return {{"prs/subject", double(report.subject)},
+          {"prs/dropped", double(report.dropped)},
+          {"prs/drop_rate", report.subject ? double(report.dropped) / double(report.subject) : 0.0}};
+}
+
+torch::Tensor Trainer::advantages(const TurnBatch& batch, torch::Tensor* returns_out) const {
+  const torch::Tensor returns = compute_returns(batch, s_->config.returns);
+  if (returns_out) *returns_out = returns;
+  return advantage_estimator(s_->config.estimator)(batch, returns, s_->config.advantage);
+}
+
+Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages, const torch::Tensor& weights,
+                        uint64_t seed) {
+  State& s = *s_;
+  const TrainConfig& c = s.config;
+  const torch::Tensor rows = batch.response_mask.any(1).nonzero().squeeze(1);
+  const int64_t n = rows.size(0);
+  Metrics m = {{"actor/rows", double(n)}};
+  if (n == 0) {
+    m["update/skipped"] = 1;
+    return m;
+  }
+  const torch::Tensor tokens = batch.tokens.index_select(0, rows), mask = batch.response_mask.index_select(0, rows),
+                      old_logp = batch.old_logp.index_select(0, rows), adv = advantages.index_select(0, rows);
+  const torch::Tensor w = weights.defined() ? weights.index_select(0, rows) : torch::Tensor();
+  const bool need_entropy = c.policy_loss.entropy_coef != 0;
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
+  std::vector<torch::Tensor> params = s.policy->parameters();
+  const double share_per_epoch = 1.0 / double(c.trainer.ppo_epochs);
+  Metrics sums;
+  double loss_sum = 0, grad_norm_sum = 0;
+  for (int64_t epoch = 0; epoch < c.trainer.ppo_epochs; ++epoch) {
+    const torch::Tensor order =
+        c.trainer.ppo_epochs == 1 ? torch::arange(n) : torch::randperm(n, generator, torch::kLong);
+    s.optimizer->zero_grad();
+    for (int64_t start = 0; start < n; start += c.trainer.micro_batch_size) {
+      const int64_t len = std::min(c.trainer.micro_batch_size, n - start);
+      const torch::Tensor sel = order.narrow(0, start, len).to(tokens.device());
+      const torch::Tensor t = tokens.index_select(0, sel);
+      const torch::Tensor logits = s.policy->model()->forward(t, plan_attention_mask(t));
+      const TokenLogp tl = plan_token_logp(logits, t, mask.index_select(0, sel), *s.space);
+      PolicyLossInputs in;
+      in.logp = tl.logp;
+      in.old_logp = old_logp.index_select(0, sel);
+      in.advantages = adv.index_select(0, sel);
+      in.response_mask = mask.index_select(0, sel);
+      if (w.defined()) in.weights = w.index_select(0, sel);
+      if (need_entropy) in.entropy = tl.entropy;
+      const PolicyLossResult res = policy_loss(in, c.policy_loss);
+      const double share = double(len) / double(n);
+      (res.loss * share).backward();
+      loss_sum += res.loss.item<double>() * share * share_per_epoch;
+      for (const auto& [k, v] : res.metrics.to_map()) sums[k] += v * share * share_per_epoch;
+    }
+    const double max_norm = c.optimizer.grad_clip > 0 ? c.optimizer.grad_clip : std::numeric_limits<double>::infinity();
+    grad_norm_sum += torch::nn::utils::clip_grad_norm_(params, max_norm) * share_per_epoch;
+    const double lr = scheduled_lr(c.optimizer, s.optimizer_steps, c.trainer.steps * c.trainer.ppo_epochs);
+    for (auto& group : s.optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+    s.optimizer->step();
+    ++s.optimizer_steps;
+    m["optim/lr"] = lr;
+  }
+  merge(m, sums);
+  m["actor/loss"] = loss_sum;
+  m["optim/grad_norm"] = grad_norm_sum;
+  return m;
+}
+
+Metrics Trainer::train_step() {
+  State& s = *s_;
+  const TrainConfig& c = s.config;
+  const auto t0 = Clock::now();
+  Metrics m = {{"step", double(s.step + 1)}};
+  RolloutBatch r = collect_rollouts(step_tasks(s.step), c.trainer.samples_per_task, rollout_sampling(c),
+                                    stage_seed(uint64_t(c.trainer.seed), s.step, kRollout));
+  score(r);
+  s.last_rollouts = r;
+  merge(m, rollout_metrics(r, c.eval.fast_p));
+  m["time/generate_s"] = r.generate_seconds;
+  m["time/eval_s"] = r.eval_seconds;
+  m["perf/evaluations"] = double(r.batch.size());
+  const auto t1 = Clock::now();
+  merge(m, mask_void_turns(r));
+  merge(m, filter_groups(r));
+  if (r.batch.size() > 0) {
+    recompute_old_logp(r.batch);
+    const MismatchResult mismatch = correct_mismatch(r.batch);
+    merge(m, mismatch.diagnostics.to_map());
+    merge(m, reject_by_profile(r, stage_seed(uint64_t(c.trainer.seed), s.step, kPrs)));
+    torch::Tensor returns;
+    const torch::Tensor adv = advantages(r.batch, &returns);
+    const torch::Tensor valid = r.batch.turn_mask_or_all();
+    m["adv/abs_mean"] = adv.abs().masked_select(valid).mean().item<double>();
+    m["returns/mean"] = returns.masked_select(valid).mean().item<double>();
+    merge(m, update(r.batch, adv, mismatch.weights, stage_seed(uint64_t(c.trainer.seed), s.step, kEpochOrder)));
+  } else {
+    m["update/skipped"] = 1;
+  }
+  m["time/update_s"] = seconds_since(t1);
+  const double step_seconds = seconds_since(t0);
+  m["time/step_s"] = step_seconds;
+  m["perf/rollouts_per_s"] = double(r.episodes) / step_seconds;
+  m["perf/evals_per_s"] = m["perf/evaluations"] / step_seconds;
+  ++s.step;
+  return m;
+}
+
+// --- checkpoints -------------------------------------------------------------------------------
+
+std::string Trainer::save_checkpoint() {
+  State& s = *s_;
+  return write_checkpoint(
+      s.checkpoint_root(), s.step,
+      [&](const std::string& dir) {
+        s.policy->save(dir + "/policy.pt");
+        torch::save(*s.optimizer, dir + "/optimizer.pt");
+        torch::serialize::OutputArchive state;
+        state.write("step", torch::tensor(s.step, torch::kLong));
+        state.write("optimizer_steps", torch::tensor(s.optimizer_steps, torch::kLong));
+        state.write("seed", torch::tensor(s.config.trainer.seed, torch::kLong));
+        state.write("torch_rng", at::detail::getDefaultCPUGenerator().get_state());
+        state.save_to(dir + "/trainer_state.pt");
+        std::ofstream(dir + "/config.yaml") << config_to_yaml(s.config);
+      },
+      s.config.checkpoint.keep_last);
+}
+
+void Trainer::load_policy(const std::string& path) {
+  const std::string file = fs::is_directory(path) ? (fs::path(path) / "policy.pt").string() : path;
+  if (!fs::exists(file)) fail("checkpoint: no policy file '{}'", file);
+  s_->policy->load(file);
+}
+
+void Trainer::load_checkpoint(const std::string& dir) {
+  State& s = *s_;
+  for (const char* name : {"policy.pt", "optimizer.pt", "trainer_state.pt"})
+    if (!fs::exists(fs::path(dir) / name)) fail("checkpoint '{}': missing {}", dir, name);
+  load_policy(dir);
+  torch::load(*s.optimizer, dir + "/optimizer.pt");
+  torch::serialize::InputArchive state;
+  state.load_from(dir + "/trainer_state.pt");
+  torch::Tensor step, optimizer_steps, seed, rng;
+  state.read("step", step);
+  state.read("optimizer_steps", optimizer_steps);
+  state.read("seed", seed);
+  state.read("torch_rng", rng);
+  if (seed.item<int64_t>() != s.config.trainer.seed)
+    fail("checkpoint '{}': written with trainer.seed {}, the config says {}; resume with the same seed", dir,
+         seed.item<int64_t>(), s.config.trainer.seed);
+  s.step = step.item<int64_t>();
+  s.optimizer_steps = optimizer_steps.item<int64_t>();
+  at::Generator global = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
+  global.set_state(rng);
+}
+
+bool Trainer::resume() {
+  const std::string root = s_->checkpoint_root();
+  remove_incomplete_checkpoints(root);
+  const auto latest = latest_checkpoint(root);
+  if (!latest) return false;
+  load_checkpoint(latest->path);
+  return true;
+}
+
+// --- the loop ------------------------------------------------------------------------------------
+
+namespace {
+
+std::string sample_lines(const RolloutBatch& r, int64_t step, int64_t max_episodes) {
+  std::string out;
+  const torch::Tensor traj = r.batch.traj.cpu().contiguous(), group = r.batch.group.cpu().contiguous();
+  const torch::Tensor reward = r.batch.reward.to(torch::kCPU, torch::kDouble).contiguous();
+  const int64_t rows = r.batch.size();
+  int64_t episodes = 0;
+  for (int64_t i = 0; i < rows && episodes < max_episodes;) {
+    const int64_t e = traj.data_ptr<int64_t>()[i], g = group.data_ptr<int64_t>()[i];
+    std::string turns;
+    for (; i < rows && traj.data_ptr<int64_t>()[i] == e; ++i) {
+      const EvalResult& ev = r.evals[size_t(i)];
+      if (!turns.empty()) turns += ", ";
+      turns += fmt::format(
+          "{{\"observation\": {}, \"plan\": {}, \"reward\": {}, \"outcome\": {}, \"speedup\": {}, \"coverage\": {}, "
+          "\"hacking\": {}, \"message\": {}}}",
+          json_string(r.observations[size_t(i)]), json_string(r.actions[size_t(i)]), reward.data_ptr<double>()[i],
+          json_string(to_string(classify(ev))), ev.speedup, ev.coverage, json_string(hacking_flag_names(ev.hacking_flags)),
+          json_string(ev.message.substr(0, 300)));
+    }
+    out += fmt::format("{{\"step\": {}, \"task\": {}, \"episode\": {}, \"turns\": [{}]}}\n", step,
+                       json_string(r.task_ids[size_t(g)]), e, turns);
+    ++episodes;
+  }
+  return out;
+}
+
+}  // namespace
+
+void Trainer::train(bool resume_run) {
+  State& s = *s_;
+  const TrainConfig& c = s.config;
+  fs::create_directories(c.run.dir);
+  const std::string metrics_path = (fs::path(c.run.dir) / "metrics.jsonl").string();
+  const std::string samples_path = (fs::path(c.run.dir) / "samples.jsonl").string();
+  if (resume_run) {
+    if (!resume() && c.run.progress) fmt::print(stderr, "turnrl: no checkpoint in '{}'; starting at step 0\n", c.run.dir);
+  } else if (!list_checkpoints(s.checkpoint_root()).empty()) {
+    fail("run.dir '{}' already holds checkpoints; pass --resume to continue that run, or choose another run.dir",
+         c.run.dir);
+  }
+  truncate_metrics_after(metrics_path, s.step);
+  truncate_metrics_after(samples_path, s.step);
+  write_text_atomically((fs::path(c.run.dir) / "config.yaml").string(), config_to_yaml(c));
+  JsonlWriter metrics(metrics_path), samples(samples_path);
+  ProgressLine progress(s.step, c.run.progress);
+  while (s.step < c.trainer.steps) {
+    const Metrics m = train_step();
+    metrics.write_line(metrics_to_json(m));
+    if (c.run.samples_per_step > 0) {
+      const std::string lines = sample_lines(s.last_rollouts, s.step, c.run.samples_per_step);
+      if (!lines.empty()) samples.write_line(lines.substr(0, lines.size() - 1));
+    }
+    ProgressSample p;
+    p.step = s.step;
+    p.total_steps = c.trainer.steps;
+    p.rollouts = int64_t(m.at("rollout/episodes"));
+    p.evaluations = int64_t(m.at("perf/evaluations"));
+    p.step_seconds = m.at("time/step_s");
+    p.reward = m.count("reward/mean") ? m.at("reward/mean") : 0.0;
+    p.fast = m.count("kernel/fast@1.2") ? m.at("kernel/fast@1.2") : 0.0;
+    progress.update(p);
+    if ((c.checkpoint.every > 0 && s.step % c.checkpoint.every == 0) || s.step == c.trainer.steps) save_checkpoint();
+  }
+  progress.finish();
+}
+
+}  // namespace turnrl

@@ -1,0 +1,103 @@
+// TrainConfig: defaults round-trip through YAML, overrides, and strict errors naming the key.
+#include <catch2/catch.hpp>
+
+#include "turnrl/core/config_reader.h"
+#include "turnrl/core/error.h"
+#include "turnrl/trainer/config.h"
+
+using namespace turnrl;
+
+namespace {
+
+TrainConfig parse(const std::string& yaml) { return parse_config(parse_yaml(yaml, "test")); }
+
+std::string error_of(const std::string& yaml) {
+  try {
+    parse(yaml);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the printed defaults parse back to the default config", "[trainer][config]") {
+  const std::string printed = default_config_yaml();
+  const TrainConfig back = parse(printed);
+  CHECK(config_to_yaml(back) == config_to_yaml(TrainConfig{}));
+  // Annotated: every section carries a comment line.
+  CHECK(printed.find("# Advantage estimator") != std::string::npos);
+  CHECK(printed.find("estimator: \"trloo\"") != std::string::npos);
+}
+
+TEST_CASE("a modified config survives config_to_yaml and parse_config", "[trainer][config]") {
+  TrainConfig c = parse(R"(
+trainer: {steps: 7, samples_per_task: 3}
+optimizer: {lr: 0.0005, betas: [0.8, 0.95], schedule: cosine, warmup_steps: 2}
+advantage: {estimator: grpo, grouping: trajectory}
+reward: {function: like_kernel, penalties: {compile: -0.25}}
+mismatch: {rs_level: turn, rs_upper: 2.0}
+tasks: {include: [relu_bias, softmax_rows]}
+env: {max_turns: 4, target_speedup: 1.5}
+)");
+  CHECK(c.trainer.steps == 7);
+  CHECK(c.optimizer.beta2 == 0.95);
+  CHECK(c.estimator == "grpo");
+  CHECK(c.mismatch.rs_lower == Approx(0.5));
+  CHECK(c.reward.penalty(RewardOutcome::compile) == -0.25);
+  CHECK(c.reward.penalty(RewardOutcome::format) == -1.0);  // like_kernel's default stays unset
+  const TrainConfig back = parse(config_to_yaml(c));
+  CHECK(config_to_yaml(back) == config_to_yaml(c));
+  CHECK(back.env.target_speedup.value() == 1.5);
+  CHECK(back.tasks.include == std::vector<std::string>{"relu_bias", "softmax_rows"});
+  CHECK_FALSE(back.reward.format_penalty.has_value());
+}
+
+TEST_CASE("unknown keys, wrong types and out-of-range values name the key path", "[trainer][config]") {
+  CHECK_THAT(error_of("trainer: {stepz: 3}"), Catch::Contains("trainer") && Catch::Contains("stepz"));
+  CHECK_THAT(error_of("nonsense: {a: 1}"), Catch::Contains("nonsense"));
+  CHECK_THAT(error_of("trainer: {steps: many}"), Catch::Contains("trainer.steps") && Catch::Contains("expected"));
+  CHECK_THAT(error_of("trainer: {steps: 0}"), Catch::Contains("trainer.steps") && Catch::Contains("allowed"));
+  CHECK_THAT(error_of("optimizer: {betas: [0.9]}"), Catch::Contains("optimizer.betas"));
+  CHECK_THAT(error_of("optimizer: {schedule: linear}"), Catch::Contains("optimizer.schedule") && Catch::Contains("cosine"));
+  CHECK_THAT(error_of("advantage: {estimator: grpoo}"), Catch::Contains("advantage.estimator") && Catch::Contains("trloo"));
+  CHECK_THAT(error_of("mismatch: {rs_level: everything}"), Catch::Contains("mismatch.rs_level"));
+  CHECK_THAT(error_of("reward: {coverage: {weight: -1}}"), Catch::Contains("reward.coverage.weight"));
+  CHECK_THAT(error_of("rejection: {prs: {threshold: 2}}"), Catch::Contains("rejection.prs.threshold"));
+  CHECK_THAT(error_of("model: {d_model: 30, heads: 4}"), Catch::Contains("model.heads"));
+  CHECK_THAT(error_of("eval: {samples: 2, pass_k: [4]}"), Catch::Contains("eval.pass_k"));
+  CHECK_THAT(error_of("tasks: {source: file}"), Catch::Contains("tasks.file"));
+  CHECK_THAT(error_of("trainer: 3"), Catch::Contains("trainer") && Catch::Contains("map"));
+}
+
+TEST_CASE("key.path=value overrides reach nested keys, keep YAML types and are checked like the file", "[trainer][config]") {
+  YAML::Node root = parse_yaml("trainer: {steps: 5}", "test");
+  apply_override(root, "trainer.steps=9");
+  apply_override(root, "rejection.prs.enabled=false");
+  apply_override(root, "optimizer.betas=[0.5, 0.6]");
+  apply_override(root, "run.dir=/tmp/x y");
+  const TrainConfig c = parse_config(root);
+  CHECK(c.trainer.steps == 9);
+  CHECK_FALSE(c.rejection.prs.enabled);
+  CHECK(c.optimizer.beta1 == 0.5);
+  CHECK(c.run.dir == "/tmp/x y");
+
+  CHECK_THROWS_WITH(apply_override(root, "no_equals_sign"), Catch::Contains("key.path=value"));
+  CHECK_THROWS_WITH(apply_override(root, "trainer..steps=1"), Catch::Contains("empty component"));
+  CHECK_THROWS_WITH(apply_override(root, "trainer.steps.deeper=1"), Catch::Contains("not a section"));
+  YAML::Node bad = parse_yaml("{}", "test");
+  apply_override(bad, "trainer.stepz=1");
+  CHECK_THROWS_WITH(parse_config(bad), Catch::Contains("stepz"));
+  CHECK_THROWS_WITH(load_config("", {"trainer.steps=-3"}), Catch::Contains("trainer.steps"));
+}
+
+TEST_CASE("the shipped configs load", "[trainer][config]") {
+  for (const char* name : {"cpu_default.yaml", "grpo_baseline.yaml", "drkernel_cuda.yaml", "drkernel_triton_cuda.yaml"}) {
+    INFO(name);
+    const TrainConfig c = load_config(std::string(TURNRL_SOURCE_DIR) + "/configs/" + name);
+    CHECK(c.trainer.steps >= 1);
+  }
+  const TrainConfig grpo = load_config(std::string(TURNRL_SOURCE_DIR) + "/configs/grpo_baseline.yaml");
+  CHECK(grpo.estimator == "dr_grpo");
+}

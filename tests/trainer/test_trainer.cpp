@@ -1,0 +1,258 @@
+// The Trainer end to end: a real step through the CPU evaluator, each stage on its own, loss
+// decrease on a fixed batch, bit-for-bit resume, a killed run, and configs it refuses.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "turnrl/core/error.h"
+#include "turnrl/trainer/checkpoint.h"
+#include "turnrl/trainer/evaluation.h"
+#include "turnrl/trainer/trainer.h"
+#include "trainer/trainer_test_support.h"
+
+extern char** environ;
+
+using namespace turnrl;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::shared_ptr<KernelEvaluator> rules() { return std::make_shared<test::PlanRuleEvaluator>(); }
+
+std::vector<torch::Tensor> parameters_of(Trainer& t) {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : t.policy().parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+bool identical(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!torch::equal(a[i], b[i])) return false;
+  return true;
+}
+
+std::vector<Metrics> metrics_of(const std::string& run_dir) { return read_metrics_jsonl(run_dir + "/metrics.jsonl"); }
+
+}  // namespace
+
+TEST_CASE("one full training step through the real CPU evaluator writes a complete run directory", "[trainer][cpu]") {
+  TrainConfig c = test::tiny_config(test::fresh_dir("real-step"), 1);
+  c.trainer.tasks_per_step = 1;
+  c.trainer.samples_per_task = 2;
+  c.env.max_turns = 1;
+  c.env.timing_trials = 2;
+  c.env.correctness_trials = 1;
+  c.evaluator.workers = 1;
+  c.evaluator.warmup = 0;
+  c.tasks.include = {"relu_bias"};
+  Trainer trainer(c);
+  trainer.train();
+  CHECK(trainer.step() == 1);
+  const auto rows = metrics_of(c.run.dir);
+  REQUIRE(rows.size() == 1);
+  const Metrics& m = rows[0];
+  CHECK(m.at("step") == 1);
+  CHECK(m.at("rollout/turns") == 2);
+  CHECK(m.at("perf/evaluations") == 2);
+  for (const char* key : {"reward/mean", "kernel/correct", "kernel/fast@1.2", "mismatch/mismatch_kl", "prs/drop_rate",
+                          "time/step_s", "perf/evals_per_s"})
+    CHECK(m.count(key) == 1);
+  const Trainer& t = trainer;
+  // The evaluations were real: every turn reached at least compilation or a classified failure.
+  for (const EvalResult& e : t.last_rollouts().evals) CHECK(e.stage != EvalStage::none);
+  CHECK(fs::exists(c.run.dir + "/config.yaml"));
+  CHECK(load_config(c.run.dir + "/config.yaml").trainer.steps == 1);
+  CHECK(read_metrics_jsonl(c.run.dir + "/samples.jsonl").size() == 2);
+  REQUIRE(latest_checkpoint(c.run.dir + "/checkpoints"));
+  CHECK(latest_checkpoint(c.run.dir + "/checkpoints")->step == 1);
+}
+
+TEST_CASE("the stages compose by hand into a step and the batch is shaped as documented", "[trainer][stages]") {
+  Trainer trainer(test::tiny_config(test::fresh_dir("stages")), rules());
+  const auto tasks = trainer.step_tasks(0);
+  REQUIRE(tasks.size() == 2);
+  CHECK(tasks[0].id != tasks[1].id);
+  RolloutBatch r = trainer.collect_rollouts(tasks, 4, rollout_sampling(trainer.config()), 99);
+  const TurnBatch& b = r.batch;
+  CHECK(r.episodes == 8);
+  CHECK(b.size() == 16);  // the rule evaluator never stops early: 8 episodes x 2 turns
+  CHECK(b.tokens.size(1) == trainer.action_space().sequence_length());
+  CHECK(b.response_mask.sum().item<int64_t>() == 16 * trainer.action_space().slots());
+  CHECK(b.group.max().item<int64_t>() == 1);
+  CHECK(torch::equal(b.turn.narrow(0, 0, 4), torch::tensor({0, 1, 0, 1}, torch::kLong)));
+  CHECK(r.observations[1].find("turn=1") != std::string::npos);
+  trainer.score(r);
+  CHECK(r.batch.reward.abs().sum().item<double>() > 0);
+  trainer.mask_void_turns(r);
+  trainer.filter_groups(r);
+  trainer.recompute_old_logp(r.batch);
+  // Rollout and trainer log-probs come from the same weights: they agree to rounding.
+  CHECK(torch::allclose(r.batch.old_logp, r.batch.rollout_logp, 1e-5, 1e-5));
+  const MismatchResult mm = trainer.correct_mismatch(r.batch);
+  CHECK(mm.diagnostics.rejected_row_fraction.item<double>() == 0.0);
+  trainer.reject_by_profile(r, 5);
+  const torch::Tensor adv = trainer.advantages(r.batch);
+  CHECK(adv.size(0) == r.batch.size());
+  const Metrics m = trainer.update(r.batch, adv, mm.weights, 1);
+  CHECK(trainer.optimizer_steps() == 1);
+  CHECK(std::isfinite(m.at("optim/grad_norm")));
+  CHECK(m.at("optim/lr") == trainer.config().optimizer.lr);
+}
+
+TEST_CASE("PPO updates on a fixed batch lower its loss", "[trainer][loss]") {
+  TrainConfig c = test::tiny_config(test::fresh_dir("fixed-batch"));
+  c.optimizer.lr = 3e-3;
+  c.optimizer.weight_decay = 0;
+  c.policy_loss.loss_scale_factor = 1;
+  Trainer trainer(c, rules());
+  RolloutBatch r = trainer.collect_rollouts(trainer.step_tasks(0), 4, rollout_sampling(c), 3);
+  trainer.score(r);
+  trainer.recompute_old_logp(r.batch);
+  const MismatchResult mm = trainer.correct_mismatch(r.batch);
+  const torch::Tensor adv = trainer.advantages(r.batch);
+  REQUIRE(adv.abs().sum().item<double>() > 0);
+  std::vector<double> losses;
+  for (int i = 0; i < 8; ++i) losses.push_back(trainer.update(r.batch, adv, mm.weights, 1).at("actor/pg_loss"));
+  INFO("losses " << losses.front() << " ... " << losses.back());
+  CHECK(losses.back() < losses.front() - 1e-3);
+  for (size_t i = 1; i < losses.size(); ++i) CHECK(losses[i] <= losses[i - 1] + 1e-6);
+}
+
+TEST_CASE("4 steps straight equal 2 steps, a resume and 2 more, bit for bit", "[trainer][resume]") {
+  Trainer straight(test::tiny_config(test::fresh_dir("straight"), 4), rules());
+  straight.train();
+  const std::string dir = test::fresh_dir("resumed");
+  {
+    Trainer first(test::tiny_config(dir, 2), rules());
+    first.train();
+    CHECK(first.step() == 2);
+  }
+  Trainer second(test::tiny_config(dir, 4), rules());
+  second.train(/*resume=*/true);
+  CHECK(second.step() == 4);
+  CHECK(second.optimizer_steps() == straight.optimizer_steps());
+  CHECK(identical(parameters_of(straight), parameters_of(second)));
+  const auto a = metrics_of(straight.config().run.dir), b = metrics_of(dir);
+  REQUIRE(b.size() == 4);
+  CHECK(a[3].at("reward/mean") == b[3].at("reward/mean"));
+  CHECK(a[3].at("actor/pg_loss") == b[3].at("actor/pg_loss"));
+  // A second run into the same directory without --resume is refused.
+  Trainer again(test::tiny_config(dir, 4), rules());
+  CHECK_THROWS_WITH(again.train(), Catch::Contains("--resume"));
+}
+
+// Run by the killed-run test in a child process (hidden from ctest): trains "forever".
+TEST_CASE("child: train until killed", "[.][killed_child]") {
+  const char* dir = std::getenv("TURNRL_KILLED_RUN_DIR");
+  REQUIRE(dir);
+  Trainer trainer(test::tiny_config(dir, 100000), rules());
+  trainer.train(/*resume=*/true);
+}
+
+TEST_CASE("a killed run resumes from its last complete checkpoint and matches an uninterrupted run", "[trainer][killed]") {
+  const std::string dir = test::fresh_dir("killed");
+  ::setenv("TURNRL_KILLED_RUN_DIR", dir.c_str(), 1);
+  char self[] = "/proc/self/exe";
+  char tag[] = "[killed_child]";
+  char* argv[] = {self, tag, nullptr};
+  pid_t pid = 0;
+  REQUIRE(::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, environ) == 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (true) {
+    const auto latest = latest_checkpoint(dir + "/checkpoints");
+    if (latest && latest->step >= 3) break;
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  // Every checkpoint that is listed is complete and loads.
+  const auto listed = list_checkpoints(dir + "/checkpoints");
+  REQUIRE_FALSE(listed.empty());
+  CHECK(listed.size() <= 3);  // keep_last
+  for (const auto& entry : listed) {
+    Trainer probe(test::tiny_config(dir, 100000), rules());
+    CHECK_NOTHROW(probe.load_checkpoint(entry.path));
+    CHECK(probe.step() == entry.step);
+  }
+  const int64_t resumed_from = listed.back().step, target = resumed_from + 2;
+  Trainer resumed(test::tiny_config(dir, target), rules());
+  resumed.train(/*resume=*/true);
+  CHECK(resumed.step() == target);
+  Trainer straight(test::tiny_config(test::fresh_dir("killed-straight"), target), rules());
+  straight.train();
+  CHECK(identical(parameters_of(straight), parameters_of(resumed)));
+  // metrics.jsonl holds each step once, whatever the killed run had logged after its checkpoint.
+  const auto rows = metrics_of(dir);
+  REQUIRE(int64_t(rows.size()) == target);
+  for (int64_t i = 0; i < target; ++i) CHECK(rows[size_t(i)].at("step") == double(i + 1));
+  for (const auto& entry : fs::directory_iterator(dir + "/checkpoints"))
+    CHECK(entry.path().filename().string().rfind("step_", 0) == 0);
+}
+
+TEST_CASE("the trainer refuses settings it cannot run, naming the key", "[trainer][config]") {
+  const std::string dir = test::fresh_dir("refuse");
+  auto refused = [&](const std::function<void(TrainConfig&)>& edit) {
+    TrainConfig c = test::tiny_config(dir);
+    edit(c);
+    try {
+      Trainer t(c, rules());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(refused([](TrainConfig& c) { c.env.action = ActionFormat::code; }), Catch::Contains("env.action"));
+  CHECK_THAT(refused([](TrainConfig& c) { c.rejection.groups.target_groups = 4; }),
+             Catch::Contains("target_groups") && Catch::Contains("allowed: 0"));
+  CHECK_THAT(refused([](TrainConfig& c) { c.policy_loss.kl_loss_coef = 0.1; }), Catch::Contains("kl_loss_coef"));
+  CHECK_THAT(refused([](TrainConfig& c) { c.tasks.include = {"no_such_task"}; }), Catch::Contains("no_such_task"));
+  CHECK_THAT(refused([](TrainConfig& c) { c.model.max_seq = 12; }), Catch::Contains("model.max_seq"));
+  TrainConfig cuda = test::tiny_config(dir);
+  cuda.evaluator.backend = "cuda";
+  CHECK_THROWS_WITH(Trainer(cuda), Catch::Contains("evaluator.backend"));
+}
+
+TEST_CASE("evaluation reports pass@k, fast@p per level and hacking counts", "[trainer][eval]") {
+  TrainConfig c = test::tiny_config(test::fresh_dir("eval"));
+  c.eval.samples = 4;
+  c.eval.pass_k = {1, 4};
+  Trainer trainer(c, rules());
+  const EvalReport report = evaluate_policy(trainer, trainer.train_tasks());
+  REQUIRE(report.levels.size() >= 2);
+  const LevelReport& all = report.levels.back();
+  CHECK(all.level == 0);
+  CHECK(all.tasks == int64_t(trainer.train_tasks().size()));
+  CHECK(all.episodes == 4 * all.tasks);
+  CHECK(all.pass_at_k.at(4) >= all.pass_at_k.at(1));
+  CHECK(all.fast_at_p.at(1.0) >= all.fast_at_p.at(1.2));
+  CHECK(report.to_text().find("pass@4") != std::string::npos);
+  CHECK(report.to_metrics().count("eval/fast@1.2/all") == 1);
+}
+
+TEST_CASE("the learning-rate schedule warms up linearly and decays by cosine", "[trainer][schedule]") {
+  OptimizerConfig o;
+  o.lr = 1.0;
+  o.warmup_steps = 4;
+  o.schedule = "cosine";
+  o.min_lr_ratio = 0.1;
+  CHECK(scheduled_lr(o, 0, 14) == Approx(0.25));
+  CHECK(scheduled_lr(o, 3, 14) == Approx(1.0));
+  CHECK(scheduled_lr(o, 4, 14) == Approx(1.0));
+  CHECK(scheduled_lr(o, 9, 14) == Approx(0.55));
+  CHECK(scheduled_lr(o, 14, 14) == Approx(0.1));
+  o.schedule = "constant";
+  CHECK(scheduled_lr(o, 100, 14) == 1.0);
+}
