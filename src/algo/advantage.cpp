@@ -28,17 +28,18 @@ void check_returns_shape(const TurnBatch& batch, const torch::Tensor& returns) {
     fail("advantage: returns dtype {} not allowed; must be a floating type", c10::toString(returns.scalar_type()));
 }
 
+// `what` names the per-turn quantity in the error ("return", or "value" for gae's critic values).
 void check_returns(const TurnBatch& batch, const torch::Tensor& returns, const torch::Tensor& valid,
-                   const AdvantageOptions& options) {
+                   const AdvantageOptions& options, const char* what = "return") {
   check_returns_shape(batch, returns);
   if (!options.check_finite || batch.size() == 0) return;
   const torch::Tensor bad = ~at::isfinite(returns) & valid;
   if (bad.any().item<bool>()) {
     const int64_t row = bad.nonzero().view(-1)[0].item<int64_t>();
-    fail("advantage: the return of row {} (group {}, trajectory {}, turn {}) is {}; returns of unmasked turns must be "
+    fail("advantage: the {} of row {} (group {}, trajectory {}, turn {}) is {}; {}s of unmasked turns must be "
          "finite (one NaN would poison its whole group)",
-         row, batch.group[row].item<int64_t>(), batch.traj[row].item<int64_t>(), batch.turn[row].item<int64_t>(),
-         returns[row].item<double>());
+         what, row, batch.group[row].item<int64_t>(), batch.traj[row].item<int64_t>(), batch.turn[row].item<int64_t>(),
+         returns[row].item<double>(), what);
   }
 }
 
@@ -166,7 +167,7 @@ torch::Tensor gae_advantage(const TurnBatch& batch, const torch::Tensor& returns
   if (n == 0) return at::zeros({0}, batch.reward.options());
   const torch::Tensor rewards = masked_turn_rewards(batch);
   const torch::Tensor values = batch.values.to(rewards.scalar_type());
-  check_returns(batch, values, valid, options);
+  check_returns(batch, values, valid, options, "value");
 
   // Dense [trajectories, turns]; the value after a trajectory's last turn is 0 (empty slots are 0).
   const torch::Tensor v = to_dense_turns(batch, values);

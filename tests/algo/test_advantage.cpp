@@ -340,3 +340,11 @@ TEST_CASE("bandit: TRLOO's policy gradient is unbiased, GRPO's is not", "[advant
     REQUIRE(worst > 10.0);
   }
 }
+
+TEST_CASE("gae rejects a non-finite critic value naming the row", "[advantage][edge]") {
+  std::vector<Turn> rows;
+  add_trajectory(rows, 0, 0, {1.0, 0.5});
+  TurnBatch b = to_batch(rows, at::kDouble);
+  b.values = to_tensor({0.1, std::numeric_limits<double>::quiet_NaN()}, at::kDouble);
+  REQUIRE_THROWS_WITH(gae_advantage(b, compute_returns(b), {}), Catch::Contains("the value of row 1"));
+}
