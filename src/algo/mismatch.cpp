@@ -10,6 +10,10 @@
 #include "turnrl/core/error.h"
 #include "turnrl/core/masked.h"
 
+#ifdef TURNRL_WITH_CUDA
+#include "mismatch_cuda.h"
+#endif
+
 namespace turnrl {
 namespace {
 
@@ -40,6 +44,8 @@ void check_options(const MismatchOptions& o) {
   if (o.rs_level != MismatchLevel::off && !(o.rs_lower >= 0 && o.rs_lower <= o.rs_upper))
     fail("mismatch.rs_lower/rs_upper: [{}, {}] is not a range; allowed: 0 <= rs_lower <= rs_upper", o.rs_lower,
          o.rs_upper);
+  if (o.rs_k3_level != MismatchLevel::off && !(o.rs_k3_upper > 0))
+    fail("mismatch.rs_k3_upper: {} is out of range; allowed: > 0", o.rs_k3_upper);
   if (!(o.veto_threshold >= 0 && o.veto_threshold < 1))
     fail("mismatch.veto_threshold: {} is out of range; allowed: [0, 1) (0 disables)", o.veto_threshold);
 }
@@ -57,7 +63,7 @@ at::ScalarType compute_type(const torch::Tensor& t) { return at::promote_types(t
 
 torch::Tensor safe_exp(const torch::Tensor& log) { return log.clamp(-kMismatchSafetyBound, kMismatchSafetyBound).exp(); }
 
-// Row and trajectory sums of the log ratio and of the mask, computed once and shared by levels.
+// Row and trajectory sums of a per-token quantity (the log ratio, or k3) and of the mask.
 struct Sums {
   torch::Tensor row_sum, row_count;    // [N]
   torch::Tensor traj_sum, traj_count;  // [N]: the row's trajectory's totals
@@ -77,8 +83,12 @@ Sums level_sums(const torch::Tensor& row_sum, const torch::Tensor& row_count, co
   return s;
 }
 
-// The log of a row-level ratio, [N] (not for the token level).
-torch::Tensor row_level_log(const Sums& s, MismatchLevel level) {
+bool is_row_level(MismatchLevel level) { return level != MismatchLevel::off && level != MismatchLevel::token; }
+
+// A row level's aggregate of the summed quantity, [N]: Σ over the row (turn), its mean
+// (turn_geo), Σ over the trajectory (sequence), its mean (geometric). For the log ratio it is the
+// log of the level's ratio.
+torch::Tensor row_level_aggregate(const Sums& s, MismatchLevel level) {
   switch (level) {
     case MismatchLevel::turn: return s.row_sum;
     case MismatchLevel::turn_geo: return s.row_sum / s.row_count.clamp_min(1);
@@ -90,7 +100,7 @@ torch::Tensor row_level_log(const Sums& s, MismatchLevel level) {
 }
 
 torch::Tensor level_log(const torch::Tensor& lr, const Sums& s, MismatchLevel level) {
-  return level == MismatchLevel::token ? lr : row_level_log(s, level).unsqueeze(1);
+  return level == MismatchLevel::token ? lr : row_level_aggregate(s, level).unsqueeze(1);
 }
 
 torch::Tensor fraction(const torch::Tensor& part, const torch::Tensor& whole) {
@@ -103,6 +113,7 @@ struct RowStats {
   torch::Tensor abs_sum, abs_max;      // Σ |lr|, max |lr|
   torch::Tensor k3_sum, rho2_sum;      // Σ (ρ − lr − 1), Σ ρ²  with ρ = exp(clamp(lr, ±20))
   torch::Tensor old_sum, rollout_sum;  // Σ old_logp, Σ rollout_logp
+  torch::Tensor nan;                   // bool [N]: a valid token's log-prob is NaN (CPU loops only)
 };
 
 // Pass 2: what rejection and TIS leave, given the per-row decisions.
@@ -114,11 +125,16 @@ struct Applied {
 
 // Per-row decisions shared by both implementations of pass 2.
 struct RowPlan {
-  torch::Tensor keep_row;  // bool [N]: passes row-level rejection and the veto
+  torch::Tensor keep_row;  // bool [N]: passes row-level rejection (ratio and k3) and the veto
   torch::Tensor is_log;    // double [N]: log of the row-level IS ratio (undefined for token level)
 };
 
 double veto_log(const MismatchOptions& o) { return o.veto_threshold > 0 ? std::log(o.veto_threshold) : -INFINITY; }
+
+// The token-level k3 test: k3 = ρ − lr − 1 <= upper, in double as the row statistics compute it.
+bool token_k3_passes(double lr, double upper) {
+  return std::exp(std::min(std::max(lr, -kMismatchSafetyBound), kMismatchSafetyBound)) - lr - 1 <= upper;
+}
 
 RowStats row_stats_tensor_ops(const torch::Tensor& old_logp, const torch::Tensor& rollout_logp, const torch::Tensor& mask,
                               const MismatchOptions& o) {
@@ -145,6 +161,10 @@ Applied apply_tensor_ops(const torch::Tensor& old_logp, const torch::Tensor& rol
   const torch::Tensor rho = safe_exp(lr);
   torch::Tensor keep = mask & plan.keep_row.unsqueeze(1);
   if (o.rs_level == MismatchLevel::token) keep = keep & (rho >= o.rs_lower) & (rho <= o.rs_upper);
+  if (o.rs_k3_level == MismatchLevel::token) {
+    const torch::Tensor lr_d = lr.to(at::kDouble);
+    keep = keep & (safe_exp(lr_d) - lr_d - 1 <= o.rs_k3_upper);
+  }
   const torch::Tensor is_ratio = plan.is_log.defined()
                                      ? safe_exp(plan.is_log).clamp_max(o.is_cap).to(lr.scalar_type()).unsqueeze(1).expand_as(lr)
                                      : rho.clamp_max(o.is_cap);
@@ -186,15 +206,16 @@ RowStats row_stats_cpu(const torch::Tensor& old_logp, const torch::Tensor& rollo
                        const MismatchOptions& o) {
   const int64_t n = mask.size(0);
   const CpuView<T> v = cpu_view<T>(old_logp, rollout_logp, mask);
-  enum { kSum, kCount, kVeto, kAbs, kAbsMax, kK3, kRho2, kOld, kRollout, kFields };
+  enum { kSum, kCount, kVeto, kAbs, kAbsMax, kK3, kRho2, kOld, kRollout, kNan, kFields };
   torch::Tensor out = at::zeros({kFields, n}, mask.options().dtype(at::kDouble));
   double* p = out.data_ptr<double>();
   const double veto = veto_log(o), bound = kMismatchSafetyBound;
   at::parallel_for(0, n, row_grain(v.len), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      double s[kFields] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+      double s[kFields] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
       for (int64_t i = r * v.len; i < (r + 1) * v.len; ++i) {
         if (!v.mask[i]) continue;
+        s[kNan] = (std::isnan(v.old[i]) || std::isnan(v.rollout[i])) ? 1 : s[kNan];
         const double lr = double(v.log_ratio(i));
         const double rho = std::exp(std::min(std::max(lr, -bound), bound));
         s[kSum] += lr;
@@ -210,7 +231,8 @@ RowStats row_stats_cpu(const torch::Tensor& old_logp, const torch::Tensor& rollo
       for (int f = 0; f < kFields; ++f) p[f * n + r] = s[f];
     }
   });
-  return {out[kSum], out[kCount], out[kVeto] > 0, out[kAbs], out[kAbsMax], out[kK3], out[kRho2], out[kOld], out[kRollout]};
+  return {out[kSum],  out[kCount], out[kVeto] > 0, out[kAbs],     out[kAbsMax],
+          out[kK3],   out[kRho2],  out[kOld],      out[kRollout], out[kNan] > 0};
 }
 
 template <typename T>
@@ -229,7 +251,8 @@ Applied apply_cpu(const torch::Tensor& old_logp, const torch::Tensor& rollout_lo
   const bool* keep_p = keep_row.data_ptr<bool>();
   const double* is_log_p = is_log.defined() ? is_log.data_ptr<double>() : nullptr;
   double* acc_p = acc.data_ptr<double>();
-  const bool token_rs = o.rs_level == MismatchLevel::token, is_on = o.is_level != MismatchLevel::off;
+  const bool token_rs = o.rs_level == MismatchLevel::token, token_k3 = o.rs_k3_level == MismatchLevel::token;
+  const bool is_on = o.is_level != MismatchLevel::off;
   const double bound = kMismatchSafetyBound, cap = o.is_cap, lo = o.rs_lower, hi = o.rs_upper;
   at::parallel_for(0, n, row_grain(v.len), [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -243,7 +266,8 @@ Applied apply_cpu(const torch::Tensor& old_logp, const torch::Tensor& rollout_lo
         }
         const T lr = v.log_ratio(i);
         const T rho = std::exp(std::min(std::max(lr, T(-bound)), T(bound)));
-        const bool keep = keep_p[r] && (!token_rs || (rho >= lo && rho <= hi));
+        const bool keep = keep_p[r] && (!token_rs || (rho >= lo && rho <= hi)) &&
+                          (!token_k3 || token_k3_passes(double(lr), o.rs_k3_upper));
         const T w = std::min(is_log_p ? row_w : rho, T(cap));
         out_mask[i] = keep;
         out_w[i] = keep ? (is_on ? w : T(1)) : T(0);
@@ -314,6 +338,18 @@ MismatchDiagnostics diagnose(const RowStats& s, const Applied& a, const torch::T
 
 }  // namespace
 
+namespace detail {
+
+void check_trajectory_ids(const torch::Tensor& traj, int64_t num_trajectories) {
+  const torch::Tensor bad = ((traj < 0) | (traj >= num_trajectories)).nonzero();
+  if (bad.size(0) == 0) return;
+  const int64_t row = bad[0][0].item<int64_t>();
+  fail("mismatch: traj[{}] = {} is out of range; allowed: [0, num_trajectories = {})", row, traj[row].item<int64_t>(),
+       num_trajectories);
+}
+
+}  // namespace detail
+
 torch::Tensor mismatch_log_ratio(const torch::Tensor& old_logp, const torch::Tensor& rollout_logp,
                                  const torch::Tensor& response_mask) {
   const at::ScalarType type = compute_type(old_logp);
@@ -337,29 +373,52 @@ torch::Tensor importance_ratio(const torch::Tensor& log_ratio, const torch::Tens
 MismatchResult compute_mismatch(const torch::Tensor& old_logp, const torch::Tensor& rollout_logp,
                                 const torch::Tensor& response_mask, const torch::Tensor& traj,
                                 int64_t num_trajectories, const MismatchOptions& options) {
+  if (options.bypass) {
+    // old_logp := rollout_logp: every log ratio is 0, nothing is rejected, every weight is 1.
+    const MismatchOptions identity = MismatchOptions()
+                                         .with_rs(MismatchLevel::off, 1.0)
+                                         .with_veto_threshold(0)
+                                         .with_check_finite(options.check_finite)
+                                         .with_fused(options.fused);
+    return compute_mismatch(rollout_logp, rollout_logp, response_mask, traj, num_trajectories, identity);
+  }
   check_inputs(old_logp, rollout_logp, response_mask, traj, num_trajectories);
   check_options(options);
   const at::NoGradGuard no_grad;
   const torch::Tensor mask = response_mask.to(at::kBool).contiguous();
   const at::ScalarType type = compute_type(old_logp);
   const torch::Tensor old = old_logp.detach().to(type).contiguous(), rollout = rollout_logp.detach().to(type).contiguous();
-  if (options.check_finite && mask.numel() > 0) check_finite(old, rollout, mask);
+#ifdef TURNRL_WITH_CUDA
+  if (options.fused && detail::mismatch_cuda_applies(old, rollout, mask)) {
+    MismatchResult result;
+    if (detail::compute_mismatch_cuda(old, rollout, mask, traj, num_trajectories, options, veto_log(options), result))
+      return result;
+    check_finite(old, rollout, mask);  // the kernels saw a NaN on a valid token: throws naming it
+    fail("mismatch: a valid token has a NaN log-prob");
+  }
+#endif
+  if (traj.defined() && traj.device().is_cpu()) detail::check_trajectory_ids(traj, num_trajectories);  // no sync
   const bool cpu = use_cpu_loops(old, rollout, mask, options);
+  if (options.check_finite && mask.numel() > 0 && !cpu) check_finite(old, rollout, mask);
 
-  // Pass 1: row statistics; then the row-level decisions (all aggregates use the input mask).
+  // Pass 1: row statistics (the CPU loops also flag NaN); then the row-level decisions (all
+  // aggregates use the input mask).
   RowStats stats;
   if (cpu) AT_DISPATCH_FLOATING_TYPES(type, "mismatch_rows", [&] { stats = row_stats_cpu<scalar_t>(old, rollout, mask, options); });
   else stats = row_stats_tensor_ops(old, rollout, mask, options);
+  if (cpu && options.check_finite && stats.nan.any().item<bool>()) check_finite(old, rollout, mask);  // throws
   const Sums sums = level_sums(stats.lr_sum, stats.count, traj, num_trajectories);
   RowPlan plan;
-  plan.keep_row = at::ones_like(stats.veto);
-  if (options.rs_level != MismatchLevel::off && options.rs_level != MismatchLevel::token) {
-    const torch::Tensor rho = safe_exp(row_level_log(sums, options.rs_level));
-    plan.keep_row = (rho >= options.rs_lower) & (rho <= options.rs_upper);
+  plan.keep_row = ~stats.veto;
+  if (is_row_level(options.rs_level)) {
+    const torch::Tensor rho = safe_exp(row_level_aggregate(sums, options.rs_level));
+    plan.keep_row = plan.keep_row & (rho >= options.rs_lower) & (rho <= options.rs_upper);
   }
-  plan.keep_row = plan.keep_row & ~stats.veto;
-  if (options.is_level != MismatchLevel::off && options.is_level != MismatchLevel::token)
-    plan.is_log = row_level_log(sums, options.is_level);
+  if (is_row_level(options.rs_k3_level)) {
+    const Sums k3 = level_sums(stats.k3_sum, stats.count, traj, num_trajectories);
+    plan.keep_row = plan.keep_row & (row_level_aggregate(k3, options.rs_k3_level) <= options.rs_k3_upper);
+  }
+  if (is_row_level(options.is_level)) plan.is_log = row_level_aggregate(sums, options.is_level);
 
   // Pass 2: the new mask and the weights.
   Applied applied;
@@ -374,8 +433,8 @@ MismatchResult compute_mismatch(const torch::Tensor& old_logp, const torch::Tens
 }
 
 MismatchResult compute_mismatch(const TurnBatch& batch, const MismatchOptions& options) {
-  if (!batch.old_logp.defined())
-    fail("mismatch: TurnBatch.old_logp (trainer log-probs, float [N, L]) is required");
+  if (!batch.old_logp.defined() && !options.bypass)
+    fail("mismatch: TurnBatch.old_logp (trainer log-probs, float [N, L]) is required (unless mismatch.bypass)");
   if (!batch.rollout_logp.defined())
     fail("mismatch: TurnBatch.rollout_logp (rollout log-probs, float [N, L]) is required");
   return compute_mismatch(batch.old_logp, batch.rollout_logp, batch.response_mask, batch.traj, batch.num_trajectories,
@@ -405,7 +464,7 @@ std::map<std::string, double> MismatchDiagnostics::to_map() const {
 }
 
 void read_options(ConfigReader& r, MismatchOptions& o) {
-  std::string is_level = to_string(o.is_level), rs_level = to_string(o.rs_level);
+  std::string is_level = to_string(o.is_level), rs_level = to_string(o.rs_level), k3_level = to_string(o.rs_k3_level);
   const std::vector<std::string> levels = {"off", "token", "turn", "turn_geo", "sequence", "geometric"};
   const bool lower_given = r.has("rs_lower");
   r.choice("is_level", is_level, levels)
@@ -413,12 +472,27 @@ void read_options(ConfigReader& r, MismatchOptions& o) {
       .choice("rs_level", rs_level, levels)
       .number("rs_upper", o.rs_upper, 1e-12, 1e6)
       .number("rs_lower", o.rs_lower, 0.0, 1e6)
+      .choice("rs_k3_level", k3_level, levels)
+      .number("rs_k3_upper", o.rs_k3_upper, 1e-12, 1e6)
       .number("veto_threshold", o.veto_threshold, 0.0, 0.999999)
+      .flag("bypass", o.bypass)
       .flag("check_finite", o.check_finite)
       .flag("fused", o.fused);
   if (!lower_given && r.has("rs_upper")) o.rs_lower = 1.0 / o.rs_upper;
   o.is_level = parse_mismatch_level(is_level, r.key_path("is_level"));
   o.rs_level = parse_mismatch_level(rs_level, r.key_path("rs_level"));
+  o.rs_k3_level = parse_mismatch_level(k3_level, r.key_path("rs_k3_level"));
+  if (o.bypass) {
+    // Bypass leaves nothing to weigh or reject: a correction asked for in the same section is a
+    // configuration mistake, not something to ignore silently.
+    for (const auto& key : {std::make_pair("is_level", o.is_level), std::make_pair("rs_level", o.rs_level),
+                            std::make_pair("rs_k3_level", o.rs_k3_level)})
+      if (r.has(key.first) && key.second != MismatchLevel::off)
+        fail("{}: '{}' has no effect with bypass: true (weights are 1, nothing is rejected); allowed: off",
+             r.key_path(key.first), to_string(key.second));
+    if (r.has("veto_threshold") && o.veto_threshold != 0)
+      fail("{}: {} has no effect with bypass: true; allowed: 0", r.key_path("veto_threshold"), o.veto_threshold);
+  }
   check_options(o);
 }
 

@@ -11,11 +11,14 @@
 #include "turnrl/core/error.h"
 #include "turnrl/core/masked.h"
 
+#ifdef TURNRL_WITH_CUDA
+#include "policy_loss_cuda.h"
+#endif
+
 namespace turnrl {
 namespace {
 
-// verl clamps logp − old_logp to ±20 before exp; outside, the ratio (and its gradient) saturates.
-constexpr double kRatioLogBound = 20.0;
+constexpr double kRatioLogBound = kPPORatioLogBound;
 
 std::string shape_of(const torch::Tensor& t) {
   return t.defined() ? fmt::format("{}", fmt::join(t.sizes(), "x")) : std::string("undefined");
@@ -129,14 +132,19 @@ void ppo_metrics(const TokenTerms& t, const torch::Tensor& logp, const torch::Te
 // --- fused forward + hand-written backward ----------------------------------------------------
 
 struct FusedArgs {
-  torch::Tensor old_logp, advantages, mask, weights, row_coef;  // row_coef includes 1/scale
+  torch::Tensor old_logp, advantages, mask, weights;
   const PPOLossOptions* options;
   PolicyLossMetrics* metrics;
+  // c_r / loss_scale_factor, double [N].
+  torch::Tensor row_coef() const {
+    return row_coefficients(mask, options->agg_mode, options->norm_length, at::kDouble) / options->loss_scale_factor;
+  }
 };
 
 struct FusedOut {
   torch::Tensor loss;  // 0-dim
-  torch::Tensor grad;  // [N, L]: d loss / d logp
+  torch::Tensor grad;  // [N, L]: d loss / d logp, or before the row coefficient when row_coef is defined
+  torch::Tensor row_coef;  // [N] or undefined: d loss / d logp = row_coef[r] · grad
 };
 
 // CPU: one pass over [N, L], rows in parallel, computing the token loss, its gradient (already
@@ -150,7 +158,7 @@ void fused_cpu_rows(const FusedArgs& a, const torch::Tensor& logp, torch::Tensor
   const torch::Tensor adv = broadcastable_advantages(a.advantages, logp.scalar_type()).contiguous();
   const torch::Tensor mask = a.mask.contiguous();
   const torch::Tensor w = a.weights.defined() ? a.weights.to(logp.scalar_type()).contiguous() : torch::Tensor();
-  const torch::Tensor coef = a.row_coef.to(at::kDouble).contiguous();
+  const torch::Tensor coef = a.row_coef().contiguous();
   const T* lp_p = logp.data_ptr<T>();
   const T* old_p = old.data_ptr<T>();
   const T* adv_p = adv.data_ptr<T>();
@@ -223,7 +231,7 @@ FusedOut fused_cpu(const FusedArgs& a, const torch::Tensor& logp) {
   m.approx_kl = as_type(totals[kKlSum] / tokens);
   m.nonzero_weight_fraction = as_type(a.mask.any().to(at::kDouble) * totals[kNonzero] / tokens +
                                       (~a.mask.any()).to(at::kDouble));
-  return {as_type(totals[kLoss]), grad};
+  return {as_type(totals[kLoss]), grad, {}};
 }
 
 // Other devices: the same quantities with whole-tensor ops, outside autograd.
@@ -240,7 +248,7 @@ FusedOut fused_tensor_ops(const FusedArgs& a, const torch::Tensor& logp) {
   }
   const torch::Tensor d = masked_fill_zero(logp, a.mask) - masked_fill_zero(a.old_logp.to(logp.scalar_type()), a.mask);
   const torch::Tensor inside = (d >= -kRatioLogBound) & (d <= kRatioLogBound);
-  const torch::Tensor coef = a.row_coef.to(logp.scalar_type()).unsqueeze(1);
+  const torch::Tensor coef = a.row_coef().to(logp.scalar_type()).unsqueeze(1);
   FusedOut out;
   out.grad = masked_fill_zero(coef * w * dloss * t.ratio, inside);
   out.loss = ((t.loss * w).sum(1) * coef.squeeze(1)).sum();
@@ -248,17 +256,37 @@ FusedOut fused_tensor_ops(const FusedArgs& a, const torch::Tensor& logp) {
   return out;
 }
 
+#ifdef TURNRL_WITH_CUDA
+FusedOut fused_cuda(const FusedArgs& a, const torch::Tensor& logp) {
+  const detail::FusedPPOLossCuda out =
+      detail::ppo_loss_cuda(logp, a.old_logp, a.advantages, a.mask, a.weights, *a.options, *a.metrics);
+  return {out.loss, out.grad, out.coef};
+}
+#endif
+
+FusedOut fused_forward(const FusedArgs& a, const torch::Tensor& logp) {
+  const bool float_or_double = logp.scalar_type() == at::kFloat || logp.scalar_type() == at::kDouble;
+  if (logp.device().is_cpu() && float_or_double) return fused_cpu(a, logp);
+#ifdef TURNRL_WITH_CUDA
+  if (detail::ppo_loss_cuda_applies(logp, a.mask)) return fused_cuda(a, logp);
+#endif
+  return fused_tensor_ops(a, logp);
+}
+
 class FusedPPOLoss : public torch::autograd::Function<FusedPPOLoss> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& logp, const FusedArgs* a) {
-    const FusedOut out = logp.device().is_cpu() ? fused_cpu(*a, logp) : fused_tensor_ops(*a, logp);
-    ctx->save_for_backward({out.grad});
+    const FusedOut out = fused_forward(*a, logp);
+    if (out.row_coef.defined()) ctx->save_for_backward({out.grad, out.row_coef});
+    else ctx->save_for_backward({out.grad});
     return out.loss;
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad_outputs) {
-    const torch::Tensor grad = ctx->get_saved_variables()[0];
-    return {grad * grad_outputs[0], torch::Tensor()};
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor& g = grad_outputs[0];
+    if (saved.size() == 2) return {saved[0] * (saved[1] * g).unsqueeze(1), torch::Tensor()};
+    return {saved[0] * g, torch::Tensor()};
   }
 };
 
@@ -286,8 +314,7 @@ PolicyLossResult policy_loss(const PolicyLossInputs& in, const PPOLossOptions& o
   PolicyLossMetrics& m = result.metrics;
 
   if (o.fused) {
-    FusedArgs args{in.old_logp.detach(), in.advantages.detach(), mask, weights,
-                   row_coefficients(mask, o.agg_mode, o.norm_length, at::kDouble) / o.loss_scale_factor, &o, &m};
+    FusedArgs args{in.old_logp.detach(), in.advantages.detach(), mask, weights, &o, &m};
     m.pg_loss = FusedPPOLoss::apply(in.logp, &args);
   } else {
     const TokenTerms t = token_terms(in.logp, in.old_logp.detach(), in.advantages.detach(), mask, o);

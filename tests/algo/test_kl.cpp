@@ -16,7 +16,7 @@ using namespace turnrl;
 using turnrl::testing::to_tensor;
 using turnrl::testing::to_vector;
 
-TEST_CASE("KL estimators match their definitions; k3 is clamped to [-10, 10]", "[kl]") {
+TEST_CASE("KL estimators match their definitions, k3 is clamped to [-10, 10]", "[kl]") {
   // d = logp − ref = [0.3, −0.5, 20, −2]; the last token is masked.
   const torch::Tensor logp = to_tensor({-1.0, -2.0, 0.0, -3.0}, at::kDouble).view({1, 4});
   const torch::Tensor ref = to_tensor({-1.3, -1.5, -20.0, -1.0}, at::kDouble).view({1, 4});

@@ -148,7 +148,7 @@ TEST_CASE("every ratio level and TIS cap equals its scalar definition on ragged 
     }
 }
 
-TEST_CASE("a planted outlier trajectory is rejected at sequence level; token level masks only its bad tokens",
+TEST_CASE("a planted outlier trajectory is rejected at sequence level, token level masks only its bad tokens",
           "[mismatch]") {
   std::mt19937_64 rng(5);
   std::uniform_real_distribution<double> small(-1e-4, 1e-4);
@@ -176,7 +176,7 @@ TEST_CASE("a planted outlier trajectory is rejected at sequence level; token lev
   REQUIRE(tok.diagnostics.log_ratio_abs_max.item<double>() == Approx(0.5));
 }
 
-TEST_CASE("masked tokens are ignored whatever their values; NaN on a valid token names the row", "[mismatch][edge]") {
+TEST_CASE("masked tokens are ignored whatever their values, NaN on a valid token names the row", "[mismatch][edge]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   torch::Tensor old = example6_old();
   torch::Tensor roll = at::zeros_like(old);
@@ -204,7 +204,7 @@ TEST_CASE("huge finite log-probs give finite weights and diagnostics", "[mismatc
    for (bool fused : {true, false}) {
     INFO(to_string(level) << " fused " << fused);
     const MismatchResult r = compute_mismatch(old, roll, mask, ids({0, 0}), 1,
-                                              MismatchOptions().with_is(level, 2.0).with_rs(level, 0.5, 2.0).with_fused(fused));
+                                              MismatchOptions().with_is(level, 2.0).with_rs(level, 0.5, 2.0).with_rs_k3(level, 0.5).with_fused(fused));
     REQUIRE(at::isfinite(r.weights).all().item<bool>());
     for (const auto& kv : r.diagnostics.to_map()) {
       INFO(kv.first);
@@ -231,7 +231,7 @@ TEST_CASE("diagnostics match hand-computed values", "[mismatch]") {
   REQUIRE(d.at("mismatch/ess") == Approx(1 / (((w1 / mw) * (w1 / mw) + (w2 / mw) * (w2 / mw)) / 2)));
 }
 
-TEST_CASE("compute_mismatch reads a TurnBatch; options come from YAML", "[mismatch][config]") {
+TEST_CASE("compute_mismatch reads a TurnBatch, options come from YAML", "[mismatch][config]") {
   TurnBatch b = make_turn_batch(ids({0, 0, 0, 0}), ids({0, 0, 1, 1}), ids({0, 1, 0, 1}), to_tensor({0, 0, 0, 0}));
   b.old_logp = example6_old();
   b.rollout_logp = at::zeros_like(b.old_logp);
@@ -281,4 +281,159 @@ TEST_CASE("the CPU loops and the whole-tensor path give the same masks, weights 
     }
     REQUIRE(fd.at("mismatch/vetoed_row_fraction") > 0);
   }
+}
+
+// --- k3 rejection, IcePop, bypass; every combination against the scalar reference -------------
+
+namespace {
+
+struct CaseTensors {
+  torch::Tensor old, rollout, mask, traj;
+};
+
+CaseTensors tensors_of(const reference::MismatchCase& c, at::ScalarType dtype) {
+  std::vector<std::vector<double>> mask;
+  for (const auto& row : c.mask) mask.emplace_back(row.begin(), row.end());
+  return {matrix(c.old_logp, dtype), matrix(c.rollout_logp, dtype), matrix(mask).to(at::kBool), ids(c.traj)};
+}
+
+MismatchOptions options_of(const reference::MismatchSpec& s) {
+  return MismatchOptions().with_rs(parse_mismatch_level(s.rs_level), s.rs_lower, s.rs_upper)
+      .with_rs_k3(parse_mismatch_level(s.k3_level), s.k3_upper).with_is(parse_mismatch_level(s.is_level), s.is_cap)
+      .with_veto_threshold(s.veto_threshold);
+}
+
+reference::MismatchOutcome outcome_of(const MismatchResult& r) {
+  reference::MismatchOutcome o;
+  for (int64_t row = 0; row < r.weights.size(0); ++row) {
+    const auto keep = to_vector(r.response_mask[row]);
+    o.keep.emplace_back(keep.begin(), keep.end());
+    o.weights.push_back(to_vector(r.weights[row]));
+  }
+  for (const auto& kv : r.diagnostics.to_map()) o.diagnostics[kv.first.substr(std::string("mismatch/").size())] = kv.second;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("k3 rejection at every level equals hand-computed values", "[mismatch][k3]") {
+  // lr per row: [0.1, -0.2], [0.01, 0], [0.3]; k3 = e^lr − lr − 1 per token:
+  //   row 0: 0.0051709, 0.0187308 (Σ 0.0239017, mean 0.0119508)
+  //   row 1: 0.0000502, 0         (Σ 0.0000502, mean 0.0000251)
+  //   row 2: 0.0498588
+  // trajectories {rows 0, 1} (Σ 0.0239518, mean over 4 tokens 0.0059880) and {row 2}.
+  const torch::Tensor roll = matrix({{-1.0, -2.0}, {-1.0, -1.0}, {-2.0, -5.0}}, at::kDouble);
+  const torch::Tensor old = roll + matrix({{0.1, -0.2}, {0.01, 0.0}, {0.3, 0.0}}, at::kDouble);
+  const torch::Tensor mask = matrix({{1, 1}, {1, 1}, {1, 0}}).to(at::kBool);
+  const torch::Tensor traj = ids({0, 0, 1});
+  struct Case { MismatchLevel level; double upper; std::vector<double> keep; };
+  const Case cases[] = {
+      {MismatchLevel::token, 0.01, {1, 0, 1, 1, 0, 0}},
+      {MismatchLevel::turn, 0.02, {0, 0, 1, 1, 0, 0}},
+      {MismatchLevel::turn_geo, 0.02, {1, 1, 1, 1, 0, 0}},
+      {MismatchLevel::sequence, 0.03, {1, 1, 1, 1, 0, 0}},
+      {MismatchLevel::geometric, 0.006, {1, 1, 1, 1, 0, 0}},
+      {MismatchLevel::geometric, 0.0059, {0, 0, 0, 0, 0, 0}},
+  };
+  for (const Case& c : cases)
+    for (bool fused : {true, false}) {
+      INFO(to_string(c.level) << " <= " << c.upper << " fused " << fused);
+      const auto o = rs_off().with_rs_k3(c.level, c.upper).with_fused(fused);
+      const MismatchResult r = compute_mismatch(old, roll, mask, traj, 2, o);
+      REQUIRE(to_vector(r.response_mask) == c.keep);
+      REQUIRE(to_vector(r.weights) == c.keep);  // IS off: the weights are the kept mask
+    }
+  REQUIRE_THROWS_WITH(compute_mismatch(old, roll, mask, traj, 2, rs_off().with_rs_k3(MismatchLevel::token, 0)),
+                      Catch::Contains("mismatch.rs_k3_upper"));
+}
+
+TEST_CASE("every combination of rejection, k3 rejection, veto and TIS equals the scalar reference", "[mismatch][reference]") {
+  for (const bool sorted : {true, false})
+    for (const bool with_traj : {true, false}) {
+      const auto c = reference::random_mismatch_case(sorted ? 21 : 22, 40, 24, 13, sorted);
+      const CaseTensors t = tensors_of(c, at::kFloat);
+      for (const reference::MismatchSpec& spec : reference::mismatch_sweep())
+        for (const bool fused : {true, false}) {
+          INFO("rs " << spec.rs_level << " k3 " << spec.k3_level << " is " << spec.is_level << " fused " << fused
+                     << " sorted " << sorted << " traj " << with_traj);
+          const MismatchResult r = compute_mismatch(t.old, t.rollout, t.mask, with_traj ? t.traj : torch::Tensor(), 13,
+                                                    options_of(spec).with_fused(fused));
+          const auto want = reference::mismatch(c.old_logp, c.rollout_logp, c.mask,
+                                                with_traj ? c.traj : std::vector<int64_t>{}, spec);
+          REQUIRE(reference::mismatch_difference(outcome_of(r), want, 1e-6) == "");
+          // The sweep is not vacuous: rejection happens, but never of everything.
+          if (spec.rs_level != "off" || spec.k3_level != "off")
+            REQUIRE(want.diagnostics.at("rejected_row_fraction") > want.diagnostics.at("vetoed_row_fraction"));
+          REQUIRE(want.diagnostics.at("rejected_token_fraction") < 0.9);
+        }
+    }
+}
+
+TEST_CASE("IcePop is token-level rejection with token TIS uncapped inside the band", "[mismatch][icepop]") {
+  // verl's rollout_is: token with rollout_is_threshold "0.5_2.0": w = ρ inside [0.5, 2], 0 outside.
+  const std::vector<double> lr = {-0.9, -0.3, 0.0, 0.4, 1.2};
+  const torch::Tensor roll = at::full({1, 5}, -1.5, at::kDouble);
+  const torch::Tensor old = roll + to_tensor(lr, at::kDouble).view({1, 5});
+  const torch::Tensor mask = at::ones({1, 5}, at::kBool);
+  const auto o = MismatchOptions().with_rs(MismatchLevel::token, 0.5, 2.0).with_is(MismatchLevel::token, 2.0).with_veto_threshold(0);
+  const MismatchResult r = compute_mismatch(old, roll, mask, {}, 0, o);
+  const auto w = to_vector(r.weights);
+  for (size_t k = 0; k < lr.size(); ++k) {
+    const double rho = std::exp(lr[k]);
+    REQUIRE(w[k] == Approx(rho >= 0.5 && rho <= 2.0 ? rho : 0.0).epsilon(1e-12));
+  }
+  REQUIRE(to_vector(r.response_mask) == std::vector<double>{0, 1, 1, 1, 0});
+}
+
+TEST_CASE("bypass: old_logp is not read, nothing is rejected, every weight is exactly 1", "[mismatch][bypass]") {
+  const auto c = reference::random_mismatch_case(7, 12, 9, 4, true);
+  const CaseTensors t = tensors_of(c, at::kFloat);
+  for (bool fused : {true, false}) {
+    // The recipe's geometric band and veto stay in the struct; bypass overrides them.
+    const MismatchResult r = compute_mismatch({}, t.rollout, t.mask, t.traj, 4,
+                                              MismatchOptions().with_bypass(true).with_fused(fused));
+    REQUIRE(at::equal(r.response_mask, t.mask));
+    REQUIRE(at::equal(r.weights, t.mask.to(at::kFloat)));
+    const auto d = r.diagnostics.to_map();
+    for (const char* key : {"mismatch/rejected_token_fraction", "mismatch/rejected_row_fraction",
+                            "mismatch/rejected_trajectory_fraction", "mismatch/vetoed_row_fraction", "mismatch/k3_kl",
+                            "mismatch/mismatch_kl", "mismatch/log_ratio_abs_max", "mismatch/chi2_token"})
+      REQUIRE(d.at(key) == 0);
+    REQUIRE(d.at("mismatch/ess") == 1);
+    REQUIRE(d.at("mismatch/training_ppl") == d.at("mismatch/rollout_ppl"));
+  }
+  TurnBatch b = make_turn_batch(ids({0, 0, 0, 0}), ids({0, 0, 1, 1}), ids({0, 1, 0, 1}), to_tensor({0, 0, 0, 0}));
+  b.rollout_logp = example6_old();
+  b.response_mask = at::ones({4, 4}, at::kBool);
+  finalize(b);
+  REQUIRE_THROWS_WITH(compute_mismatch(b), Catch::Contains("old_logp"));
+  REQUIRE(at::equal(compute_mismatch(b, MismatchOptions().with_bypass(true)).weights, at::ones({4, 4})));
+}
+
+TEST_CASE("YAML: k3 rejection and bypass keys, corrections that bypass would ignore are errors", "[mismatch][config]") {
+  const auto read = [](const std::string& yaml) {
+    MismatchOptions o;
+    ConfigReader r(parse_yaml(yaml, "test"), "mismatch");
+    read_options(r, o);
+    r.finish();
+    return o;
+  };
+  const MismatchOptions k3 = read("rs_level: off\nrs_k3_level: geometric\nrs_k3_upper: 0.005");
+  REQUIRE(k3.rs_k3_level == MismatchLevel::geometric);
+  REQUIRE(k3.rs_k3_upper == 0.005);
+  REQUIRE(k3.rs_level == MismatchLevel::off);
+  REQUIRE(read("bypass: true").bypass);
+  REQUIRE(read("bypass: true\nrs_level: off\nis_level: off\nveto_threshold: 0").bypass);
+  REQUIRE_THROWS_WITH(read("bypass: true\nrs_level: geometric"),
+                      Catch::Contains("mismatch.rs_level") && Catch::Contains("bypass") && Catch::Contains("allowed: off"));
+  REQUIRE_THROWS_WITH(read("bypass: true\nrs_k3_level: token"), Catch::Contains("mismatch.rs_k3_level"));
+  REQUIRE_THROWS_WITH(read("bypass: true\nveto_threshold: 0.001"), Catch::Contains("mismatch.veto_threshold"));
+  REQUIRE_THROWS_WITH(read("rs_k3_level: mean"), Catch::Contains("mismatch.rs_k3_level") && Catch::Contains("geometric"));
+  REQUIRE_THROWS_WITH(read("rs_k3_uper: 0.1"), Catch::Contains("rs_k3_uper"));
+}
+
+TEST_CASE("a traj id out of range names the row", "[mismatch][edge]") {
+  const torch::Tensor old = example6_old();
+  REQUIRE_THROWS_WITH(compute_mismatch(old, at::zeros_like(old), at::ones({4, 4}, at::kBool), ids({0, 0, 5, 1}), 2),
+                      Catch::Contains("traj[2] = 5") && Catch::Contains("num_trajectories = 2"));
 }

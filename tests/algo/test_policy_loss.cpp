@@ -94,7 +94,7 @@ double scalar_aggregate(const torch::Tensor& values, const std::vector<int64_t>&
 
 }  // namespace
 
-TEST_CASE("research 6.1: dual-clip token losses sum to 3.12; clip fractions 0.8 / 0.6 / 0.2 / 0.2", "[policy_loss][worked]") {
+TEST_CASE("research 6.1: dual-clip token losses sum to 3.12, clip fractions 0.8 / 0.6 / 0.2 / 0.2", "[policy_loss][worked]") {
   // (A, ρ): (+1, 1.5) (+1, 0.5) (−1, 0.5) (−1, 5.0) (−1, 1.1) with old_logp 0.
   const torch::Tensor ratio = to_tensor({1.5, 0.5, 0.5, 5.0, 1.1}).view({1, 5});
   PolicyLossInputs in;

@@ -47,16 +47,31 @@ struct MismatchOptions {
   MismatchLevel is_level = MismatchLevel::off;
   double is_cap = 2.0;
   // Rejection (masked IS): a token / row / trajectory is kept iff its ratio lies in
-  // [rs_lower, rs_upper] (inclusive). The recipe: geometric in [0.999, 1.001].
+  // [rs_lower, rs_upper] (inclusive). The recipe: geometric in [0.999, 1.001]. IcePop (token
+  // ratios outside a band get no gradient) is rs_level token with is_level token, is_cap >= rs_upper:
+  // see docs/algorithms.md for the one difference (loss denominators).
   MismatchLevel rs_level = MismatchLevel::geometric;
   double rs_lower = 0.999;
   double rs_upper = 1.001;
+  // k3 rejection (verl's token_k3 / seq_sum_k3 / seq_mean_k3): with k3 = ρ − lr − 1 per token, a
+  // token / row / trajectory is kept iff the level's aggregate of k3 is <= rs_k3_upper: the token's
+  // own (token), Σ over the row (turn), its mean (turn_geo), Σ over the trajectory (sequence), its
+  // mean (geometric). Combined with rs_level by logical AND. Off in the recipe.
+  MismatchLevel rs_k3_level = MismatchLevel::off;
+  double rs_k3_upper = 0.01;
   // Per-turn veto: a row is rejected when any valid token has ρ < veto_threshold (lr < ln thr).
   // 0 disables. The recipe: 1e-4.
   double veto_threshold = 1e-4;
-  bool check_finite = true;  // throw on NaN log-probs of valid tokens (one device sync)
-  // CPU: two passes over [N, L] (row statistics, then mask and weights), rows in parallel, with no
-  // [N, L] temporaries. false, or another device: whole-tensor ops. Same results.
+  // Bypass (verl's bypass_mode): the trainer skips recomputing old_logp and uses rollout_logp in
+  // its place, so the PPO ratio is π_θ/π_rollout. compute_mismatch then ignores old_logp (it may
+  // be undefined) and every other option: the mask is kept and every valid token's weight is 1.
+  bool bypass = false;
+  // Throw on NaN log-probs of valid tokens (and, on CUDA, on traj ids out of range): one device
+  // synchronisation (on CUDA a read of a few bytes of flags).
+  bool check_finite = true;
+  // Two passes over [N, L] (row statistics, then mask and weights) with no [N, L] temporaries:
+  // loops over rows in parallel on CPU, hand-written kernels on CUDA (float and double). false,
+  // or another device: whole-tensor ops. Same results.
   bool fused = true;
 
   MismatchOptions& with_is(MismatchLevel level, double cap = 2.0) { is_level = level; is_cap = cap; return *this; }
@@ -65,7 +80,9 @@ struct MismatchOptions {
   MismatchOptions& with_rs(MismatchLevel level, double lower, double upper) {
     rs_level = level; rs_lower = lower; rs_upper = upper; return *this;
   }
+  MismatchOptions& with_rs_k3(MismatchLevel level, double upper) { rs_k3_level = level; rs_k3_upper = upper; return *this; }
   MismatchOptions& with_veto_threshold(double v) { veto_threshold = v; return *this; }
+  MismatchOptions& with_bypass(bool v) { bypass = v; return *this; }
   MismatchOptions& with_check_finite(bool v) { check_finite = v; return *this; }
   MismatchOptions& with_fused(bool v) { fused = v; return *this; }
 };
@@ -112,19 +129,22 @@ torch::Tensor aggregate_log_ratio(const torch::Tensor& log_ratio, const torch::T
 torch::Tensor importance_ratio(const torch::Tensor& log_ratio, const torch::Tensor& response_mask,
                                MismatchLevel level, const torch::Tensor& traj, int64_t num_trajectories);
 
-// The full correction: rejection (rs_level), then the veto, then TIS weights (is_level) on the
-// kept tokens. All aggregates use the input response_mask (a token vetoed in one turn still
-// counts in its trajectory's geometric mean), as the reference does.
+// The full correction: rejection (rs_level, rs_k3_level), then the veto, then TIS weights
+// (is_level) on the kept tokens. All aggregates use the input response_mask (a token vetoed in one
+// turn still counts in its trajectory's geometric mean), as the reference does. With bypass,
+// old_logp is not read.
 MismatchResult compute_mismatch(const torch::Tensor& old_logp, const torch::Tensor& rollout_logp,
                                 const torch::Tensor& response_mask, const torch::Tensor& traj,
                                 int64_t num_trajectories, const MismatchOptions& options = {});
 
-// The same on a TurnBatch: reads old_logp, rollout_logp, response_mask, traj and
+// The same on a TurnBatch: reads old_logp (not with bypass), rollout_logp, response_mask, traj and
 // num_trajectories (call finalize() first).
 MismatchResult compute_mismatch(const TurnBatch& batch, const MismatchOptions& options = {});
 
-// Reads the YAML keys is_level, is_cap, rs_level, rs_lower, rs_upper, veto_threshold,
-// check_finite, fused. When rs_upper is given without rs_lower, rs_lower = 1/rs_upper.
+// Reads the YAML keys is_level, is_cap, rs_level, rs_lower, rs_upper, rs_k3_level, rs_k3_upper,
+// veto_threshold, bypass, check_finite, fused. When rs_upper is given without rs_lower, rs_lower =
+// 1/rs_upper. With bypass: true, a key that would have no effect (is_level, rs_level,
+// rs_k3_level other than off, veto_threshold other than 0) is an error naming it.
 void read_options(ConfigReader& reader, MismatchOptions& options);
 
 // "off" | "token" | "turn" | "turn_geo" | "sequence" | "geometric"; throws naming `field`.

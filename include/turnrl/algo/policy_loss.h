@@ -20,6 +20,10 @@ namespace turnrl {
 
 class ConfigReader;
 
+// logp − old_logp is clamped to ±kPPORatioLogBound before exp, as verl does; outside, the ratio
+// (and its gradient) saturates.
+constexpr double kPPORatioLogBound = 20.0;
+
 // How token losses ℓ (mask m, rows r = turns, padded width L) become one scalar.
 enum class LossAggMode {
   token_mean,               // Σ ℓ m / Σ m
@@ -40,7 +44,8 @@ struct PPOLossOptions {
   double kl_loss_coef = 0;          // KL loss term (needs PolicyLossInputs::ref_logp)
   KLType kl_type = KLType::low_var_kl;
   // One pass computing the loss and its gradient, with a hand-written backward (a custom autograd
-  // function saving one [N, L] tensor). false: the plain autograd composition of separate ops.
+  // function saving one [N, L] tensor): a loop over rows on CPU, two kernels on CUDA (float and
+  // double), whole-tensor ops elsewhere. false: the plain autograd composition of separate ops.
   bool fused = true;
 
   PPOLossOptions& with_clip(double low, double high) { clip_low = low; clip_high = high; return *this; }
