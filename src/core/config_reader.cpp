@@ -102,6 +102,21 @@ ConfigReader& ConfigReader::numbers(const std::string& key, std::vector<double>&
   return *this;
 }
 
+ConfigReader& ConfigReader::integers(const std::string& key, std::vector<int64_t>& value, int64_t lo, int64_t hi) {
+  const YAML::Node n = child(key);
+  if (!n || n.IsNull()) return *this;
+  if (!n.IsSequence()) fail("{}: expected a list of integers, got {}", key_path(key), describe(n));
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string path = fmt::format("{}[{}]", key_path(key), i);
+    const int64_t v = convert<int64_t>(n[i], path, "an integer");
+    if (v < lo || v > hi) fail("{}: {} is out of range; allowed: [{}, {}]", path, v, lo, hi);
+    out.push_back(v);
+  }
+  value = std::move(out);
+  return *this;
+}
+
 ConfigReader& ConfigReader::texts(const std::string& key, std::vector<std::string>& value) {
   const YAML::Node n = child(key);
   if (!n || n.IsNull()) return *this;

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -18,6 +19,7 @@
 #include <filesystem>
 
 #include "turnrl/core/error.h"
+#include "turnrl/core/filesystem.h"
 
 namespace turnrl {
 namespace {
@@ -98,6 +100,7 @@ pid_t spawn_sandboxed(const std::string& program_path, const std::vector<std::st
       "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1",
       fmt::format("{}={}", kCpuEnv, limits.cpu_seconds)};
   if (const char* ld = std::getenv("LD_LIBRARY_PATH")) env_strings.push_back(std::string("LD_LIBRARY_PATH=") + ld);
+  for (const auto& e : limits.environment) env_strings.push_back(e);
   std::vector<char*> envp, argv;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -154,8 +157,7 @@ std::string make_private_dir(const std::string& prefix) {
 }
 
 void remove_private_dir(const std::string& dir) {
-  std::error_code ec;
-  if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+  remove_tree(dir);
 }
 
 CommandResult run_sandboxed(const std::string& program, const std::vector<std::string>& args,
@@ -418,6 +420,7 @@ std::string find_helper_program(const std::string& name) {
 namespace sandbox_child {
 namespace {
 int64_t g_as_limit = 0;
+int64_t g_as_at_hello = 0;  // address space after start-up (libraries mapped), before any request
 char g_altstack[1 << 16];
 
 // Address-space size in bytes from /proc/self/statm; async-signal-safe (open/read only).
@@ -439,7 +442,10 @@ void send_kind(char kind) {
 
 void on_crash(int sig) {
   // A failed allocation near the address-space limit shows up as a null dereference or an abort.
-  if (g_as_limit > 0 && address_space_now() > g_as_limit / 4 * 3) send_kind(kOutOfMemory);
+  // "Near" is measured in what requests may use: on a machine whose LibTorch maps CUDA libraries,
+  // start-up alone takes most of a few-GiB limit.
+  const int64_t base = std::min(g_as_at_hello, g_as_limit);
+  if (g_as_limit > 0 && address_space_now() > base + (g_as_limit - base) / 4 * 3) send_kind(kOutOfMemory);
   signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -461,6 +467,7 @@ void install_crash_reporter() {
 }
 
 void say_hello() {
+  g_as_at_hello = address_space_now();
   const std::string f = frame(kHello, "");
   write_all(kChannelFd, f.data(), f.size());
 }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "turnrl/core/error.h"
+#include "turnrl/core/filesystem.h"
 
 namespace turnrl {
 namespace fs = std::filesystem;
@@ -43,7 +44,7 @@ std::string write_checkpoint(const std::string& root, int64_t step, const std::f
   fs::create_directories(root);
   const fs::path final_dir = fs::path(root) / checkpoint_name(step);
   const fs::path temp_dir = fs::path(root) / fmt::format("{}{:08d}-{}", kTempPrefix, step, ::getpid());
-  fs::remove_all(temp_dir);
+  remove_tree(temp_dir.string());
   fs::create_directories(temp_dir);
   try {
     write(temp_dir.string());
@@ -51,8 +52,7 @@ std::string write_checkpoint(const std::string& root, int64_t step, const std::f
       if (entry.is_regular_file()) fsync_path(entry.path().string());
     fsync_path(temp_dir.string());
   } catch (...) {
-    std::error_code ignored;
-    fs::remove_all(temp_dir, ignored);
+    remove_tree(temp_dir.string());
     throw;
   }
   if (fs::exists(final_dir)) {
@@ -60,13 +60,13 @@ std::string write_checkpoint(const std::string& root, int64_t step, const std::f
     const fs::path old = fs::path(root) / fmt::format("{}{:08d}-old-{}", kTempPrefix, step, ::getpid());
     fs::rename(final_dir, old);
     fs::rename(temp_dir, final_dir);
-    fs::remove_all(old);
+    remove_tree(old.string());
   } else {
     fs::rename(temp_dir, final_dir);
   }
   fsync_path(root);
   const std::vector<CheckpointEntry> all = list_checkpoints(root);
-  for (size_t i = 0; i + size_t(keep_last) < all.size(); ++i) fs::remove_all(all[i].path);
+  for (size_t i = 0; i + size_t(keep_last) < all.size(); ++i) remove_tree(all[i].path);
   return final_dir.string();
 }
 
@@ -92,7 +92,7 @@ int remove_incomplete_checkpoints(const std::string& root) {
   std::vector<fs::path> temps;
   for (const auto& entry : fs::directory_iterator(root))
     if (entry.path().filename().string().rfind(kTempPrefix, 0) == 0) temps.push_back(entry.path());
-  for (const auto& p : temps) fs::remove_all(p);
+  for (const auto& p : temps) remove_tree(p.string());
   return int(temps.size());
 }
 

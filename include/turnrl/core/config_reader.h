@@ -33,6 +33,8 @@ class ConfigReader {
   // Reads a list of numbers / strings.
   ConfigReader& numbers(const std::string& key, std::vector<double>& value);
   ConfigReader& texts(const std::string& key, std::vector<std::string>& value);
+  // Reads a list of integers, each in [lo, hi].
+  ConfigReader& integers(const std::string& key, std::vector<int64_t>& value, int64_t lo, int64_t hi);
 
   // A nested section (empty reader when absent); the caller finishes it.
   ConfigReader section(const std::string& key);

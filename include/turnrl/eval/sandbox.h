@@ -27,6 +27,7 @@ struct SandboxLimits {
   int64_t file_bytes = int64_t(16) << 20;   // RLIMIT_FSIZE
   int open_files = 256;                     // RLIMIT_NOFILE
   bool isolate_network = true;              // best effort: unshare(CLONE_NEWUSER | CLONE_NEWNET)
+  std::vector<std::string> environment;     // extra "NAME=value" entries (e.g. CUDA_VISIBLE_DEVICES)
 
   SandboxLimits& wall(double s) { wall_seconds = s; return *this; }
   SandboxLimits& cpu(double s) { cpu_seconds = s; return *this; }
