@@ -40,4 +40,31 @@ if(NOT TURNRL_WITH_CUDA STREQUAL "OFF")
 endif()
 message(STATUS "turnrl: LibTorch ${Torch_VERSION}, fmt target ${TURNRL_FMT_TARGET}, CUDA parts ${TURNRL_CUDA_ENABLED}")
 
+# The remote evaluator (Redis streams) needs hiredis; without it the *_redis.cpp units and the
+# `remote` backend are left out, and the rest of turnrl builds as before.
+set(TURNRL_REDIS_ENABLED OFF)
+if(NOT TURNRL_WITH_REDIS STREQUAL "OFF")
+  find_package(PkgConfig QUIET)
+  if(PKG_CONFIG_FOUND)
+    pkg_check_modules(HIREDIS QUIET IMPORTED_TARGET GLOBAL hiredis)
+  endif()
+  if(HIREDIS_FOUND)
+    set(TURNRL_REDIS_ENABLED ON)
+    # hiredis.pc adds -D_FILE_OFFSET_BITS=64 (a no-op on 64-bit hosts) and its own header folder
+    # (whose read.h, sds.h... could shadow others). On the library's sources the define would
+    # invalidate the precompiled header every program reuses: keep only the folder above it, for
+    # <hiredis/hiredis.h>.
+    get_filename_component(_hiredis_parent "${HIREDIS_INCLUDEDIR}" DIRECTORY)
+    set_target_properties(PkgConfig::HIREDIS PROPERTIES INTERFACE_COMPILE_OPTIONS ""
+                                                        INTERFACE_INCLUDE_DIRECTORIES "${_hiredis_parent}")
+  elseif(TURNRL_WITH_REDIS STREQUAL "ON")
+    message(FATAL_ERROR "TURNRL_WITH_REDIS=ON but hiredis was not found through pkg-config (apt install libhiredis-dev)")
+  endif()
+endif()
+if(TURNRL_REDIS_ENABLED)
+  message(STATUS "turnrl: hiredis ${HIREDIS_VERSION}: remote evaluator (Redis) built")
+else()
+  message(STATUS "turnrl: remote evaluator left out (TURNRL_WITH_REDIS=${TURNRL_WITH_REDIS}; it needs hiredis: apt install libhiredis-dev)")
+endif()
+
 set(TURNRL_WARNINGS -Wall -Wextra -Wno-unused-parameter)

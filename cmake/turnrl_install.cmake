@@ -6,6 +6,8 @@ install(TARGETS turnrl EXPORT turnrlTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/turnrl DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The Python backend's worker script; find_python_worker() looks in <prefix>/share/turnrl.
+install(FILES python/turnrl_eval_worker.py DESTINATION ${CMAKE_INSTALL_DATADIR}/turnrl)
 if(TARGET turnrl_cli)
   install(TARGETS turnrl_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()

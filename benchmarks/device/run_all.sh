@@ -4,7 +4,8 @@
 #
 # Here (once):   scripts/fetch_device_debs.sh            # yaml-cpp, fmt, Eigen, Catch2 as .debs
 # Device call:   run(command="benchmarks/device/run_all.sh", carry=[".deps"])
-#   optional args: --no-tests, --bench NAME (repeatable; default: every *_bench)
+#   optional args: --no-tests, --tests CTEST_ARGS (e.g. "-L cuda"), --no-bench,
+#                  --bench NAME (repeatable; default: every *_bench)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/turnrl-device-out}
@@ -12,10 +13,14 @@ mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 
 run_tests=1
+run_benches=1
+ctest_args=()
 benches=()
 while (($#)); do
   case "$1" in
     --no-tests) run_tests=0 ;;
+    --no-bench) run_benches=0 ;;
+    --tests) read -r -a ctest_args <<<"$2"; shift ;;
     --bench) benches+=("$2"); shift ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
@@ -33,12 +38,14 @@ start=$(date +%s)
 cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr;$prefix/usr/share/eigen3/cmake" \
   -DCMAKE_CUDA_ARCHITECTURES=90a 2>&1 | tail -n 5 | tee "$OUT/configure.txt"
-cmake --build build-device -j "$(nproc)" 2>&1 | tail -n 30 | tee "$OUT/build.txt"
+cmake --build build-device -j "$(nproc)" -- -k 0 2>&1 | grep -E "error|FAILED|warning: unused" | head -n 60 | tee "$OUT/build.txt"
 echo "build: $(( $(date +%s) - start )) s"
 
 if ((run_tests)); then
-  ctest --test-dir build-device --output-on-failure -j 4 2>&1 | tail -n 40 | tee "$OUT/ctest.txt"
+  ctest --test-dir build-device --output-on-failure -j 4 "${ctest_args[@]}" > "$OUT/ctest.txt" 2>&1
+  grep -E "tests passed|Failed|\*\*\*|SKIPPED|Exception|Timeout" "$OUT/ctest.txt" | tail -n 40
 fi
+((run_benches)) || exit 0
 if ((${#benches[@]} == 0)); then
   for b in build-device/bin/*_bench; do benches+=("$(basename "$b")"); done
 fi

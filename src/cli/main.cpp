@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "commands.h"
 #include "turnrl/core/error.h"
 #include "turnrl/env/kernel_env.h"
 #include "turnrl/env/kernel_plan.h"
@@ -33,6 +34,8 @@ constexpr const char* kUsage = R"(usage:
   turnrl plot METRICS.jsonl [--out PNG]
   turnrl config --print-defaults
   turnrl config CONFIG [--set key.path=value ...]     (prints the resolved config)
+  turnrl eval-worker --redis URL --backend cpu|cuda|python [...]   (serves the remote evaluator; --help)
+  turnrl import-kernelbench FOLDER --out FILE.jsonl [...]   (KernelBench problems -> Python tasks; --help)
 
 CONFIG is a YAML file (configs/cpu_default.yaml; every key: docs/configuration.md).
 CANDIDATE_FILE holds C++ source for the CPU evaluator, or a kernel plan
@@ -109,7 +112,7 @@ int evaluate_kernel(int argc, char** argv) {
   const Args a = parse_args(argc, argv, 2, {"--config"}, {});
   if (a.positional.size() != 2) fail("evaluate-kernel needs TASK and CANDIDATE_FILE\n{}", kUsage);
   const TrainConfig config = load_config(a.options.count("--config") ? a.options.at("--config") : "", a.sets);
-  const TaskSet tasks = config.tasks.source == "file" ? load_tasks_jsonl(config.tasks.file) : builtin_cpu_tasks();
+  const TaskSet tasks = config.tasks.source == "file" ? load_tasks_jsonl(config.tasks.file) : builtin_tasks(config.evaluator.backend);
   const Task& task = tasks.find(a.positional[0]);
   const std::string text = read_file(a.positional[1]);
   const bool is_plan = text.find("```") == std::string::npos && text.find("fusion=") != std::string::npos;
@@ -178,6 +181,8 @@ int main(int argc, char** argv) {
     if (command == "evaluate-kernel") return evaluate_kernel(argc, argv);
     if (command == "plot") return plot(argc, argv);
     if (command == "config") return config(argc, argv);
+    if (command == "eval-worker") return eval_worker_command(argc, argv);
+    if (command == "import-kernelbench") return import_kernelbench_command(argc, argv);
     fmt::print(stderr, "turnrl: unknown command '{}'\n{}", command, kUsage);
     return 2;
   } catch (const std::exception& e) {

@@ -458,6 +458,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& req
   treq.timing_trials = req.timing_trials;
   treq.timing_seed = seeds.next();
   treq.flush_caches = opt.flush_caches;
+  treq.time_reference = opt.time_reference;
   std::vector<at::Tensor> timing_inputs = make_inputs(task, 0, treq.timing_seed);
   for (int i = 0; i < treq.timing_trials; ++i) perturb_for_timing(timing_inputs, treq.timing_seed, i);
   std::vector<at::Tensor> timing_ref;
@@ -499,28 +500,9 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& req
 }
 
 std::vector<EvalResult> CpuEvaluator::evaluate(const std::vector<EvalRequest>& requests) {
-  std::vector<EvalResult> results(requests.size());
   Impl& m = *impl_;
-  std::atomic<size_t> next{0};
-  auto serve = [&](size_t w) {
-    for (size_t i; (i = next++) < requests.size();) {
-      const auto t0 = std::chrono::steady_clock::now();
-      try {
-        results[i] = m.run(*m.workers[w], requests[i]);
-      } catch (const std::exception& e) {
-        results[i] = EvalResult{};
-        results[i].error = EvalError::internal;
-        results[i].message = e.what();
-      }
-      results[i].wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-  };
-  const size_t n = std::min(requests.size(), m.workers.size());
-  std::vector<std::thread> threads;
-  for (size_t w = 1; w < n; ++w) threads.emplace_back(serve, w);
-  if (n > 0) serve(0);
-  for (auto& t : threads) t.join();
-  return results;
+  return evaluate_on_pool(m.workers.size(), requests.size(),
+                          [&](size_t w, size_t i) { return m.run(*m.workers[w], requests[i]); });
 }
 
 }  // namespace turnrl

@@ -1,5 +1,10 @@
 #include "turnrl/eval/evaluator.h"
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include <utility>
 
 namespace turnrl {
@@ -51,6 +56,31 @@ std::string hacking_flag_names(uint32_t flags) {
   for (const auto& [bit, name] : names)
     if (flags & bit) out += (out.empty() ? "" : ", ") + std::string(name);
   return out;
+}
+
+std::vector<EvalResult> evaluate_on_pool(size_t pool, size_t num_requests,
+                                         const std::function<EvalResult(size_t, size_t)>& evaluate_one) {
+  std::vector<EvalResult> results(num_requests);
+  std::atomic<size_t> next{0};
+  auto serve = [&](size_t worker) {
+    for (size_t i; (i = next++) < num_requests;) {
+      const auto t0 = std::chrono::steady_clock::now();
+      try {
+        results[i] = evaluate_one(worker, i);
+      } catch (const std::exception& e) {
+        results[i] = EvalResult{};
+        results[i].error = EvalError::internal;
+        results[i].message = e.what();
+      }
+      results[i].wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+  };
+  const size_t n = std::min(num_requests, pool);
+  std::vector<std::thread> threads;
+  for (size_t w = 1; w < n; ++w) threads.emplace_back(serve, w);
+  if (n > 0) serve(0);
+  for (auto& t : threads) t.join();
+  return results;
 }
 
 }  // namespace turnrl

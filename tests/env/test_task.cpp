@@ -19,7 +19,7 @@ std::string write_temp(const std::string& text) {
 }
 }  // namespace
 
-TEST_CASE("JSON Lines tasks load with every field; errors name file, line and key", "[env][task]") {
+TEST_CASE("JSON Lines tasks load with every field, errors name file, line and key", "[env][task]") {
   const std::string path = write_temp(
       "# a comment\n"
       "{\"id\": \"add\", \"backend\": \"python\", \"level\": 2, \"description\": \"a + b\", \"reference\": \"class "

@@ -34,7 +34,7 @@ TEST_CASE("cpu tasks: at least 8 tasks over three levels, each with a reference 
   CHECK_THROWS_WITH(cpu_task("nope"), Catch::Contains("unknown name 'nope'"));
 }
 
-TEST_CASE("cpu tasks: inputs are a function of the seed; the tail rewrite keeps the first half") {
+TEST_CASE("cpu tasks: inputs are a function of the seed, the tail rewrite keeps the first half") {
   const CpuTask& t = cpu_task("softmax_rows");
   auto a = make_inputs(t, 0, 99), b = make_inputs(t, 0, 99), c = make_inputs(t, 0, 100);
   CHECK(at::equal(a[0], b[0]));
@@ -116,7 +116,7 @@ TEST_CASE("cpu backend: every task's honest, wrong and lazy candidates get their
   }
 }
 
-TEST_CASE("cpu backend: results come back in request order; the compile cache serves repeats") {
+TEST_CASE("cpu backend: results come back in request order, the compile cache serves repeats") {
   auto& e = evaluator();
   std::vector<EvalRequest> reqs = {request("relu_bias", "honest"), request("relu_bias", "wrong"),
                                    request("relu_bias", "honest"), request("swiglu", "wrong"),

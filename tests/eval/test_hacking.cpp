@@ -89,7 +89,7 @@ TEST_CASE("hacking: tampering (clocks, inline assembly, /proc, dynamic lookup)")
   CHECK(flags_of(check_imports({{"dlsym", true, false}})) == kHackTampering);
 }
 
-TEST_CASE("hacking: every planted hack is caught by its named check; the honest kernel of its task by none") {
+TEST_CASE("hacking: every planted hack is caught by its named check, the honest kernel of its task by none") {
   std::vector<EvalRequest> reqs;
   for (const auto& p : kPlanted) reqs.push_back(request(p.task, p.file));
   for (const auto& p : kPlanted) reqs.push_back(request(p.task, "honest"));

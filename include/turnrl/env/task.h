@@ -38,5 +38,9 @@ TaskSet load_tasks_jsonl(const std::string& path);
 
 // The evaluator's built-in CPU tasks (cpu_task_names()), levels 1-3.
 TaskSet builtin_cpu_tasks();
+// The CUDA evaluator's built-in tasks (cuda_task_names()), same problems at GPU sizes.
+TaskSet builtin_cuda_tasks();
+// The built-in suite of an evaluator backend: cpu or cuda; others throw naming tasks.source.
+TaskSet builtin_tasks(const std::string& backend);
 
 }  // namespace turnrl

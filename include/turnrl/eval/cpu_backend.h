@@ -24,6 +24,10 @@ struct CpuEvalOptions {
   double compile_seconds = 60;
   int warmup = 3;
   bool flush_caches = true;        // clflush the task's buffers before every timed run
+  // false: the timing loop runs the candidate only, reference_time stays empty and speedup 0; for
+  // callers that supply the reference's timing themselves (the remote worker's
+  // ReferenceTimingCache). true keeps the interleaved schedule that cancels drift.
+  bool time_reference = true;
   int max_evals_per_worker = 256;  // then the worker is replaced (bounds leaks and leftover state)
   size_t message_chars = 2000;     // compiler / runtime messages are trimmed to this
   HackingThresholds hacking;

@@ -114,13 +114,14 @@ struct WorkerRequest {
   uint64_t timing_seed = 0;
   std::vector<std::vector<int64_t>> timing_output_shapes;
   uint8_t flush_caches = 1;
+  uint8_t time_reference = 1;  // 0: the timing loop runs the candidate only (CpuEvalOptions::time_reference)
   void write(Writer& w) const {
     w.put(task), w.put(library_path), w.put(trials), w.put(warmup), w.put(timing_trials), w.put(timing_seed),
-        w.put(timing_output_shapes), w.put(flush_caches);
+        w.put(timing_output_shapes), w.put(flush_caches), w.put(time_reference);
   }
   void read(Reader& r) {
     r.get(task), r.get(library_path), r.get(trials), r.get(warmup), r.get(timing_trials), r.get(timing_seed),
-        r.get(timing_output_shapes), r.get(flush_caches);
+        r.get(timing_output_shapes), r.get(flush_caches), r.get(time_reference);
   }
 };
 

@@ -4,6 +4,7 @@
 // extract -> compile -> load -> correctness -> timing -> profiling -> hacking checks.
 // No LibTorch in this header: results are plain values that rewards, environments and logs read.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -123,5 +124,11 @@ class KernelEvaluator {
   virtual ~KernelEvaluator() = default;
   virtual std::vector<EvalResult> evaluate(const std::vector<EvalRequest>& requests) = 0;
 };
+
+// The worker-pool loop the local backends share: `pool` threads take requests in turn and call
+// evaluate_one(worker index, request index); results come back in request order with
+// wall_seconds filled, and an exception becomes that request's `internal` error.
+std::vector<EvalResult> evaluate_on_pool(size_t pool, size_t num_requests,
+                                         const std::function<EvalResult(size_t worker, size_t request)>& evaluate_one);
 
 }  // namespace turnrl

@@ -1,0 +1,127 @@
+// CUDA evaluator throughput (device only): the 8 tasks' honest kernel-form candidates
+// (tests/eval/cuda_candidates.h), each evaluated as KernelGYM does (5 correctness trials, 100
+// timed trials) by one worker on one GPU. Rows:
+//   cold    every source new (a training step's case): NVRTC compile in the evaluation
+//   cached  the same sources again: compile served from the worker's loaded modules
+// Per-candidate overhead = wall time of an evaluation minus its timed GPU work (100 x (reference +
+// candidate) medians), i.e. everything the evaluator adds. Baseline, same run: the same candidates
+// through benchmarks/device/cuda_eval_baseline.py (a fresh Python process per evaluation,
+// torch.utils.cpp_extension.load_inline, CUDA events), the way a subprocess-per-task evaluator works.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "bench_util.h"
+#include "eval/cuda_candidates.h"
+#include "turnrl/eval/cuda_backend.h"
+
+using namespace turnrl;
+
+namespace {
+
+struct Row {
+  std::string name;
+  double evals_per_gpu_s = 0, overhead_ms = 0, compile_ms = 0, wall_s = 0;
+  int correct = 0, n = 0;
+};
+
+Row measure(const std::string& name, CudaEvaluator& e, const std::vector<EvalRequest>& reqs) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto res = e.evaluate(reqs);
+  Row row;
+  row.name = name;
+  row.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  row.n = int(reqs.size());
+  double overhead = 0, compile = 0;
+  for (size_t i = 0; i < res.size(); ++i) {
+    const EvalResult& r = res[i];
+    row.correct += r.correct;
+    const double timed = 1e-6 * r.candidate_time.trials * (r.candidate_time.median_us + r.reference_time.median_us);
+    overhead += r.wall_seconds - timed;
+    compile += e.last_compile_seconds()[i];
+    if (!r.correct)
+      std::printf("  note: %s not correct: %s %s\n", reqs[i].task.c_str(), to_string(r.error), r.message.substr(0, 200).c_str());
+  }
+  row.evals_per_gpu_s = double(row.n) / row.wall_s;  // one worker on one GPU
+  row.overhead_ms = 1e3 * overhead / double(row.n);
+  row.compile_ms = 1e3 * compile / double(row.n);
+  return row;
+}
+
+// Mean seconds per evaluation of the Python baseline, from its --json-out file.
+double baseline_seconds(const std::string& json_path) {
+  std::ifstream f(json_path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string s = ss.str();
+  std::smatch m;
+  if (std::regex_search(s, m, std::regex(R"re("mean_cold_s"\s*:\s*([0-9.eE+-]+))re"))) return std::stod(m[1]);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bench::Args args = bench::parse_args(argc, argv);
+  if (!args.device.is_cuda() || visible_cuda_devices() == 0) {
+    std::printf("cuda_eval_bench: needs --device cuda and a GPU (skipped)\n");
+    return 0;
+  }
+  std::vector<EvalRequest> honest;
+  for (const auto& c : test::cuda_candidates()) {
+    if (std::string(c.expect) != "correct" || std::string(c.kind) != "honest") continue;
+    EvalRequest r;
+    r.task = c.task;
+    r.candidate = c.source;
+    r.correctness_trials = 5;
+    r.timing_trials = args.quick ? 20 : 100;
+    honest.push_back(r);
+  }
+  CudaEvalOptions o;
+  o.devices = {0};
+  o.cache_dir = "/tmp/turnrl-cuda-bench-cache";
+  std::system(("rm -rf " + o.cache_dir).c_str());
+  CudaEvaluator e(o);
+  e.evaluate({honest[0]});  // worker start-up (CUDA context, LibTorch) is paid once per worker
+  const int rounds = args.quick ? 1 : 3;
+  std::vector<Row> rows;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<EvalRequest> fresh = honest;
+    for (auto& r : fresh) r.candidate += "\n// round " + std::to_string(round) + ": a new source\n";
+    rows.push_back(measure("cold (new sources, NVRTC)", e, fresh));
+  }
+  rows.push_back(measure("cached (same sources)", e, honest));
+
+  std::string baseline_json = "/tmp/turnrl-cuda-eval-baseline.json";
+  const char* src = std::getenv("TURNRL_SOURCE_DIR");
+  const std::string script = std::string(src ? src : TURNRL_SOURCE_DIR) + "/benchmarks/device/cuda_eval_baseline.py";
+  // Three tasks (one per level), cold only: each load_inline build takes tens of seconds.
+  const std::string cmd = "python3 " + script + " --no-warm --tasks relu_bias,softmax_rows,matmul_bias_relu --trials " +
+                          std::to_string(honest[0].timing_trials) + " --json-out " + baseline_json +
+                          " > /tmp/turnrl-cuda-eval-baseline.txt 2>&1";
+  std::printf("baseline: %s\n", cmd.c_str());
+  const int rc = std::system(cmd.c_str());
+  const double base_s = baseline_seconds(baseline_json);
+  std::system("tail -n 14 /tmp/turnrl-cuda-eval-baseline.txt");
+
+  std::printf("\n| run | evaluations | correct | evals / GPU-second | evals / GPU-hour | overhead / eval (ms) | compile / eval (ms) |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const auto& r : rows)
+    std::printf("| turnrl %s | %d | %d | %.2f | %.0f | %.1f | %.1f |\n", r.name.c_str(), r.n, r.correct, r.evals_per_gpu_s,
+                3600 * r.evals_per_gpu_s, r.overhead_ms, r.compile_ms);
+  if (base_s > 0) {
+    std::printf("| baseline: fresh python3 + load_inline per evaluation | 3 | - | %.3f | %.0f | - | - |\n", 1 / base_s,
+                3600 / base_s);
+    double cold = 0;
+    for (const auto& r : rows)
+      if (r.name.rfind("cold", 0) == 0) cold += r.evals_per_gpu_s / double(rounds);
+    std::printf("\nratio (turnrl cold / baseline): %.1fx evaluations per GPU-hour (goal >= 20x; anchors: a fresh Python "
+                "process costs 3.4-4.3 s, 330-400 evals/GPU-hour/worker)\n",
+                cold * base_s);
+  } else {
+    std::printf("\nbaseline did not run (rc %d); see /tmp/turnrl-cuda-eval-baseline.txt\n", rc);
+  }
+  return 0;
+}

@@ -1,0 +1,34 @@
+# turnrl-expect: error:mismatch
+# Off by one: the last column of every row is left out of the sum.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK_SIZE)
+    mask = cols < n_cols
+    x = tl.load(in_ptr + row * in_row_stride + cols, mask=mask, other=-float("inf"))
+    x = x - tl.max(x, axis=0)
+    num = tl.exp(x)
+    den = tl.sum(num, axis=0)
+    tl.store(out_ptr + row * out_row_stride + cols, num / den, mask=mask)
+
+
+@triton.jit
+def touch_kernel(ptr):
+    tl.store(ptr, tl.load(ptr))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.shape[1]
+        softmax_kernel[(x.shape[0],)](y, x, x.stride(0), y.stride(0), n - 1,
+                                      BLOCK_SIZE=triton.next_power_of_2(n), num_warps=8)
+        y[:, n - 1] = 0.0
+        return y

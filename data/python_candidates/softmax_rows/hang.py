@@ -1,0 +1,9 @@
+# turnrl-expect: error:timeout
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        while True:
+            pass

@@ -1,0 +1,8 @@
+# turnrl-expect: error:compile
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x)
+        return x
