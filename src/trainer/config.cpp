@@ -73,13 +73,7 @@ void read_section(ConfigReader& r, TasksConfig& o) {
     fail("{}: source 'file' needs a JSON Lines file; set {}", r.key_path("source"), r.key_path("file"));
 }
 
-void read_section(ConfigReader& r, EvaluatorConfig& o) {
-  r.choice("backend", o.backend, {"cpu", "cuda", "python"})
-      .integer("workers", o.workers, 0, 4096)
-      .text("cache_dir", o.cache_dir)
-      .number("compile_seconds", o.compile_seconds, 0.1, 1e5)
-      .integer("warmup", o.warmup, 0, 1000);
-}
+void read_section(ConfigReader& r, EvaluatorConfig& o) { read_evaluator_config(r, o); }
 
 void read_section(ConfigReader& r, EvalConfig& o) {
   r.integer("samples", o.samples, 1, 1 << 20)
@@ -123,6 +117,7 @@ std::string value(bool v) { return v ? "true" : "false"; }
 std::string value(const std::string& v) { return quoted(v); }
 std::string value(const char* v) { return v; }  // enum names: plain YAML words
 std::string value(const std::vector<double>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
+std::string value(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 std::string value(const std::vector<std::string>& v) {
   std::vector<std::string> q;
   for (const auto& s : v) q.push_back(quoted(s));
@@ -302,12 +297,33 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   w.key("system_prompt", c.env.system_prompt, "system message of code-writing policies");
   w.close();
 
-  w.open("evaluator", "The kernel evaluator.");
-  w.key("backend", c.evaluator.backend.c_str(), "cpu | cuda | python (cuda, python: not built yet)");
-  w.key("workers", c.evaluator.workers, "cpu worker processes; 0 = one per core");
-  w.key("cache_dir", c.evaluator.cache_dir, "compiled-candidate cache; \"\" = default");
-  w.key("compile_seconds", c.evaluator.compile_seconds, "compiler time limit");
-  w.key("warmup", c.evaluator.warmup, "untimed runs before timing");
+  const EvaluatorConfig& ev = c.evaluator;
+  w.open("evaluator", "The kernel evaluator (eval/backends.h, docs/evaluator.md).");
+  w.key("backend", ev.backend.c_str(), "cpu | cuda | python | remote (built here: " + fmt::format("{}", fmt::join(built_evaluator_backends(), ", ")) + ")");
+  w.key("workers", ev.workers, "worker processes; 0 = one per core (cpu, python on cpu) or per GPU");
+  w.key("cache_dir", ev.cache_dir, "compiled-candidate cache; \"\" = default");
+  w.key("compile_seconds", ev.compile_seconds, "compiler time limit");
+  w.key("warmup", ev.warmup, "untimed runs before timing");
+  w.key("wall_seconds", ev.wall_seconds, "per worker call, then the worker is killed");
+  w.open("cuda", "backend cuda: NVRTC + CUDA events + CUPTI");
+  w.key("devices", ev.cuda.devices, "GPU ordinals, one worker each; [] = every visible GPU");
+  w.key("l2_flush_mib", ev.cuda.l2_flush_mib, "L2 flush buffer; 0 = twice the L2 size");
+  w.close();
+  w.open("python", "backend python: KernelBench-format tasks, persistent Python workers");
+  w.key("executable", ev.python.executable, "interpreter; PATH lookup unless absolute");
+  w.key("device", ev.python.device.c_str(), "cpu | cuda | auto");
+  w.key("tasks_file", ev.python.tasks_file, "JSON Lines task file");
+  w.key("startup_seconds", ev.python.startup_seconds, "start-up limit of a fresh worker");
+  w.close();
+  w.open("remote", "backend remote: a Redis stream served by `turnrl eval-worker`");
+  w.key("redis_url", ev.remote.redis_url, "redis://host:port");
+  w.key("stream", ev.remote.stream, "request stream name");
+  w.key("deadline_seconds", ev.remote.deadline_seconds, "per request; then a timeout result");
+  w.key("visibility_timeout_seconds", ev.remote.visibility_timeout_seconds, "unacknowledged work is reclaimed after this");
+  w.key("result_ttl_seconds", ev.remote.result_ttl_seconds, "stored results expire after this");
+  w.key("cached_reference_timing", ev.remote.cached_reference_timing, "cpu: reference timed once per task and device kind");
+  w.key("reference_ttl_seconds", ev.remote.reference_ttl_seconds, "cached reference timings expire after this");
+  w.close();
   w.close();
 
   const KernelRewardOptions& rw = c.reward;
@@ -400,7 +416,10 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   w.key("rs_level", to_string(m.rs_level), "rejection level; same names");
   w.key("rs_lower", m.rs_lower, "keep ratios in [rs_lower, rs_upper]");
   w.key("rs_upper", m.rs_upper, "upper end of the band");
+  w.key("rs_k3_level", to_string(m.rs_k3_level), "k3 (KL estimate) rejection level; same names");
+  w.key("rs_k3_upper", m.rs_k3_upper, "keep where the level's k3 is <= this");
   w.key("veto_threshold", m.veto_threshold, "reject a turn with a token ratio below; 0 = off");
+  w.key("bypass", m.bypass, "use rollout_logp as old_logp (no recompute pass)");
   w.key("check_finite", m.check_finite, "throw on NaN log-probs");
   w.key("fused", m.fused, "CPU two-pass implementation");
   w.close();

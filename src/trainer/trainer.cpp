@@ -60,21 +60,10 @@ SamplingOptions rollout_sampling(const TrainConfig& c) {
   return SamplingOptions().temp(c.sampling.temperature).topk(c.sampling.top_k).topp(c.sampling.top_p);
 }
 
-std::shared_ptr<KernelEvaluator> make_evaluator(const TrainConfig& c) {
-  if (c.evaluator.backend != "cpu")
-    fail("evaluator.backend: '{}' is not built into this turnrl (the CUDA and Python/Triton backends come with later "
-         "releases); allowed here: cpu",
-         c.evaluator.backend);
-  CpuEvalOptions o;
-  o.workers = int(c.evaluator.workers);
-  o.cache_dir = c.evaluator.cache_dir;
-  o.compile_seconds = c.evaluator.compile_seconds;
-  o.warmup = int(c.evaluator.warmup);
-  return std::make_shared<CpuEvaluator>(o);
-}
+std::shared_ptr<KernelEvaluator> make_evaluator(const TrainConfig& c) { return make_evaluator(c.evaluator); }
 
 std::pair<TaskSet, TaskSet> load_task_sets(const TrainConfig& c) {
-  const TaskSet all = c.tasks.source == "file" ? load_tasks_jsonl(c.tasks.file) : builtin_cpu_tasks();
+  const TaskSet all = c.tasks.source == "file" ? load_tasks_jsonl(c.tasks.file) : builtin_tasks(c.evaluator.backend);
   TaskSet chosen;
   if (c.tasks.include.empty()) {
     const std::vector<std::string> planned = plan_task_names();
@@ -496,7 +485,12 @@ Metrics Trainer::train_step() {
   merge(m, mask_void_turns(r));
   merge(m, filter_groups(r));
   if (r.batch.size() > 0) {
-    recompute_old_logp(r.batch);
+    // Bypass trusts the rollout engine's log-probs as the proximal policy (verl's bypass_mode):
+    // one forward pass fewer per step, and the mismatch weights are 1 by construction.
+    if (c.mismatch.bypass)
+      r.batch.old_logp = r.batch.rollout_logp;
+    else
+      recompute_old_logp(r.batch);
     const MismatchResult mismatch = correct_mismatch(r.batch);
     merge(m, mismatch.diagnostics.to_map());
     merge(m, reject_by_profile(r, stage_seed(uint64_t(c.trainer.seed), s.step, kPrs)));

@@ -99,5 +99,5 @@ TEST_CASE("the shipped configs load", "[trainer][config]") {
     CHECK(c.trainer.steps >= 1);
   }
   const TrainConfig grpo = load_config(std::string(TURNRL_SOURCE_DIR) + "/configs/grpo_baseline.yaml");
-  CHECK(grpo.estimator == "dr_grpo");
+  CHECK(grpo.estimator == "grpo");
 }

@@ -9,7 +9,7 @@
 
 using namespace turnrl;
 
-TEST_CASE("metrics JSON round-trips numbers exactly; non-finite values become null", "[trainer][metrics]") {
+TEST_CASE("metrics JSON round-trips numbers exactly, non-finite values become null", "[trainer][metrics]") {
   const Metrics m = {{"step", 3}, {"reward/mean", 0.1 + 0.2}, {"kernel/fast@1.2", 1e-300}, {"bad", NAN}};
   const std::string line = metrics_to_json(m);
   CHECK(line.find("null") != std::string::npos);

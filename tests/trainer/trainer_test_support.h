@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 
+#include "turnrl/core/filesystem.h"
 #include "turnrl/eval/evaluator.h"
 #include "turnrl/trainer/config.h"
 
@@ -76,7 +77,7 @@ inline TrainConfig tiny_config(const std::string& run_dir, int64_t steps = 4) {
 
 inline std::string fresh_dir(const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() / ("turnrl-trainer-test-" + name + "-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
+  turnrl::remove_tree(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
 }

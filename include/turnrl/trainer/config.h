@@ -17,6 +17,7 @@
 #include "turnrl/algo/policy_loss.h"
 #include "turnrl/algo/returns.h"
 #include "turnrl/env/kernel_env.h"
+#include "turnrl/eval/backends.h"
 #include "turnrl/reward/kernel_reward.h"
 #include "turnrl/reward/rejection.h"
 
@@ -84,15 +85,6 @@ struct TasksConfig {
   std::vector<std::string> include;  // task ids to use; empty = every task with a plan template
   double validation_fraction = 0.0;  // share held out for `turnrl eval` (split by a hash of the id)
   int64_t split_seed = 0;
-};
-
-// The kernel evaluator behind the environment.
-struct EvaluatorConfig {
-  std::string backend = "cpu";  // cpu | cuda | python (cuda and python: later issues)
-  int64_t workers = 0;          // cpu: worker processes; 0 = one per core
-  std::string cache_dir;        // cpu: compiled-candidate cache; "" = $TURNRL_EVAL_CACHE or $TMPDIR
-  double compile_seconds = 60;
-  int64_t warmup = 3;           // untimed runs before timing
 };
 
 // `turnrl eval`: sampling for evaluation and the reported statistics.

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Ablation chart: reward/mean and kernel/fast@1.2 against steps, one line per variant.
+
+    compare_plot.py --out ablation.png NAME=METRICS.jsonl [NAME=METRICS.jsonl ...]
+
+Standard library only (zlib for a compressed PNG, a 5x7 bitmap font as in src/trainer/plot.cpp),
+so the ablation needs nothing beyond Python 3. Each METRICS.jsonl holds one JSON object a line
+with "step" and the metrics (run.sh writes seed means per variant).
+"""
+import json
+import struct
+import sys
+import zlib
+
+CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-/@_:()+=% "
+FONT = [
+    (0x0E, 0x11, 0x11, 0x1F, 0x11, 0x11, 0x11), (0x1E, 0x11, 0x11, 0x1E, 0x11, 0x11, 0x1E), (0x0E, 0x11, 0x10, 0x10, 0x10, 0x11, 0x0E), (0x1E, 0x11, 0x11, 0x11, 0x11, 0x11, 0x1E),
+    (0x1F, 0x10, 0x10, 0x1E, 0x10, 0x10, 0x1F), (0x1F, 0x10, 0x10, 0x1E, 0x10, 0x10, 0x10), (0x0E, 0x11, 0x10, 0x17, 0x11, 0x11, 0x0F), (0x11, 0x11, 0x11, 0x1F, 0x11, 0x11, 0x11),
+    (0x0E, 0x04, 0x04, 0x04, 0x04, 0x04, 0x0E), (0x07, 0x02, 0x02, 0x02, 0x02, 0x12, 0x0C), (0x11, 0x12, 0x14, 0x18, 0x14, 0x12, 0x11), (0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x1F),
+    (0x11, 0x1B, 0x15, 0x15, 0x11, 0x11, 0x11), (0x11, 0x11, 0x19, 0x15, 0x13, 0x11, 0x11), (0x0E, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0E), (0x1E, 0x11, 0x11, 0x1E, 0x10, 0x10, 0x10),
+    (0x0E, 0x11, 0x11, 0x11, 0x15, 0x12, 0x0D), (0x1E, 0x11, 0x11, 0x1E, 0x14, 0x12, 0x11), (0x0F, 0x10, 0x10, 0x0E, 0x01, 0x01, 0x1E), (0x1F, 0x04, 0x04, 0x04, 0x04, 0x04, 0x04),
+    (0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x0E), (0x11, 0x11, 0x11, 0x11, 0x11, 0x0A, 0x04), (0x11, 0x11, 0x11, 0x15, 0x15, 0x15, 0x0A), (0x11, 0x11, 0x0A, 0x04, 0x0A, 0x11, 0x11),
+    (0x11, 0x11, 0x0A, 0x04, 0x04, 0x04, 0x04), (0x1F, 0x01, 0x02, 0x04, 0x08, 0x10, 0x1F), (0x0E, 0x11, 0x13, 0x15, 0x19, 0x11, 0x0E), (0x04, 0x0C, 0x04, 0x04, 0x04, 0x04, 0x0E),
+    (0x0E, 0x11, 0x01, 0x02, 0x04, 0x08, 0x1F), (0x1F, 0x02, 0x04, 0x02, 0x01, 0x11, 0x0E), (0x02, 0x06, 0x0A, 0x12, 0x1F, 0x02, 0x02), (0x1F, 0x10, 0x1E, 0x01, 0x01, 0x11, 0x0E),
+    (0x06, 0x08, 0x10, 0x1E, 0x11, 0x11, 0x0E), (0x1F, 0x01, 0x02, 0x04, 0x08, 0x08, 0x08), (0x0E, 0x11, 0x11, 0x0E, 0x11, 0x11, 0x0E), (0x0E, 0x11, 0x11, 0x0F, 0x01, 0x02, 0x0C),
+    (0x00, 0x00, 0x00, 0x00, 0x00, 0x0C, 0x0C), (0x00, 0x00, 0x00, 0x1F, 0x00, 0x00, 0x00), (0x01, 0x01, 0x02, 0x04, 0x08, 0x10, 0x10), (0x0E, 0x11, 0x17, 0x15, 0x17, 0x10, 0x0E),
+    (0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x1F), (0x00, 0x0C, 0x0C, 0x00, 0x0C, 0x0C, 0x00), (0x02, 0x04, 0x08, 0x08, 0x08, 0x04, 0x02), (0x08, 0x04, 0x02, 0x02, 0x02, 0x04, 0x08),
+    (0x00, 0x04, 0x04, 0x1F, 0x04, 0x04, 0x00), (0x00, 0x00, 0x1F, 0x00, 0x1F, 0x00, 0x00), (0x18, 0x19, 0x02, 0x04, 0x08, 0x13, 0x03), (0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00),
+]
+COLOURS = [(31, 119, 180), (214, 39, 40), (44, 160, 44), (148, 103, 189), (255, 127, 14), (23, 190, 207),
+           (140, 86, 75), (227, 119, 194), (127, 127, 127)]
+PANELS = [("reward/mean", "MEAN TURN REWARD"), ("kernel/fast@1.2", "FAST@1.2: SHARE OF EPISODES WHOSE BEST CORRECT SPEEDUP IS 1.2 OR MORE")]
+
+
+class Canvas:
+    def __init__(self, w, h):
+        self.w, self.h = w, h
+        self.px = bytearray(b"\xff" * (w * h * 3))
+
+    def set(self, x, y, c):
+        if 0 <= x < self.w and 0 <= y < self.h:
+            i = (y * self.w + x) * 3
+            self.px[i:i + 3] = bytes(c)
+
+    def line(self, x0, y0, x1, y1, c, thick=2):
+        dx, dy = abs(x1 - x0), -abs(y1 - y0)
+        sx, sy = (1 if x0 < x1 else -1), (1 if y0 < y1 else -1)
+        err = dx + dy
+        while True:
+            for k in range(thick * thick):
+                self.set(x0 + k % thick, y0 + k // thick, c)
+            if x0 == x1 and y0 == y1:
+                break
+            e2 = 2 * err
+            if e2 >= dy:
+                err += dy
+                x0 += sx
+            if e2 <= dx:
+                err += dx
+                y0 += sy
+
+    def text(self, x, y, s, c=(0, 0, 0)):
+        for ch in s.upper():
+            i = CHARS.find(ch)
+            if i >= 0:
+                for row in range(7):
+                    for col in range(5):
+                        if FONT[i][row] & (0x10 >> col):
+                            self.set(x + col, y + row, c)
+            x += 6
+
+    def png(self):
+        raw = b"".join(b"\x00" + bytes(self.px[y * self.w * 3:(y + 1) * self.w * 3]) for y in range(self.h))
+
+        def chunk(tag, data):
+            return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+        return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", self.w, self.h, 8, 2, 0, 0, 0)) +
+                chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+
+
+def load(path):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    return sorted(rows, key=lambda r: r["step"])
+
+
+def main(argv):
+    if len(argv) < 3 or argv[0] != "--out":
+        sys.exit(__doc__)
+    out, series = argv[1], []
+    for arg in argv[2:]:
+        name, path = arg.split("=", 1)
+        series.append((name, load(path)))
+    W, PH, L, R, T = 760, 230, 46, 190, 22
+    c = Canvas(W, T + len(PANELS) * (PH + 30) + 10)
+    for p, (key, title) in enumerate(PANELS):
+        top = T + p * (PH + 30)
+        pts = [(name, [(r["step"], r[key]) for r in rows if r.get(key) is not None]) for name, rows in series]
+        xs = [x for _, v in pts for x, _ in v]
+        ys = [y for _, v in pts for _, y in v]
+        if not xs:
+            continue
+        x0, x1 = min(xs), max(xs)
+        y0, y1 = min(0.0, min(ys)), max(ys)
+        y1 = y1 if y1 > y0 else y0 + 1
+        px = lambda x: L + int((x - x0) / max(x1 - x0, 1) * (W - L - R))
+        py = lambda y: top + PH - int((y - y0) / (y1 - y0) * PH)
+        c.text(L, top - 14, title)
+        for gy in range(5):  # grid and y labels
+            v = y0 + (y1 - y0) * gy / 4
+            for x in range(L, W - R, 4):
+                c.set(x, py(v), (215, 215, 215))
+            c.text(4, py(v) - 3, "%.2f" % v)
+        c.line(L, top, L, top + PH, (0, 0, 0), 1)
+        c.line(L, top + PH, W - R, top + PH, (0, 0, 0), 1)
+        c.text(L, top + PH + 6, "STEP %d" % x0)
+        c.text(W - R - 48, top + PH + 6, "STEP %d" % x1)
+        for k, (name, v) in enumerate(pts):
+            col = COLOURS[k % len(COLOURS)]
+            for (xa, ya), (xb, yb) in zip(v, v[1:]):
+                c.line(px(xa), py(ya), px(xb), py(yb), col)
+            if p == 0:  # legend
+                ly = top + 6 + 14 * k
+                c.line(W - R + 10, ly + 3, W - R + 30, ly + 3, col)
+                c.text(W - R + 36, ly, name)
+    with open(out, "wb") as f:
+        f.write(c.png())
+    print("wrote %s (%d variants)" % (out, len(series)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
