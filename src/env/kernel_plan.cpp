@@ -1,11 +1,13 @@
 #include "turnrl/env/kernel_plan.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <sstream>
 
 #include "turnrl/core/error.h"
 #include "turnrl/env/task.h"
+#include "plan_grammar.h"
 
 namespace turnrl {
 
@@ -38,13 +40,8 @@ std::string plan_grammar_text() {
 
 namespace {
 
-struct Plan {
-  bool fused = true;
-  int vec = 1, unroll = 1;
-  std::string acc, fallback, shortcut;
-  bool checked = true;
+struct Plan : PlanChoices {
   bool scalar_only = false;  // the portable fallback of an AVX2 plan
-  int width() const { return vec * unroll; }
   // vec > 1 with float intermediates: the inner loop works on GCC vector types of `vec` floats
   // (explicit SIMD, independent of the optimiser's cost model), `unroll` vectors per iteration,
   // with one accumulator per unrolled vector in reductions. f64 stays scalar (the vector math
@@ -60,34 +57,6 @@ struct Plan {
   std::string q() const { return restrict_ptrs() ? " __restrict__" : ""; }
 };
 
-std::string parse(const std::string& text, Plan& plan) {
-  std::map<std::string, std::string> chosen;
-  std::istringstream words(text);
-  for (std::string w; words >> w;) {
-    const size_t eq = w.find('=');
-    if (eq == std::string::npos) return fmt::format("'{}' is not a slot=choice word; the slots are:\n{}", w, plan_grammar_text());
-    const std::string slot = w.substr(0, eq), choice = w.substr(eq + 1);
-    const PlanSlot* s = nullptr;
-    for (const PlanSlot& candidate : plan_slots())
-      if (candidate.name == slot) s = &candidate;
-    if (!s) return fmt::format("unknown slot '{}' in '{}'; slots: fusion, vec, unroll, acc, fallback, bounds, shortcut", slot, w);
-    if (std::find(s->choices.begin(), s->choices.end(), choice) == s->choices.end())
-      return fmt::format("slot '{}': '{}' is not allowed; allowed: {}", slot, choice, fmt::join(s->choices, ", "));
-    if (chosen.count(slot)) return fmt::format("slot '{}' is chosen twice", slot);
-    chosen[slot] = choice;
-  }
-  for (const PlanSlot& s : plan_slots())
-    if (!chosen.count(s.name))
-      return fmt::format("slot '{}' is missing; choose one of {}", s.name, fmt::join(s.choices, ", "));
-  plan.fused = chosen["fusion"] == "fused";
-  plan.vec = std::stoi(chosen["vec"]);
-  plan.unroll = std::stoi(chosen["unroll"]);
-  plan.acc = chosen["acc"];
-  plan.fallback = chosen["fallback"];
-  plan.checked = chosen["bounds"] == "checked";
-  plan.shortcut = chosen["shortcut"];
-  return {};
-}
 
 // How a statement touches memory: one element (scalar, in ACC) or `vec` elements (a VF vector).
 // Arithmetic is written once for both: the candidate's prelude overloads relu_/mx/ex/th for
@@ -422,25 +391,31 @@ const std::map<std::string, std::function<std::string(const Plan&)>>& templates(
 
 }  // namespace
 
-std::vector<std::string> plan_task_names() {
+std::vector<std::string> plan_task_names(const std::string& backend) {
+  if (backend == "cuda") return cuda_plan_task_names();
+  if (backend == "python") return triton_plan_task_names();
   std::vector<std::string> names;
+  if (backend != "cpu") return names;
   for (const auto& kv : templates()) names.push_back(kv.first);
   return names;
 }
 
 PlanExpansion expand_plan(const Task& task, const std::string& text) {
   PlanExpansion out;
-  const auto it = templates().find(task.id);
-  if (task.backend != "cpu" || it == templates().end()) {
-    out.error = fmt::format("task '{}' has no kernel-plan template (plans exist for the CPU tasks {}); answer with code",
-                            task.id, fmt::join(plan_task_names(), ", "));
+  const std::vector<std::string> known = plan_task_names(task.backend);
+  if (std::find(known.begin(), known.end(), task.id) == known.end()) {
+    out.error = fmt::format("task '{}' (backend {}) has no kernel-plan template (plans exist for the {} tasks {}); answer with code",
+                            task.id, task.backend, task.backend, fmt::join(known, ", "));
     return out;
   }
   Plan plan;
-  if (std::string error = parse(text, plan); !error.empty()) {
+  if (std::string error = parse_plan(text, plan); !error.empty()) {
     out.error = "invalid kernel plan: " + error;
     return out;
   }
+  if (task.backend == "cuda") return expand_cuda_plan(task, plan, text);
+  if (task.backend == "python") return expand_triton_plan(task, plan, text);
+  const auto it = templates().find(task.id);
   const std::string params = "(const turnrl_tensor* in, int n_in, turnrl_tensor* out, int n_out, const turnrl_lib* lib)";
   const std::string unused = "(void)n_in; (void)n_out; (void)lib;\n";
   const std::string lookup = plan.shortcut == "cache" ? cache_lookup("out[0].data", "out[0].numel") : "";

@@ -66,7 +66,7 @@ std::pair<TaskSet, TaskSet> load_task_sets(const TrainConfig& c) {
   const TaskSet all = c.tasks.source == "file" ? load_tasks_jsonl(c.tasks.file) : builtin_tasks(c.evaluator.backend);
   TaskSet chosen;
   if (c.tasks.include.empty()) {
-    const std::vector<std::string> planned = plan_task_names();
+    const std::vector<std::string> planned = plan_task_names(c.evaluator.backend);
     for (const Task& t : all.tasks)
       if (std::find(planned.begin(), planned.end(), t.id) != planned.end()) chosen.tasks.push_back(t);
   } else {
@@ -204,11 +204,13 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<KernelEvaluator> evaluator)
   if (c.trainer.threads > 0) torch::set_num_threads(int(c.trainer.threads));
 
   std::tie(s.train_tasks, s.validation_tasks) = load_task_sets(c);
-  const std::vector<std::string> planned = plan_task_names();
   for (const TaskSet* set : {&s.train_tasks, &s.validation_tasks})
-    for (const Task& t : set->tasks)
+    for (const Task& t : set->tasks) {
+      const std::vector<std::string> planned = plan_task_names(t.backend);
       if (std::find(planned.begin(), planned.end(), t.id) == planned.end())
-        fail("tasks.include: task '{}' has no kernel-plan template; allowed: {}", t.id, fmt::join(planned, ", "));
+        fail("tasks.include: task '{}' (backend {}) has no kernel-plan template; allowed: {}", t.id, t.backend,
+             fmt::join(planned, ", "));
+    }
   TaskSet all = s.train_tasks;
   all.tasks.insert(all.tasks.end(), s.validation_tasks.tasks.begin(), s.validation_tasks.tasks.end());
   s.space = std::make_unique<PlanActionSpace>(all, c.env.max_turns);

@@ -37,8 +37,9 @@ std::vector<std::string> plan_vocabulary();
 // The grammar as prompt text, one line per slot.
 std::string plan_grammar_text();
 
-// Tasks that have a plan template (the rest need code actions).
-std::vector<std::string> plan_task_names();
+// Tasks of an evaluator backend (cpu | cuda | python) that have a plan template (the rest need
+// code actions); an unknown backend has none.
+std::vector<std::string> plan_task_names(const std::string& backend = "cpu");
 
 struct PlanExpansion {
   std::string source;  // the candidate, when error is empty
@@ -46,7 +47,8 @@ struct PlanExpansion {
 };
 
 // Parses the plan in `text` (words separated by spaces or newlines; each slot exactly once) and
-// expands it for `task`.
+// expands it for `task`: C++ for a cpu task, a CUDA kernel for a cuda task, a Triton program for a
+// python task (the renderer is chosen by Task::backend).
 PlanExpansion expand_plan(const Task& task, const std::string& text);
 
 }  // namespace turnrl
