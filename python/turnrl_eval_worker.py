@@ -209,6 +209,35 @@ _FRAME_SAFE = set()
 _FRAME_SAFE_PARENT = {}
 
 
+# Library functions that read frames out of tracebacks and keep only text: Triton's compiler
+# filters its own frames out of a compile error's traceback (triton.compiler.compiler.
+# filter_traceback, the generator expression inside it included).
+_FRAME_ATTR_SAFE = set()
+
+
+def _allow_traceback_walks():
+    try:
+        from triton.compiler import compiler as triton_compiler
+    except Exception:
+        return
+    fn = getattr(triton_compiler, "filter_traceback", None)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return
+    _FRAME_ATTR_SAFE.add(id(code))
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _FRAME_ATTR_SAFE.add(id(const))
+
+
+def _frame_attr_read_is_safe():
+    _trusted[0] = True
+    try:
+        return id(_getframe(2).f_code) in _FRAME_ATTR_SAFE
+    finally:
+        _trusted[0] = False
+
+
 def _allow_frames_for(torch):
     import collections
     import logging
@@ -276,7 +305,7 @@ def _audit(event, args):
         return
     if event in _KILL_EVENTS or event.startswith("ctypes."):
         _tamper_exit(event + " was called while candidate code could run")
-    if event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_ATTRS:
+    if event == "object.__getattr__" and len(args) > 1 and args[1] in _FRAME_ATTRS and not _frame_attr_read_is_safe():
         _tamper_exit("access to " + str(args[1]) + " (frames lead to the checker's)")
     if event == "object.__setattr__" and len(args) > 1:
         # A function may rewrite __code__/__defaults__ of functions defined in its own module only
@@ -1406,6 +1435,7 @@ def main(argv):
     _gc_collect()
     gc.freeze()
     _allow_frames_for(torch)
+    _allow_traceback_walks()
     _protect_loaded_classes()
     sys.addaudithook(_audit)
     _write_frame(b"H", b"")

@@ -166,7 +166,8 @@ CudaEvaluator::CudaEvaluator(CudaEvalOptions options) : impl_(std::make_unique<I
     for (char** e = environ; *e; ++e) {
       const std::string kv = *e;
       if (kv.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;
-      for (const char* prefix : {"CUDA_", "NV_", "NVIDIA_", "NVTX_", "LD_PRELOAD="})
+      for (const char* prefix : {"CUDA_", "NV_", "NVIDIA_", "NVTX_", "LD_PRELOAD=", "PYTORCH_NO_CUDA_MEMORY_CACHING=",
+                                 "TURNRL_CUDA_GUARD_BANDS="})
         if (kv.rfind(prefix, 0) == 0) {
           lim.environment.push_back(kv);
           break;
