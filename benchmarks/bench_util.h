@@ -22,6 +22,9 @@ struct Args {
 };
 
 inline Args parse_args(int argc, char** argv) {
+  // Line-buffered even into a pipe (device scripts tee the output): a benchmark stopped by a time
+  // limit still leaves the rows it finished.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   Args a;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--device") && i + 1 < argc) {

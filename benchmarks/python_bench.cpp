@@ -87,6 +87,7 @@ Row measure(const std::string& name, PythonEvaluator& e, const std::vector<EvalR
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows survive a time limit when the output is piped
   const Options o = parse(argc, argv);
   PythonTaskSet tasks;
   try {

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "worker_round_trip.h"
 #include "turnrl/core/error.h"
 #include "turnrl/eval/cpu_protocol.h"
 #include "turnrl/eval/cpu_tasks.h"
@@ -69,11 +70,6 @@ std::string default_cache_dir() {
   if (const char* d = std::getenv("TURNRL_EVAL_CACHE")) return d;
   const char* tmp = std::getenv("TMPDIR");
   return fmt::format("{}/turnrl-cpu-cache-{}", tmp && *tmp ? tmp : "/tmp", getuid());
-}
-
-std::string trim(std::string s, size_t n) {
-  if (s.size() > n) s = s.substr(0, n) + fmt::format("\n[... {} more bytes]", s.size() - n);
-  return s;
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
@@ -280,7 +276,7 @@ CompiledCandidate CpuEvaluator::compile(const std::string& source) {
     lim.file_bytes = std::max<int64_t>(lim.file_bytes, int64_t(64) << 20);
     CommandResult r = run_sandboxed(m.compiler, args, lim, dir);
     ++m.compiles;
-    c.log = trim(replace_all(r.output, dir + "/", ""), m.opt.message_chars);
+    c.log = eval_detail::trim_message(replace_all(r.output, dir + "/", ""), m.opt.message_chars);
     c.ok = r.status == SandboxStatus::ok && r.exit_code == 0 && fs::exists(fs::path(dir) / "candidate.so");
     if (!c.ok && r.status != SandboxStatus::ok) c.log = "compiler " + r.message + "\n" + c.log;
     // Publish atomically: a concurrent compile of the same source renames the same bytes.
@@ -305,23 +301,12 @@ CompiledCandidate CpuEvaluator::compile(const std::string& source) {
 
 // One round trip; false (with r filled in) when the sandbox or the worker reported a failure.
 bool CpuEvaluator::Impl::call(SandboxWorker& worker, const WorkerRequest& wreq, WorkerReply& reply, EvalResult& r) {
-  if (worker.calls_since_start() >= opt.max_evals_per_worker) worker.stop();
-  SandboxReply s = worker.call(cpu_detail::encode(wreq));
-  const std::string tail = s.output_tail.empty() ? "" : "\noutput: " + s.output_tail;
-  switch (s.status) {
-    case SandboxStatus::ok: break;
-    case SandboxStatus::crashed: r.error = EvalError::crash; break;
-    case SandboxStatus::timeout: r.error = EvalError::timeout; break;
-    case SandboxStatus::memory: r.error = EvalError::memory; break;
-    case SandboxStatus::output_limit: r.error = EvalError::output_limit; break;
-    case SandboxStatus::start_failed: r.error = EvalError::internal; break;
-  }
-  if (s.status != SandboxStatus::ok) {
-    r.message = trim(s.message + tail, opt.message_chars);
-    return false;
-  }
+  const std::optional<SandboxReply> s =
+      eval_detail::round_trip(worker, cpu_detail::encode(wreq), opt.max_evals_per_worker, opt.message_chars, r);
+  if (!s) return false;
+  const std::string tail = eval_detail::output_note(*s);
   try {
-    reply = cpu_detail::decode<WorkerReply>(s.payload);
+    reply = cpu_detail::decode<WorkerReply>(s->payload);
   } catch (const Error& e) {
     r.error = EvalError::internal;
     r.message = e.what();
@@ -334,7 +319,7 @@ bool CpuEvaluator::Impl::call(SandboxWorker& worker, const WorkerRequest& wreq, 
     case WorkerStatus::runtime_error: r.error = EvalError::runtime, r.stage = EvalStage::loaded; break;
     case WorkerStatus::bad_request: r.error = EvalError::internal; break;
   }
-  r.message = trim(reply.message + tail, opt.message_chars);
+  r.message = eval_detail::trim_message(reply.message + tail, opt.message_chars);
   return false;
 }
 

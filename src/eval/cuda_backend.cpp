@@ -20,6 +20,7 @@ extern char** environ;
 
 #include <fmt/format.h>
 
+#include "worker_round_trip.h"
 #include "turnrl/core/error.h"
 #include "turnrl/eval/cpu_backend.h"  // compare_outputs, timing_stats
 #include "turnrl/eval/cuda_protocol.h"
@@ -34,11 +35,6 @@ using cuda_detail::CudaWorkerRequest;
 using cuda_detail::CudaWorkerStatus;
 
 namespace {
-
-std::string trim(std::string s, size_t n) {
-  if (s.size() > n) s = s.substr(0, n) + fmt::format("\n[... {} more bytes]", s.size() - n);
-  return s;
-}
 
 std::string find_nvcc(const std::string& configured) {
   std::vector<std::string> candidates;
@@ -190,23 +186,12 @@ int CudaEvaluator::worker_starts() const {
 const std::vector<double>& CudaEvaluator::last_compile_seconds() const { return impl_->compile_seconds; }
 
 bool CudaEvaluator::Impl::call(SandboxWorker& worker, const CudaWorkerRequest& wreq, CudaWorkerReply& reply, EvalResult& r) {
-  if (worker.calls_since_start() >= opt.max_evals_per_worker) worker.stop();
-  const SandboxReply s = worker.call(cuda_detail::encode(wreq));
-  const std::string tail = s.output_tail.empty() ? "" : "\noutput: " + s.output_tail;
-  switch (s.status) {
-    case SandboxStatus::ok: break;
-    case SandboxStatus::crashed: r.error = EvalError::crash; break;
-    case SandboxStatus::timeout: r.error = EvalError::timeout; break;
-    case SandboxStatus::memory: r.error = EvalError::memory; break;
-    case SandboxStatus::output_limit: r.error = EvalError::output_limit; break;
-    case SandboxStatus::start_failed: r.error = EvalError::internal; break;
-  }
-  if (s.status != SandboxStatus::ok) {
-    r.message = trim(s.message + tail, opt.message_chars);
-    return false;
-  }
+  const std::optional<SandboxReply> s =
+      eval_detail::round_trip(worker, cuda_detail::encode(wreq), opt.max_evals_per_worker, opt.message_chars, r);
+  if (!s) return false;
+  const std::string tail = eval_detail::output_note(*s);
   try {
-    reply = cuda_detail::decode<CudaWorkerReply>(s.payload);
+    reply = cuda_detail::decode<CudaWorkerReply>(s->payload);
   } catch (const Error& e) {
     r.error = EvalError::internal;
     r.message = e.what();
@@ -225,7 +210,7 @@ bool CudaEvaluator::Impl::call(SandboxWorker& worker, const CudaWorkerRequest& w
       break;
     case CudaWorkerStatus::bad_request: r.error = EvalError::internal; break;
   }
-  r.message = trim(reply.message + tail, opt.message_chars);
+  r.message = eval_detail::trim_message(reply.message + tail, opt.message_chars);
   return false;
 }
 
@@ -291,7 +276,7 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
     return r;
   };
   if (!replied) {
-    if (r.error == EvalError::compile) r.message = reply.compile_log.empty() ? r.message : trim(reply.compile_log, opt.message_chars);
+    if (r.error == EvalError::compile) r.message = reply.compile_log.empty() ? r.message : eval_detail::trim_message(reply.compile_log, opt.message_chars);
     if (!findings.empty()) r.hacking_flags = flags_of(findings), r.hacking_reason = reasons_of(findings);
     return r;
   }
