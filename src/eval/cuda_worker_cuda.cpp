@@ -153,7 +153,7 @@ struct Device {
   double fp32_flops = 0;
   at::Tensor flush_buffer;
   bool cupti_ready = false;
-  std::map<std::string, Compiled> compiled;  // by hash: modules stay loaded for the worker's life
+  std::map<std::string, Compiled> compiled;  // by hash: kernel modules until the next evaluation of their source, launchers for the worker's life
 };
 
 std::string trimmed(std::string s, size_t n = 4000) {

@@ -30,7 +30,7 @@ struct CudaEvalOptions {
   int warmup = 3;
   int profile_calls = 3;           // CUPTI-profiled candidate calls after timing
   double l2_flush_mib = 0;         // 0 = twice the device's L2
-  int max_evals_per_worker = 512;  // then the worker is replaced (loaded modules accumulate)
+  int max_evals_per_worker = 512;  // then the worker is replaced (loaded launcher libraries accumulate)
   size_t message_chars = 2000;
   HackingThresholds hacking;
 
