@@ -7,6 +7,7 @@
 // candidate) medians), i.e. everything the evaluator adds. Baseline, same run: the same candidates
 // through benchmarks/device/cuda_eval_baseline.py (a fresh Python process per evaluation,
 // torch.utils.cpp_extension.load_inline, CUDA events), the way a subprocess-per-task evaluator works.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -42,7 +43,8 @@ Row measure(const std::string& name, CudaEvaluator& e, const std::vector<EvalReq
     overhead += r.wall_seconds - timed;
     compile += e.last_compile_seconds()[i];
     if (!r.correct)
-      std::printf("  note: %s not correct: %s %s\n", reqs[i].task.c_str(), to_string(r.error), r.message.substr(0, 200).c_str());
+      std::printf("  note: %s not correct: %s %s%s\n", reqs[i].task.c_str(), to_string(r.error), r.message.substr(0, 200).c_str(),
+                  r.hacking_reason.substr(0, 300).c_str());
   }
   row.evals_per_gpu_s = double(row.n) / row.wall_s;  // one worker on one GPU
   row.overhead_ms = 1e3 * overhead / double(row.n);
@@ -65,6 +67,7 @@ double baseline_seconds(const std::string& json_path) {
 
 int main(int argc, char** argv) {
   const bench::Args args = bench::parse_args(argc, argv);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows appear as they are measured, also through a pipe
   if (!args.device.is_cuda() || visible_cuda_devices() == 0) {
     std::printf("cuda_eval_bench: needs --device cuda and a GPU (skipped)\n");
     return 0;
@@ -84,21 +87,43 @@ int main(int argc, char** argv) {
   o.cache_dir = "/tmp/turnrl-cuda-bench-cache";
   std::system(("rm -rf " + o.cache_dir).c_str());
   CudaEvaluator e(o);
+  const auto start = std::chrono::steady_clock::now();
   e.evaluate({honest[0]});  // worker start-up (CUDA context, LibTorch) is paid once per worker
+  std::printf("worker ready and first evaluation done in %.1f s; %zu honest candidates\n",
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), honest.size());
   const int rounds = args.quick ? 1 : 3;
   std::vector<Row> rows;
   for (int round = 0; round < rounds; ++round) {
     std::vector<EvalRequest> fresh = honest;
     for (auto& r : fresh) r.candidate += "\n// round " + std::to_string(round) + ": a new source\n";
     rows.push_back(measure("cold (new sources, NVRTC)", e, fresh));
+    std::printf("round %d: %d/%d correct in %.2f s\n", round, rows.back().correct, rows.back().n, rows.back().wall_s);
   }
   rows.push_back(measure("cached (same sources)", e, honest));
+  std::printf("cached: %d/%d correct in %.2f s\n", rows.back().correct, rows.back().n, rows.back().wall_s);
+
+  auto print_table_head = [] {
+    std::printf("\n| run | evaluations | correct | evals / GPU-second | evals / GPU-hour | overhead / eval (ms) | compile / eval (ms) |\n");
+    std::printf("|---|---|---|---|---|---|---|\n");
+  };
+  auto print_rows = [&] {
+    for (const auto& r : rows)
+      std::printf("| turnrl %s | %d | %d | %.2f | %.0f | %.1f | %.1f |\n", r.name.c_str(), r.n, r.correct, r.evals_per_gpu_s,
+                  3600 * r.evals_per_gpu_s, r.overhead_ms, r.compile_ms);
+  };
+  // turnrl's rows first: the baseline's load_inline builds take minutes and may be cut short.
+  print_table_head();
+  print_rows();
 
   std::string baseline_json = "/tmp/turnrl-cuda-eval-baseline.json";
   const char* src = std::getenv("TURNRL_SOURCE_DIR");
   const std::string script = std::string(src ? src : TURNRL_SOURCE_DIR) + "/benchmarks/device/cuda_eval_baseline.py";
   // Three tasks (one per level), cold only: each load_inline build takes tens of seconds.
-  const std::string cmd = "python3 " + script + " --no-warm --tasks relu_bias,softmax_rows,matmul_bias_relu --trials " +
+  // TURNRL_CUDA_BENCH_BASELINE_TASKS picks fewer where device time is short.
+  const char* baseline_tasks = std::getenv("TURNRL_CUDA_BENCH_BASELINE_TASKS");
+  const std::string tasks = baseline_tasks && *baseline_tasks ? baseline_tasks : "relu_bias,softmax_rows,matmul_bias_relu";
+  const int baseline_n = int(std::count(tasks.begin(), tasks.end(), ',')) + 1;
+  const std::string cmd = "python3 " + script + " --no-warm --tasks " + tasks + " --trials " +
                           std::to_string(honest[0].timing_trials) + " --json-out " + baseline_json +
                           " > /tmp/turnrl-cuda-eval-baseline.txt 2>&1";
   std::printf("baseline: %s\n", cmd.c_str());
@@ -106,14 +131,11 @@ int main(int argc, char** argv) {
   const double base_s = baseline_seconds(baseline_json);
   std::system("tail -n 14 /tmp/turnrl-cuda-eval-baseline.txt");
 
-  std::printf("\n| run | evaluations | correct | evals / GPU-second | evals / GPU-hour | overhead / eval (ms) | compile / eval (ms) |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
-  for (const auto& r : rows)
-    std::printf("| turnrl %s | %d | %d | %.2f | %.0f | %.1f | %.1f |\n", r.name.c_str(), r.n, r.correct, r.evals_per_gpu_s,
-                3600 * r.evals_per_gpu_s, r.overhead_ms, r.compile_ms);
+  print_table_head();
+  print_rows();
   if (base_s > 0) {
-    std::printf("| baseline: fresh python3 + load_inline per evaluation | 3 | - | %.3f | %.0f | - | - |\n", 1 / base_s,
-                3600 / base_s);
+    std::printf("| baseline: fresh python3 + load_inline per evaluation | %d | - | %.3f | %.0f | - | - |\n", baseline_n,
+                1 / base_s, 3600 / base_s);
     double cold = 0;
     for (const auto& r : rows)
       if (r.name.rfind("cold", 0) == 0) cold += r.evals_per_gpu_s / double(rounds);

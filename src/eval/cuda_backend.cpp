@@ -28,6 +28,7 @@ extern char** environ;
 
 namespace turnrl {
 namespace fs = std::filesystem;
+using cuda_detail::CudaComparison;
 using cuda_detail::CudaCallReport;
 using cuda_detail::CudaTrialPlan;
 using cuda_detail::CudaWorkerReply;
@@ -73,28 +74,11 @@ uint64_t seed_source(uint64_t fixed) {
   return (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
-// Output-by-output comparison of one call's outputs with the reference outputs shipped with it.
-Comparison compare_call(const CudaCallReport& r, const std::vector<std::vector<float>>& outputs, double atol, double rtol) {
-  Comparison total;
-  if (outputs.size() != r.reference.size()) {
-    total.shape_ok = false;
-    return total;
-  }
-  int64_t offset = 0;
-  for (size_t k = 0; k < r.reference.size(); ++k) {
-    if (outputs[k].size() != r.reference[k].size()) {
-      total.shape_ok = false;
-      return total;
-    }
-    const Comparison c = compare_outputs(outputs[k].data(), r.reference[k].data(), int64_t(r.reference[k].size()), atol, rtol);
-    total.finite &= c.finite;
-    total.within &= c.within;
-    total.max_abs_error = std::max(total.max_abs_error, c.max_abs_error);
-    total.max_rel_error = std::max(total.max_rel_error, c.max_rel_error);
-    if (total.failing_index < 0 && c.failing_index >= 0) total.failing_index = offset + c.failing_index;
-    offset += int64_t(r.reference[k].size());
-  }
-  return total;
+Comparison comparison(const CudaComparison& c) {
+  Comparison out;
+  out.shape_ok = c.shape_ok, out.finite = c.finite, out.within = c.within;
+  out.max_abs_error = c.max_abs_error, out.max_rel_error = c.max_rel_error, out.failing_index = c.failing_index;
+  return out;
 }
 
 void add_once(std::vector<HackFinding>& f, uint32_t flag, std::string reason) {
@@ -290,7 +274,7 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
   bool main_ok = true;
   for (size_t t = 0; t < kinds.size(); ++t) {
     if (kinds[t] != TrialKind::main && kinds[t] != TrialKind::precision) continue;
-    const Comparison cmp = compare_call(reply.trials[t], reply.trials[t].outputs, task.atol, task.rtol);
+    const Comparison cmp = comparison(reply.trials[t].task_tolerance);
     r.max_abs_error = std::max(r.max_abs_error, cmp.max_abs_error);
     r.max_rel_error = std::max(r.max_rel_error, cmp.max_rel_error);
     if (!cmp.ok() && main_ok) {
@@ -304,7 +288,7 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
   }
   for (size_t t = 0; main_ok && t < kinds.size(); ++t) {
     const CudaCallReport& rep = reply.trials[t];
-    const Comparison cmp = compare_call(rep, rep.outputs, task.atol, task.rtol);
+    const Comparison cmp = comparison(rep.task_tolerance);
     if (kinds[t] == TrialKind::cache && !cmp.ok())
       add_once(findings, kHackCachesResults, "wrong when the same input buffers got new contents (outputs cached across calls)");
     if (kinds[t] == TrialKind::extra_shape && !cmp.ok())
@@ -312,7 +296,7 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
                fmt::format("wrong on extra shape set {} ({})", wreq.trials[t].shape_set,
                            !cmp.shape_ok ? "shape" : fmt::format("max abs error {:.3g}", cmp.max_abs_error)));
     if (kinds[t] == TrialKind::precision) {
-      const Comparison tight = compare_call(rep, rep.outputs, task.precision_atol, task.precision_rtol);
+      const Comparison tight = comparison(rep.precision_tolerance);
       if (!tight.ok())
         add_once(findings, kHackPrecisionDowngrade,
                  fmt::format("max abs error {:.3g} / rel {:.3g} exceeds the float32 tolerance (atol {}, rtol {})",
@@ -334,7 +318,7 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
     return finish();
   }
   if (timing.recheck.out_of_bounds) add_once(findings, kHackOutOfBoundsWrite, "timing: a guard band around an output was written");
-  if (!compare_call(timing.recheck, timing.recheck.outputs, task.atol, task.rtol).ok())
+  if (!comparison(timing.recheck.task_tolerance).ok())
     add_once(findings, kHackDeferredWork,
              "the last timed call's outputs were wrong when its stop event completed (work deferred past the timer, "
              "e.g. on another stream)");

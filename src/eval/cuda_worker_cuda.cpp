@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 
 #include "turnrl/core/error.h"
+#include "turnrl/eval/cpu_backend.h"
 #include "turnrl/eval/cuda_launch.h"
 #include "turnrl/eval/cuda_protocol.h"
 #include "turnrl/eval/cuda_tasks.h"
@@ -395,6 +396,44 @@ std::vector<float> to_host(const at::Tensor& t) {
   return std::vector<float>(h.data_ptr<float>(), h.data_ptr<float>() + h.numel());
 }
 
+// Output-by-output compare_outputs (cpu_backend.h), here in the worker: only the verdicts cross
+// the pipe, not the outputs (up to 64 MiB each, a few hundred MiB per evaluation).
+CudaComparison compare_host(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& ref,
+                            double atol, double rtol) {
+  CudaComparison total;
+  if (got.size() != ref.size()) {
+    total.shape_ok = 0;
+    return total;
+  }
+  int64_t offset = 0;
+  for (size_t k = 0; k < ref.size(); ++k) {
+    if (got[k].size() != ref[k].size()) {
+      total.shape_ok = 0;
+      return total;
+    }
+    const Comparison c = compare_outputs(got[k].data(), ref[k].data(), int64_t(ref[k].size()), atol, rtol);
+    total.finite &= uint8_t(c.finite);
+    total.within &= uint8_t(c.within);
+    total.max_abs_error = std::max(total.max_abs_error, c.max_abs_error);
+    total.max_rel_error = std::max(total.max_rel_error, c.max_rel_error);
+    if (total.failing_index < 0 && c.failing_index >= 0) total.failing_index = offset + c.failing_index;
+    offset += int64_t(ref[k].size());
+  }
+  return total;
+}
+
+// The call's outputs (already on the host) against the reference's, at both tolerances.
+void compare_both(const CudaTask& task, const std::vector<std::vector<float>>& got, const std::vector<at::Tensor>& ref,
+                  CudaCallReport& rep) {
+  std::vector<std::vector<float>> ref_host;
+  for (const auto& r : ref) {
+    ref_host.push_back(to_host(r));
+    rep.shapes.emplace_back(r.sizes().begin(), r.sizes().end());
+  }
+  rep.task_tolerance = compare_host(got, ref_host, task.atol, task.rtol);
+  rep.precision_tolerance = compare_host(got, ref_host, task.precision_atol, task.precision_rtol);
+}
+
 // ---- running the candidate -----------------------------------------------------------------
 
 void run_candidate(Device& dev, const Compiled& c, const CudaTask& task, const std::vector<at::Tensor>& in,
@@ -498,11 +537,9 @@ void correctness(Device& dev, const CudaTask& task, const CudaWorkerRequest& req
     run_candidate(dev, c, task, buffers, out.views, dims);
     finish_candidate(dev);
     check_cuda(cudaDeviceSynchronize(), "after the candidate");  // work left on other streams
-    for (const auto& v : out.views) rep.outputs.push_back(to_host(v));
-    for (const auto& r : trials[t].reference) {
-      rep.reference.push_back(to_host(r));
-      rep.shapes.emplace_back(r.sizes().begin(), r.sizes().end());
-    }
+    std::vector<std::vector<float>> got;
+    for (const auto& v : out.views) got.push_back(to_host(v));
+    compare_both(task, got, trials[t].reference, rep);
     rep.out_of_bounds = !out.guards_intact();
     for (size_t i = 0; i < buffers.size(); ++i)
       if (!at::equal(buffers[i], trials[t].inputs[i])) rep.mutated_inputs = 1;
@@ -543,6 +580,7 @@ void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerReque
   cudaEvent_t ev[4];
   for (auto& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
   std::vector<at::Tensor> ref_slot;
+  std::vector<std::vector<float>> recheck_outputs;  // the last timed call's outputs, read when its stop event completed
   for (int i = 0; i < req.timing_trials; ++i) {
     // One element of every input changes per trial: content-keyed caches miss.
     for (size_t k = 0; k < in.size(); ++k) in[k].view(-1)[int64_t((uint64_t(i) * 2654435761u) % uint64_t(in[k].numel()))].mul_(0.5).add_(0.25);
@@ -561,7 +599,7 @@ void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerReque
     if (i + 1 == req.timing_trials) {
       const cudaError_t e = cudaEventSynchronize(ev[3]);
       if (e != cudaSuccess) throw DeviceFault(fmt::format("{} ({})", cudaGetErrorName(e), cudaGetErrorString(e)));
-      for (const auto& v : out.views) reply.recheck.outputs.push_back(to_host(v));
+      for (const auto& v : out.views) recheck_outputs.push_back(to_host(v));
     }
     finish_candidate(dev);
     float ms = 0;
@@ -571,10 +609,7 @@ void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerReque
     reply.candidate_us.push_back(1000.0 * ms);
   }
   check_cuda(cudaDeviceSynchronize(), "after timing");
-  for (const auto& r : run_reference(task, in)) {
-    reply.recheck.reference.push_back(to_host(r));
-    reply.recheck.shapes.emplace_back(r.sizes().begin(), r.sizes().end());
-  }
+  compare_both(task, recheck_outputs, run_reference(task, in), reply.recheck);
   reply.recheck.out_of_bounds = !out.guards_intact();
   reply.seconds_timing = since(t0);
 

@@ -51,15 +51,35 @@ struct CudaWorkerRequest {
   }
 };
 
-// What the worker saw around one candidate call: the candidate's outputs and the reference's on
-// the same inputs (computed before the candidate's code was loaded), copied to the host.
+// Candidate outputs against the reference outputs at one tolerance pair, computed in the worker on
+// the device with compare_outputs' rules (float64 arithmetic; NaN never matches, an infinity only
+// the same infinity). Only these verdicts cross the pipe: a task's outputs are up to 64 MiB each.
+struct CudaComparison {
+  uint8_t shape_ok = 1, finite = 1, within = 1;
+  double max_abs_error = 0, max_rel_error = 0;
+  int64_t failing_index = -1;  // first element out of tolerance, over the outputs in order
+  void write(Writer& w) const {
+    w.put(shape_ok), w.put(finite), w.put(within), w.put(max_abs_error), w.put(max_rel_error), w.put(failing_index);
+  }
+  void read(Reader& r) {
+    r.get(shape_ok), r.get(finite), r.get(within), r.get(max_abs_error), r.get(max_rel_error), r.get(failing_index);
+  }
+};
+
+// What the worker saw around one candidate call: its outputs compared with the reference's on the
+// same inputs (computed before the candidate's code was loaded) at the task's tolerance and at the
+// float32 precision tolerance of the precision-downgrade check.
 struct CudaCallReport {
-  std::vector<std::vector<float>> outputs, reference;
+  CudaComparison task_tolerance, precision_tolerance;
   std::vector<std::vector<int64_t>> shapes;  // reference output shapes
   uint8_t out_of_bounds = 0;   // a guard band around an output changed
   uint8_t mutated_inputs = 0;  // input bytes changed
-  void write(Writer& w) const { w.put(outputs), w.put(reference), w.put(shapes), w.put(out_of_bounds), w.put(mutated_inputs); }
-  void read(Reader& r) { r.get(outputs), r.get(reference), r.get(shapes), r.get(out_of_bounds), r.get(mutated_inputs); }
+  void write(Writer& w) const {
+    w.put(task_tolerance), w.put(precision_tolerance), w.put(shapes), w.put(out_of_bounds), w.put(mutated_inputs);
+  }
+  void read(Reader& r) {
+    r.get(task_tolerance), r.get(precision_tolerance), r.get(shapes), r.get(out_of_bounds), r.get(mutated_inputs);
+  }
 };
 
 // One kernel (or memcpy/memset) name seen by CUPTI during the profiled candidate calls.
