@@ -40,6 +40,30 @@ if(NOT TURNRL_WITH_CUDA STREQUAL "OFF")
 endif()
 message(STATUS "turnrl: LibTorch ${Torch_VERSION}, fmt target ${TURNRL_FMT_TARGET}, CUDA parts ${TURNRL_CUDA_ENABLED}")
 
+# NCCL (the `nccl` communicator of trainer/distributed.h) in CUDA builds: the toolkit's copy, or
+# the one PyTorch's pip wheels ship in site-packages/nvidia/nccl (whose library is only named
+# libnccl.so.2). Without it nccl_communicator_cuda.cpp is left out and ranks talk over tcp.
+set(TURNRL_NCCL_ENABLED OFF)
+if(TURNRL_CUDA_ENABLED)
+  # The wheel's first: LibTorch's own libtorch_cuda loads that libnccl.so.2.
+  set(_nccl_hints)
+  execute_process(COMMAND python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])"
+                  OUTPUT_VARIABLE _nccl_wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE _nccl_wheel_rc)
+  if(_nccl_wheel_rc EQUAL 0 AND IS_DIRECTORY "${_nccl_wheel}")
+    list(APPEND _nccl_hints ${_nccl_wheel}/include ${_nccl_wheel}/lib)
+  endif()
+  list(APPEND _nccl_hints ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_DIR})
+  find_path(TURNRL_NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_hints})
+  find_library(TURNRL_NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_nccl_hints})
+  if(TURNRL_NCCL_INCLUDE_DIR AND TURNRL_NCCL_LIBRARY)
+    set(TURNRL_NCCL_ENABLED ON)
+    message(STATUS "turnrl: NCCL found: ${TURNRL_NCCL_LIBRARY} (headers ${TURNRL_NCCL_INCLUDE_DIR})")
+  else()
+    message(STATUS "turnrl: NCCL not found (nccl.h: ${TURNRL_NCCL_INCLUDE_DIR}, library: ${TURNRL_NCCL_LIBRARY}); "
+                   "distributed training uses the tcp communicator")
+  endif()
+endif()
+
 # The remote evaluator (Redis streams) needs hiredis; without it the *_redis.cpp units and the
 # `remote` backend are left out, and the rest of turnrl builds as before.
 set(TURNRL_REDIS_ENABLED OFF)

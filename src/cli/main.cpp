@@ -1,4 +1,5 @@
 // The turnrl program: train, evaluate, inspect one kernel, plot metrics, print configs.
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -28,7 +29,9 @@ namespace {
 using namespace turnrl;
 
 constexpr const char* kUsage = R"(usage:
-  turnrl train CONFIG [--set key.path=value ...] [--resume]
+  turnrl train CONFIG [--set key.path=value ...] [--resume] [--nproc N]
+      (--nproc N: N data-parallel ranks on this host; or launch under torchrun-style
+       RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT)
   turnrl eval CONFIG --checkpoint DIR [--set key.path=value ...] [--json FILE]
   turnrl evaluate-kernel TASK CANDIDATE_FILE [--config CONFIG] [--set key.path=value ...]
   turnrl plot METRICS.jsonl [--out PNG]
@@ -81,15 +84,43 @@ std::string read_file(const std::string& path) {
 }
 
 int train(int argc, char** argv) {
-  const Args a = parse_args(argc, argv, 2, {}, {"--resume"});
+  const Args a = parse_args(argc, argv, 2, {"--nproc"}, {"--resume"});
   if (a.positional.size() != 1) fail("train needs one CONFIG\n{}", kUsage);
+  if (a.options.count("--nproc")) {
+    const std::string text = a.options.at("--nproc");
+    int nproc = 0;
+    try {
+      size_t used = 0;
+      nproc = std::stoi(text, &used);
+      if (used != text.size()) nproc = 0;
+    } catch (const std::exception&) {
+      nproc = 0;
+    }
+    if (nproc < 1 || nproc > 1024) fail("--nproc: '{}' is not allowed; allowed: an integer in [1, 1024]", text);
+    if (std::getenv("RANK") || std::getenv("WORLD_SIZE"))
+      fail("--nproc: RANK / WORLD_SIZE are already set (an external launcher started this process); drop --nproc");
+    if (nproc > 1) {
+      // The same command line without --nproc, once per rank.
+      std::vector<std::string> child;
+      for (int i = 0; i < argc; ++i) {
+        if (std::string(argv[i]) == "--nproc") {
+          ++i;
+          continue;
+        }
+        child.push_back(argv[i]);
+      }
+      return launch_local_ranks(nproc, child);
+    }
+  }
   Trainer trainer(load_config(a.positional[0], a.sets));
   const auto& c = trainer.config();
-  fmt::print(stderr, "turnrl: {} training tasks, {} x {} episodes a step, {} turns, estimator {}, run dir {}\n",
-             trainer.train_tasks().size(), c.trainer.tasks_per_step, c.trainer.samples_per_task, c.env.max_turns,
-             c.estimator, c.run.dir);
+  if (trainer.rank() == 0)
+    fmt::print(stderr, "turnrl: {} training tasks, {} x {} episodes a step, {} turns, estimator {}, {} rank(s), run dir {}\n",
+               trainer.train_tasks().size(), c.trainer.tasks_per_step, c.trainer.samples_per_task, c.env.max_turns,
+               c.estimator, trainer.world_size(), c.run.dir);
   trainer.train(a.flags.count("--resume") > 0);
-  fmt::print(stderr, "turnrl: done at step {}; metrics in {}/metrics.jsonl\n", trainer.step(), c.run.dir);
+  if (trainer.rank() == 0)
+    fmt::print(stderr, "turnrl: done at step {}; metrics in {}/metrics.jsonl\n", trainer.step(), c.run.dir);
   return 0;
 }
 
@@ -186,7 +217,11 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "turnrl: unknown command '{}'\n{}", command, kUsage);
     return 2;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "turnrl: error: {}\n", e.what());
+    const char* rank = std::getenv("RANK");
+    if (rank && std::getenv("WORLD_SIZE") && std::string(std::getenv("WORLD_SIZE")) != "1")
+      fmt::print(stderr, "turnrl: rank {}: error: {}\n", rank, e.what());
+    else
+      fmt::print(stderr, "turnrl: error: {}\n", e.what());
     return 1;
   }
 }

@@ -43,6 +43,12 @@ void read_section(ConfigReader& r, CheckpointConfig& o) {
   r.integer("every", o.every, 0, int64_t(1) << 40).integer("keep_last", o.keep_last, 1, 1 << 20);
 }
 
+void read_section(ConfigReader& r, DistributedConfig& o) {
+  r.choice("backend", o.backend, {"auto", "nccl", "tcp"})
+      .number("bucket_mb", o.bucket_mb, 1e-3, 1 << 20)
+      .number("timeout_seconds", o.timeout_seconds, 1.0, 1e7);
+}
+
 void read_section(ConfigReader& r, ModelConfig& o) {
   r.integer("d_model", o.d_model, 2, 1 << 16)
       .integer("layers", o.layers, 1, 1024)
@@ -167,6 +173,7 @@ TrainConfig parse_config(const YAML::Node& root) {
   section(r, "trainer", [&](ConfigReader& s) { read_section(s, c.trainer); });
   section(r, "optimizer", [&](ConfigReader& s) { read_section(s, c.optimizer); });
   section(r, "checkpoint", [&](ConfigReader& s) { read_section(s, c.checkpoint); });
+  section(r, "distributed", [&](ConfigReader& s) { read_section(s, c.distributed); });
   section(r, "model", [&](ConfigReader& s) { read_section(s, c.model); });
   section(r, "sampling", [&](ConfigReader& s) { read_section(s, c.sampling); });
   section(r, "tasks", [&](ConfigReader& s) { read_section(s, c.tasks); });
@@ -260,6 +267,12 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   w.open("checkpoint", "Atomic checkpoints under run.dir/checkpoints/step_NNNNNNNN.");
   w.key("every", c.checkpoint.every, "steps between checkpoints; 0 = only at the end");
   w.key("keep_last", c.checkpoint.keep_last, "complete checkpoints kept; >= 1");
+  w.close();
+
+  w.open("distributed", "Data parallel over ranks from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (turnrl train --nproc N).");
+  w.key("backend", c.distributed.backend, "auto | nccl | tcp; auto = nccl for model.device cuda when built with NCCL");
+  w.key("bucket_mb", c.distributed.bucket_mb, "gradient all-reduce bucket size in MiB; > 0");
+  w.key("timeout_seconds", c.distributed.timeout_seconds, "rendezvous and collective deadline; >= 1");
   w.close();
 
   w.open("model", "The built-in policy: a small decoder-only transformer.");

@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <sstream>
 
 #include <torch/cuda.h>
 #include <torch/nn/utils/clip_grad.h>
@@ -21,8 +23,10 @@
 #include "turnrl/env/kernel_plan.h"
 #include "turnrl/eval/cpu_backend.h"
 #include "turnrl/eval/cpu_tasks.h"
+#include "turnrl/eval/eval_codec.h"
 #include "turnrl/reward/rejection.h"
 #include "turnrl/trainer/checkpoint.h"
+#include "turnrl/trainer/distributed.h"
 #include "turnrl/trainer/progress.h"
 
 namespace turnrl {
@@ -47,6 +51,61 @@ void write_text_atomically(const std::string& path, const std::string& text) {
     if (!out) fail("cannot write '{}'", tmp);
   }
   fs::rename(tmp, path);
+}
+
+// Length-prefixed fields of a rank's message (gather_rollouts, metric sums).
+void put_field(std::string& out, const std::string& bytes) {
+  const uint64_t n = bytes.size();
+  out.append(reinterpret_cast<const char*>(&n), sizeof n);
+  out += bytes;
+}
+
+std::string get_field(const std::string& in, size_t& pos) {
+  uint64_t n = 0;
+  if (pos + sizeof n > in.size()) fail("distributed: a rank's message ends early (byte {} of {})", pos, in.size());
+  std::memcpy(&n, in.data() + pos, sizeof n);
+  pos += sizeof n;
+  if (n > in.size() - pos) fail("distributed: a field of {} bytes runs past a rank's message (byte {} of {})", n, pos, in.size());
+  std::string out = in.substr(pos, size_t(n));
+  pos += size_t(n);
+  return out;
+}
+
+// A tensor's elements as bytes (host, contiguous); the receiver knows dtype and width.
+std::string tensor_bytes(const torch::Tensor& t) {
+  const torch::Tensor h = t.cpu().contiguous();
+  return std::string(static_cast<const char*>(h.data_ptr()), size_t(h.numel()) * h.element_size());
+}
+
+torch::Tensor tensor_from_bytes(const std::string& bytes, torch::ScalarType dtype, int64_t width) {
+  const int64_t item = int64_t(c10::elementSize(dtype));
+  const int64_t row = width > 0 ? width : 1;
+  if (int64_t(bytes.size()) % (item * row) != 0) fail("distributed: {} bytes are not whole rows of {} x {} bytes", bytes.size(), row, item);
+  const int64_t rows = int64_t(bytes.size()) / (item * row);
+  torch::Tensor t = width > 0 ? torch::empty({rows, width}, dtype) : torch::empty({rows}, dtype);
+  if (!bytes.empty()) std::memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  return t;
+}
+
+// Sums metric maps over ranks (rank order, the same on every rank).
+Metrics sum_over_ranks(Communicator& comm, const Metrics& mine) {
+  std::string bytes;
+  for (const auto& [k, v] : mine) put_field(bytes, k), put_field(bytes, std::string(reinterpret_cast<const char*>(&v), sizeof v));
+  Metrics total;
+  for (const std::string& part : comm.all_gather(bytes))
+    for (size_t pos = 0; pos < part.size();) {
+      const std::string key = get_field(part, pos), value = get_field(part, pos);
+      double v = 0;
+      if (value.size() != sizeof v) fail("distributed: metric '{}' arrived with {} bytes", key, value.size());
+      std::memcpy(&v, value.data(), sizeof v);
+      total[key] += v;
+    }
+  return total;
+}
+
+// This rank's contiguous share [first, end) of `count` items.
+std::pair<int64_t, int64_t> shard_of(int64_t count, int rank, int world) {
+  return {count * rank / world, count * (rank + 1) / world};
 }
 
 }  // namespace
@@ -175,6 +234,9 @@ struct Trainer::State {
   int64_t step = 0;
   int64_t optimizer_steps = 0;
   RolloutBatch last_rollouts;
+  std::shared_ptr<Communicator> comm;        // null in the one-process world
+  std::unique_ptr<GradientBuckets> buckets;  // with comm
+  int rank = 0, world = 1;
 
   LogitsFn logits() {
     TransformerPolicy* p = policy.get();
@@ -183,7 +245,8 @@ struct Trainer::State {
   std::string checkpoint_root() const { return (fs::path(config.run.dir) / "checkpoints").string(); }
 };
 
-Trainer::Trainer(TrainConfig config, std::shared_ptr<KernelEvaluator> evaluator) : s_(std::make_unique<State>()) {
+Trainer::Trainer(TrainConfig config, std::shared_ptr<KernelEvaluator> evaluator, std::shared_ptr<Communicator> comm)
+    : s_(std::make_unique<State>()) {
   State& s = *s_;
   s.config = std::move(config);
   const TrainConfig& c = s.config;
@@ -201,6 +264,25 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<KernelEvaluator> evaluator)
   if (c.model.device == "cuda" && !torch::cuda::is_available())
     fail("model.device: 'cuda' but LibTorch sees no CUDA device; allowed here: cpu");
   s.device = c.model.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  int local_rank = 0;
+  if (comm) {
+    s.comm = std::move(comm);
+    local_rank = s.comm->rank();
+  } else {
+    const DistributedEnv env = distributed_env_from_environment();
+    local_rank = env.local_rank;
+    if (env.world_size > 1) {
+      if (s.device.is_cuda()) s.device = torch::Device(torch::kCUDA, c10::DeviceIndex(env.local_rank % int(torch::cuda::device_count())));
+      s.comm = make_communicator(env, s.device, CommunicatorOptions{c.distributed.backend, c.distributed.timeout_seconds});
+    }
+  }
+  if (s.comm) {
+    s.rank = s.comm->rank();
+    s.world = s.comm->world_size();
+    // One process per GPU: rank r trains on GPU local_rank (mod the visible count).
+    if (s.device.is_cuda() && !s.device.has_index())
+      s.device = torch::Device(torch::kCUDA, c10::DeviceIndex(local_rank % int(torch::cuda::device_count())));
+  }
   if (c.trainer.threads > 0) torch::set_num_threads(int(c.trainer.threads));
 
   std::tie(s.train_tasks, s.validation_tasks) = load_task_sets(c);
@@ -232,6 +314,27 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<KernelEvaluator> evaluator)
                                   .betas(std::make_tuple(c.optimizer.beta1, c.optimizer.beta2))
                                   .eps(c.optimizer.eps)
                                   .weight_decay(c.optimizer.weight_decay));
+  if (s.world > 1) {
+    s.buckets = std::make_unique<GradientBuckets>(s.policy->parameters(), int64_t(c.distributed.bucket_mb * double(1 << 20)));
+    check_ranks_agree();
+  }
+}
+
+// Every rank must train the same model on the same config, or the gradient sums are meaningless:
+// the resolved config and the initial parameters are compared once, at construction.
+void Trainer::check_ranks_agree() {
+  State& s = *s_;
+  double checksum = 0;
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& p : s.policy->parameters()) checksum += p.to(torch::kCPU, torch::kDouble).sum().item<double>();
+  }
+  const std::vector<std::string> seen = s.comm->all_gather(fmt::format("{:a}\n{}", checksum, config_to_yaml(s.config)));
+  for (int r = 1; r < s.world; ++r)
+    if (seen[size_t(r)] != seen[0])
+      fail("distributed: rank {} has a different config or initial model than rank 0 (every rank must load the same "
+           "config, overrides and model.init)",
+           r);
 }
 
 Trainer::~Trainer() = default;
@@ -245,6 +348,8 @@ const TaskSet& Trainer::train_tasks() const { return s_->train_tasks; }
 const TaskSet& Trainer::validation_tasks() const { return s_->validation_tasks; }
 KernelEvaluator& Trainer::evaluator() { return *s_->evaluator; }
 const RolloutBatch& Trainer::last_rollouts() const { return s_->last_rollouts; }
+int Trainer::rank() const { return s_->rank; }
+int Trainer::world_size() const { return s_->world; }
 
 std::vector<Task> Trainer::step_tasks(int64_t step) const {
   const auto& tasks = s_->train_tasks.tasks;
@@ -268,16 +373,26 @@ std::vector<Task> Trainer::step_tasks(int64_t step) const {
 
 RolloutBatch Trainer::collect_rollouts(const std::vector<Task>& tasks, int64_t samples_per_task,
                                        const SamplingOptions& sampling, uint64_t seed) {
+  return collect_rollout_shard(tasks, samples_per_task, 0, int64_t(tasks.size()) * samples_per_task, sampling, seed);
+}
+
+RolloutBatch Trainer::collect_rollout_shard(const std::vector<Task>& tasks, int64_t samples_per_task,
+                                            int64_t first_episode, int64_t end_episode, const SamplingOptions& sampling,
+                                            uint64_t seed) {
   State& s = *s_;
   const PlanActionSpace& space = *s.space;
-  const int64_t episodes = int64_t(tasks.size()) * samples_per_task;
+  const int64_t all_episodes = int64_t(tasks.size()) * samples_per_task;
+  if (samples_per_task < 1 || first_episode < 0 || first_episode > end_episode || end_episode > all_episodes)
+    fail("collect_rollout_shard: episodes [{}, {}) are not inside the {} x {} episodes of the step", first_episode,
+         end_episode, tasks.size(), samples_per_task);
+  const int64_t episodes = end_episode - first_episode;
+  // Indexed by e - first_episode.
   std::vector<std::unique_ptr<KernelEnv>> envs;
   std::vector<Observation> obs;
-  for (const Task& task : tasks)
-    for (int64_t i = 0; i < samples_per_task; ++i) {
-      envs.push_back(std::make_unique<KernelEnv>(s.evaluator, s.reward, s.config.env));
-      obs.push_back(envs.back()->reset(task));
-    }
+  for (int64_t e = first_episode; e < end_episode; ++e) {
+    envs.push_back(std::make_unique<KernelEnv>(s.evaluator, s.reward, s.config.env));
+    obs.push_back(envs.back()->reset(tasks[size_t(e / samples_per_task)]));
+  }
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   RolloutBatch r;
   r.episodes = episodes;
@@ -285,11 +400,11 @@ RolloutBatch Trainer::collect_rollouts(const std::vector<Task>& tasks, int64_t s
   std::vector<int64_t> group, traj, turn;
   std::vector<torch::Tensor> tokens, rmask, logp;
   std::vector<int64_t> live(static_cast<size_t>(episodes));
-  std::iota(live.begin(), live.end(), int64_t(0));
+  std::iota(live.begin(), live.end(), first_episode);
   s.policy->eval();
   for (int t = 0; !live.empty(); ++t) {
     std::vector<TokenIds> prompts;
-    for (int64_t e : live) prompts.push_back(space.prompt(obs[size_t(e)].compact));
+    for (int64_t e : live) prompts.push_back(space.prompt(obs[size_t(e - first_episode)].compact));
     torch::Tensor prompt_tensor = torch::empty({int64_t(live.size()), space.prompt_length()}, torch::kLong);
     for (size_t i = 0; i < prompts.size(); ++i)
       std::copy(prompts[i].begin(), prompts[i].end(), prompt_tensor[int64_t(i)].data_ptr<int64_t>());
@@ -299,7 +414,7 @@ RolloutBatch Trainer::collect_rollouts(const std::vector<Task>& tasks, int64_t s
     std::vector<Environment*> stepping;
     std::vector<Action> actions;
     for (size_t i = 0; i < live.size(); ++i) {
-      stepping.push_back(envs[size_t(live[i])].get());
+      stepping.push_back(envs[size_t(live[i] - first_episode)].get());
       actions.push_back({sample.plans[i]});
     }
     const auto t1 = Clock::now();
@@ -315,9 +430,9 @@ RolloutBatch Trainer::collect_rollouts(const std::vector<Task>& tasks, int64_t s
       traj.push_back(e);
       turn.push_back(t);
       r.evals.push_back(results[i].eval.value_or(EvalResult{}));
-      r.observations.push_back(obs[size_t(e)].compact);
+      r.observations.push_back(obs[size_t(e - first_episode)].compact);
       r.actions.push_back(sample.plans[i]);
-      obs[size_t(e)] = results[i].observation;
+      obs[size_t(e - first_episode)] = results[i].observation;
       if (!results[i].done) next.push_back(e);
     }
     live = std::move(next);
@@ -349,10 +464,77 @@ RolloutBatch Trainer::collect_rollouts(const std::vector<Task>& tasks, int64_t s
   b.turn = permute(turn).to(s.device);
   b.reward = torch::zeros({int64_t(order.size())}, torch::dtype(torch::kFloat).device(s.device));
   b.turn_mask = torch::ones({int64_t(order.size())}, torch::dtype(torch::kBool).device(s.device));
+  if (tokens.empty()) {  // an empty shard (more ranks than episodes)
+    const int64_t width = space.sequence_length();
+    tokens.push_back(torch::zeros({0, width}, torch::kLong));
+    rmask.push_back(torch::zeros({0, width}, torch::kBool));
+    logp.push_back(torch::zeros({0, width}, torch::kFloat));
+  }
   b.tokens = torch::cat(tokens).index_select(0, index).to(s.device);
   b.response_mask = torch::cat(rmask).index_select(0, index).to(s.device);
   b.rollout_logp = torch::cat(logp).index_select(0, index).to(s.device);
   finalize(b);
+  return r;
+}
+
+RolloutBatch Trainer::gather_rollouts(const RolloutBatch& shard) {
+  State& s = *s_;
+  if (s.world == 1) return shard;
+  const TurnBatch& b = shard.batch;
+  const int64_t width = s.space->sequence_length();
+  std::string mine;
+  for (const torch::Tensor* t : {&b.group, &b.traj, &b.turn, &b.tokens, &b.response_mask, &b.rollout_logp})
+    put_field(mine, tensor_bytes(*t));
+  for (size_t i = 0; i < shard.evals.size(); ++i) {
+    put_field(mine, encode_result(shard.evals[i]));
+    put_field(mine, shard.observations[i]);
+    put_field(mine, shard.actions[i]);
+  }
+  const std::vector<std::string> parts = s.comm->all_gather(mine);
+  RolloutBatch r;
+  r.task_ids = shard.task_ids;
+  r.task_levels = shard.task_levels;
+  std::vector<torch::Tensor> group, traj, turn, tokens, rmask, logp;
+  for (const std::string& part : parts) {
+    size_t pos = 0;
+    group.push_back(tensor_from_bytes(get_field(part, pos), torch::kLong, 0));
+    traj.push_back(tensor_from_bytes(get_field(part, pos), torch::kLong, 0));
+    turn.push_back(tensor_from_bytes(get_field(part, pos), torch::kLong, 0));
+    tokens.push_back(tensor_from_bytes(get_field(part, pos), torch::kLong, width));
+    rmask.push_back(tensor_from_bytes(get_field(part, pos), torch::kBool, width));
+    logp.push_back(tensor_from_bytes(get_field(part, pos), torch::kFloat, width));
+    for (int64_t i = 0; i < group.back().size(0); ++i) {
+      r.evals.push_back(decode_result(get_field(part, pos)));
+      r.observations.push_back(get_field(part, pos));
+      r.actions.push_back(get_field(part, pos));
+    }
+    if (pos != part.size()) fail("distributed: {} unread bytes after a rank's rollout shard", part.size() - pos);
+  }
+  // Rank r's shard holds episodes before rank r+1's, each in (traj, turn) order: so does the whole.
+  TurnBatch& g = r.batch;
+  g.group = torch::cat(group).to(s.device);
+  g.traj = torch::cat(traj).to(s.device);
+  g.turn = torch::cat(turn).to(s.device);
+  g.tokens = torch::cat(tokens).to(s.device);
+  g.response_mask = torch::cat(rmask).to(s.device);
+  g.rollout_logp = torch::cat(logp).to(s.device);
+  g.reward = torch::zeros({g.group.size(0)}, torch::dtype(torch::kFloat).device(s.device));
+  g.turn_mask = torch::ones({g.group.size(0)}, torch::dtype(torch::kBool).device(s.device));
+  finalize(g);
+  // Episodes add up; the step waited for the slowest rank.
+  const Metrics totals = sum_over_ranks(*s.comm, {{"episodes", double(shard.episodes)}});
+  r.episodes = int64_t(totals.at("episodes"));
+  std::string timing;
+  put_field(timing, std::string(reinterpret_cast<const char*>(&shard.generate_seconds), sizeof(double)));
+  put_field(timing, std::string(reinterpret_cast<const char*>(&shard.eval_seconds), sizeof(double)));
+  for (const std::string& part : s.comm->all_gather(timing)) {
+    size_t pos = 0;
+    double gen = 0, ev = 0;
+    std::memcpy(&gen, get_field(part, pos).data(), sizeof gen);
+    std::memcpy(&ev, get_field(part, pos).data(), sizeof ev);
+    r.generate_seconds = std::max(r.generate_seconds, gen);
+    r.eval_seconds = std::max(r.eval_seconds, ev);
+  }
   return r;
 }
 
@@ -382,15 +564,25 @@ Metrics Trainer::filter_groups(RolloutBatch& r) const {
 void Trainer::recompute_old_logp(TurnBatch& batch) {
   State& s = *s_;
   torch::NoGradGuard no_grad;
-  const int64_t rows = batch.size(), micro = s.config.trainer.micro_batch_size;
+  const int64_t micro = s.config.trainer.micro_batch_size;
+  // Data parallel: each rank its contiguous share of the rows, then all-gathered.
+  const auto [first, end] = shard_of(batch.size(), s.rank, s.world);
   std::vector<torch::Tensor> parts;
-  for (int64_t start = 0; start < rows; start += micro) {
-    const int64_t len = std::min(micro, rows - start);
+  for (int64_t start = first; start < end; start += micro) {
+    const int64_t len = std::min(micro, end - start);
     const torch::Tensor tokens = batch.tokens.narrow(0, start, len);
     const torch::Tensor logits = s.policy->model()->forward(tokens, plan_attention_mask(tokens));
     parts.push_back(plan_token_logp(logits, tokens, batch.response_mask.narrow(0, start, len), *s.space).logp);
   }
-  batch.old_logp = rows ? torch::cat(parts) : torch::zeros_like(batch.rollout_logp);
+  torch::Tensor mine = parts.empty() ? torch::zeros({0, batch.rollout_logp.size(1)}, batch.rollout_logp.options())
+                                     : torch::cat(parts);
+  if (s.world > 1) {
+    std::vector<torch::Tensor> all;
+    for (const std::string& part : s.comm->all_gather(tensor_bytes(mine.to(torch::kFloat))))
+      all.push_back(tensor_from_bytes(part, torch::kFloat, batch.rollout_logp.size(1)));
+    mine = torch::cat(all).to(batch.rollout_logp.device());
+  }
+  batch.old_logp = mine;
 }
 
 MismatchResult Trainer::correct_mismatch(TurnBatch& batch) const {
@@ -437,7 +629,11 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
     const torch::Tensor order =
         c.trainer.ppo_epochs == 1 ? torch::arange(n) : torch::randperm(n, generator, torch::kLong);
     s.optimizer->zero_grad();
-    for (int64_t start = 0; start < n; start += c.trainer.micro_batch_size) {
+    int64_t micro_index = 0;
+    for (int64_t start = 0; start < n; start += c.trainer.micro_batch_size, ++micro_index) {
+      // Data parallel: micro-batches dealt round-robin; every share is of the whole batch's rows,
+      // so the ranks' gradients add up to the one-process gradient.
+      if (micro_index % s.world != s.rank) continue;
       const int64_t len = std::min(c.trainer.micro_batch_size, n - start);
       const torch::Tensor sel = order.narrow(0, start, len).to(tokens.device());
       const torch::Tensor t = tokens.index_select(0, sel);
@@ -456,6 +652,7 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
       loss_sum += res.loss.item<double>() * share * share_per_epoch;
       for (const auto& [k, v] : res.metrics.to_map()) sums[k] += v * share * share_per_epoch;
     }
+    if (s.world > 1) s.buckets->all_reduce_sum(*s.comm);
     const double max_norm = c.optimizer.grad_clip > 0 ? c.optimizer.grad_clip : std::numeric_limits<double>::infinity();
     grad_norm_sum += torch::nn::utils::clip_grad_norm_(params, max_norm) * share_per_epoch;
     const double lr = scheduled_lr(c.optimizer, s.optimizer_steps, c.trainer.steps * c.trainer.ppo_epochs);
@@ -464,26 +661,24 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
     ++s.optimizer_steps;
     m["optim/lr"] = lr;
   }
+  if (s.world > 1) {
+    sums["actor/loss"] = loss_sum;
+    sums = sum_over_ranks(*s.comm, sums);
+    loss_sum = sums["actor/loss"];
+  }
   merge(m, sums);
   m["actor/loss"] = loss_sum;
   m["optim/grad_norm"] = grad_norm_sum;
   return m;
 }
 
-Metrics Trainer::train_step() {
+Metrics Trainer::learn(RolloutBatch& r) {
   State& s = *s_;
   const TrainConfig& c = s.config;
-  const auto t0 = Clock::now();
-  Metrics m = {{"step", double(s.step + 1)}};
-  RolloutBatch r = collect_rollouts(step_tasks(s.step), c.trainer.samples_per_task, rollout_sampling(c),
-                                    stage_seed(uint64_t(c.trainer.seed), s.step, kRollout));
+  Metrics m;
   score(r);
   s.last_rollouts = r;
   merge(m, rollout_metrics(r, c.eval.fast_p));
-  m["time/generate_s"] = r.generate_seconds;
-  m["time/eval_s"] = r.eval_seconds;
-  m["perf/evaluations"] = double(r.batch.size());
-  const auto t1 = Clock::now();
   merge(m, mask_void_turns(r));
   merge(m, filter_groups(r));
   if (r.batch.size() > 0) {
@@ -505,6 +700,31 @@ Metrics Trainer::train_step() {
   } else {
     m["update/skipped"] = 1;
   }
+  return m;
+}
+
+Metrics Trainer::train_step() {
+  State& s = *s_;
+  const TrainConfig& c = s.config;
+  const auto t0 = Clock::now();
+  Metrics m = {{"step", double(s.step + 1)}};
+  const std::vector<Task> tasks = step_tasks(s.step);
+  const auto [first, end] = shard_of(int64_t(tasks.size()) * c.trainer.samples_per_task, s.rank, s.world);
+  // Rank 0 draws what the one-process trainer draws; other ranks their own streams.
+  uint64_t seed = stage_seed(uint64_t(c.trainer.seed), s.step, kRollout);
+  if (s.rank > 0) seed = stage_seed(seed, s.rank, kRollout);
+  const RolloutBatch shard = collect_rollout_shard(tasks, c.trainer.samples_per_task, first, end, rollout_sampling(c), seed);
+  const auto t_gather = Clock::now();
+  RolloutBatch r = gather_rollouts(shard);
+  if (s.world > 1) {
+    m["time/gather_s"] = seconds_since(t_gather);
+    m["dist/world_size"] = double(s.world);
+  }
+  m["time/generate_s"] = r.generate_seconds;
+  m["time/eval_s"] = r.eval_seconds;
+  m["perf/evaluations"] = double(r.batch.size());
+  const auto t1 = Clock::now();
+  merge(m, learn(r));
   m["time/update_s"] = seconds_since(t1);
   const double step_seconds = seconds_since(t0);
   m["time/step_s"] = step_seconds;
@@ -518,6 +738,7 @@ Metrics Trainer::train_step() {
 
 std::string Trainer::save_checkpoint() {
   State& s = *s_;
+  if (s.rank != 0) return "";  // every rank holds the same state; rank 0 writes it
   return write_checkpoint(
       s.checkpoint_root(), s.step,
       [&](const std::string& dir) {
@@ -564,7 +785,8 @@ void Trainer::load_checkpoint(const std::string& dir) {
 
 bool Trainer::resume() {
   const std::string root = s_->checkpoint_root();
-  remove_incomplete_checkpoints(root);
+  if (s_->rank == 0) remove_incomplete_checkpoints(root);
+  if (s_->comm) s_->comm->barrier();  // the other ranks look after rank 0 tidied up
   const auto latest = latest_checkpoint(root);
   if (!latest) return false;
   load_checkpoint(latest->path);
@@ -606,26 +828,34 @@ std::string sample_lines(const RolloutBatch& r, int64_t step, int64_t max_episod
 void Trainer::train(bool resume_run) {
   State& s = *s_;
   const TrainConfig& c = s.config;
-  fs::create_directories(c.run.dir);
+  const bool writer = s.rank == 0;  // data parallel: rank 0 alone writes the run directory
+  if (writer) fs::create_directories(c.run.dir);
   const std::string metrics_path = (fs::path(c.run.dir) / "metrics.jsonl").string();
   const std::string samples_path = (fs::path(c.run.dir) / "samples.jsonl").string();
   if (resume_run) {
-    if (!resume() && c.run.progress) fmt::print(stderr, "turnrl: no checkpoint in '{}'; starting at step 0\n", c.run.dir);
+    if (!resume() && c.run.progress && writer)
+      fmt::print(stderr, "turnrl: no checkpoint in '{}'; starting at step 0\n", c.run.dir);
   } else if (!list_checkpoints(s.checkpoint_root()).empty()) {
     fail("run.dir '{}' already holds checkpoints; pass --resume to continue that run, or choose another run.dir",
          c.run.dir);
   }
-  truncate_metrics_after(metrics_path, s.step);
-  truncate_metrics_after(samples_path, s.step);
-  write_text_atomically((fs::path(c.run.dir) / "config.yaml").string(), config_to_yaml(c));
-  JsonlWriter metrics(metrics_path), samples(samples_path);
-  ProgressLine progress(s.step, c.run.progress);
+  JsonlWriter metrics, samples;
+  if (writer) {
+    truncate_metrics_after(metrics_path, s.step);
+    truncate_metrics_after(samples_path, s.step);
+    write_text_atomically((fs::path(c.run.dir) / "config.yaml").string(), config_to_yaml(c));
+    metrics = JsonlWriter(metrics_path);
+    samples = JsonlWriter(samples_path);
+  }
+  ProgressLine progress(s.step, c.run.progress && writer);
   while (s.step < c.trainer.steps) {
     const Metrics m = train_step();
-    metrics.write_line(metrics_to_json(m));
-    if (c.run.samples_per_step > 0) {
-      const std::string lines = sample_lines(s.last_rollouts, s.step, c.run.samples_per_step);
-      if (!lines.empty()) samples.write_line(lines.substr(0, lines.size() - 1));
+    if (writer) {
+      metrics.write_line(metrics_to_json(m));
+      if (c.run.samples_per_step > 0) {
+        const std::string lines = sample_lines(s.last_rollouts, s.step, c.run.samples_per_step);
+        if (!lines.empty()) samples.write_line(lines.substr(0, lines.size() - 1));
+      }
     }
     ProgressSample p;
     p.step = s.step;
@@ -639,6 +869,7 @@ void Trainer::train(bool resume_run) {
     if ((c.checkpoint.every > 0 && s.step % c.checkpoint.every == 0) || s.step == c.trainer.steps) save_checkpoint();
   }
   progress.finish();
+  if (s.comm) s.comm->barrier();  // no rank returns before rank 0's last checkpoint is written
 }
 
 }  // namespace turnrl

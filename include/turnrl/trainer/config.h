@@ -98,11 +98,20 @@ struct EvalConfig {
   int64_t seed = 1234;
 };
 
+// Data parallelism (trainer/distributed.h): the world comes from RANK / WORLD_SIZE / LOCAL_RANK /
+// MASTER_ADDR / MASTER_PORT (torchrun's variables; `turnrl train --nproc N` sets them).
+struct DistributedConfig {
+  std::string backend = "auto";  // auto (nccl for model.device cuda when built with NCCL, else tcp) | nccl | tcp
+  double bucket_mb = 25;         // gradient all-reduce bucket size (MiB)
+  double timeout_seconds = 300;  // rendezvous and every collective; a dead rank fails the others
+};
+
 struct TrainConfig {
   RunConfig run;
   TrainerConfig trainer;
   OptimizerConfig optimizer;
   CheckpointConfig checkpoint;
+  DistributedConfig distributed;
   ModelConfig model;
   RolloutSamplingConfig sampling;
   TasksConfig tasks;

@@ -19,6 +19,14 @@
 // custom_trainer.cpp); train_step() runs them in order and returns the step's metrics, and
 // train() adds the run directory: resolved config, metrics.jsonl, samples.jsonl, progress line,
 // atomic checkpoints and --resume.
+//
+// Data parallel (trainer/distributed.h; docs/training.md "Several GPUs"): with W ranks each rank
+// collects a contiguous shard of the step's B x n episodes (a group may span ranks), the shards are
+// all-gathered so every rank holds the whole batch, and every stage up to the advantages runs on it
+// identically (TRLOO sees whole groups). old log-probs are computed on row shards and gathered; the
+// update's micro-batches are dealt round-robin to the ranks and the gradients summed in buckets, so
+// each optimizer step equals one rank's step on the whole batch. Rank 0 alone writes the run
+// directory.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,6 +45,8 @@
 #include "turnrl/trainer/plan_actions.h"
 
 namespace turnrl {
+
+class Communicator;
 
 // One step's rollouts: the flat turn batch plus, per row, what the environment saw.
 struct RolloutBatch {
@@ -70,7 +80,10 @@ class Trainer {
   // Builds the policy (seeded by trainer.seed), the action space, the optimizer and, unless
   // `evaluator` is given, the evaluator the config names. Throws turnrl::Error for settings the
   // built-in trainer cannot run (e.g. env.action: code, a backend that is not built).
-  explicit Trainer(TrainConfig config, std::shared_ptr<KernelEvaluator> evaluator = nullptr);
+  // comm: the ranks to train with; null = from the environment (RANK/WORLD_SIZE..., see
+  // distributed_env_from_environment), which is the one-process world when those are unset.
+  explicit Trainer(TrainConfig config, std::shared_ptr<KernelEvaluator> evaluator = nullptr,
+                   std::shared_ptr<Communicator> comm = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -84,6 +97,12 @@ class Trainer {
   // (given the evaluator's verdicts).
   RolloutBatch collect_rollouts(const std::vector<Task>& tasks, int64_t samples_per_task,
                                 const SamplingOptions& sampling, uint64_t seed);
+  // Episodes [first_episode, end_episode) of the tasks x samples_per_task episodes (episode e is
+  // sample e % n of task e / n): group and traj ids are those of the whole batch.
+  RolloutBatch collect_rollout_shard(const std::vector<Task>& tasks, int64_t samples_per_task, int64_t first_episode,
+                                     int64_t end_episode, const SamplingOptions& sampling, uint64_t seed);
+  // Every rank's shard, concatenated in rank order (identity for one rank). Collective.
+  RolloutBatch gather_rollouts(const RolloutBatch& shard);
   // batch.reward from the evaluations through the reward policy (reward.*).
   void score(RolloutBatch& rollouts) const;
   // The meaningful-turn mask (rejection.mask_void_turns); metrics "filter/void_turns".
@@ -106,7 +125,11 @@ class Trainer {
   Metrics update(const TurnBatch& batch, const torch::Tensor& advantages, const torch::Tensor& weights, uint64_t seed);
 
   // --- loop -----------------------------------------------------------------------------------
-  // One full step: every stage above in order; increments step(). Writes nothing to disk.
+  // Every stage after collection on the step's whole batch (gathered from every rank): score,
+  // masks and filters, old log-probs, mismatch correction, PRS, advantages, update. Collective.
+  Metrics learn(RolloutBatch& rollouts);
+  // One full step: this rank's rollout shard, gather_rollouts, learn; increments step(). Writes
+  // nothing to disk.
   Metrics train_step();
   // Rollouts of the last train_step(), for transcripts (empty before the first step).
   const RolloutBatch& last_rollouts() const;
@@ -133,8 +156,11 @@ class Trainer {
   const TaskSet& train_tasks() const;
   const TaskSet& validation_tasks() const;
   KernelEvaluator& evaluator();
+  int rank() const;        // 0 in the one-process world
+  int world_size() const;  // 1 in the one-process world
 
  private:
+  void check_ranks_agree();
   struct State;
   std::unique_ptr<State> s_;
 };
