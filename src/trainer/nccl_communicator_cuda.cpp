@@ -9,6 +9,8 @@
 #include <c10/cuda/CUDAStream.h>
 #include <nccl.h>
 
+#include <fmt/format.h>
+
 #include "turnrl/core/error.h"
 
 namespace turnrl {
@@ -66,7 +68,9 @@ class NcclCommunicator final : public Communicator {
 
   std::vector<std::string> all_gather(const std::string& mine) override { return rendezvous_->all_gather(mine); }
 
-  // Checked here, not across ranks: NCCL cannot report a peer's mismatched tensor, it waits.
+  // NCCL cannot report a peer's mismatched tensor or a dead peer, it waits: every call first agrees
+  // on dtype and size through the TCP rendezvous (one small round trip per bucket), which also
+  // turns a rank that died into an error on the others within the timeout.
   void all_reduce_sum(torch::Tensor& tensor) override {
     if (!tensor.defined() || !tensor.is_cuda() || tensor.device().index() != device_index_ || !tensor.is_contiguous())
       fail("all_reduce_sum: rank {} passed a {} tensor; allowed with nccl: a contiguous tensor on cuda:{} (the "
@@ -74,6 +78,12 @@ class NcclCommunicator final : public Communicator {
            rank(), !tensor.defined() ? "undefined" : !tensor.is_contiguous() ? "non-contiguous" : tensor.device().str(),
            device_index_);
     const ncclDataType_t type = nccl_type(tensor.scalar_type(), rank());
+    const std::string mine = fmt::format("{} x {}", c10::toString(tensor.scalar_type()), tensor.numel());
+    const std::vector<std::string> all = rendezvous_->all_gather(mine);
+    for (size_t r = 0; r < all.size(); ++r)
+      if (all[r] != all[0])
+        fail("all_reduce_sum: rank {} passed {}, rank 0 {}; every rank must pass the same dtype and size", r, all[r],
+             all[0]);
     const c10::cuda::CUDAGuard guard(tensor.device());
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(tensor.device().index()).stream();
     check_nccl(ncclAllReduce(tensor.data_ptr(), tensor.data_ptr(), size_t(tensor.numel()), type, ncclSum, comm_, stream),
