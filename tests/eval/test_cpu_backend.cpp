@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <vector>
+
 #include <cmath>
 #include <limits>
 
@@ -58,6 +60,55 @@ TEST_CASE("compare_outputs: tolerance, NaN, infinities and the first failing ind
   c = compare_outputs(nan, ref, 4, 1e-2, 1e-2);
   CHECK(!c.finite);
   CHECK(c.failing_index == 2);
+}
+
+TEST_CASE("compare_outputs over millions of elements (chunked, threaded) equals the element loop") {
+  const int64_t n = (int64_t(1) << 22) + 12345;  // 16+ chunks and a ragged tail
+  std::vector<float> ref(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+  uint64_t state = 7;
+  for (int64_t i = 0; i < n; ++i) {
+    ref[size_t(i)] = float(double(splitmix64(state) % 20001) / 1000.0 - 10.0);
+    out[size_t(i)] = ref[size_t(i)] + float(double(splitmix64(state) % 201) * 1e-6 - 1e-4);
+  }
+  // The element loop, written out: the reference for every case below.
+  auto scalar = [&](double atol, double rtol) {
+    Comparison c;
+    for (int64_t i = 0; i < n; ++i) {
+      const double o = out[size_t(i)], r = ref[size_t(i)];
+      bool bad;
+      if (!std::isfinite(o)) {
+        bad = !(o == r);
+        if (bad) c.finite = false;
+      } else {
+        const double d = std::fabs(o - r);
+        c.max_abs_error = std::max(c.max_abs_error, d);
+        c.max_rel_error = std::max(c.max_rel_error, d / std::max(std::fabs(r), 1e-12));
+        bad = !(d <= atol + rtol * std::fabs(r));
+        if (bad) c.within = false;
+      }
+      if (bad && c.failing_index < 0) c.failing_index = i;
+    }
+    return c;
+  };
+  auto same = [&](double atol, double rtol) {
+    const Comparison a = compare_outputs(out.data(), ref.data(), n, atol, rtol), b = scalar(atol, rtol);
+    CHECK(a.finite == b.finite);
+    CHECK(a.within == b.within);
+    CHECK(a.max_abs_error == b.max_abs_error);
+    CHECK(a.max_rel_error == b.max_rel_error);
+    CHECK(a.failing_index == b.failing_index);
+    return a;
+  };
+  CHECK(same(1e-3, 0).ok());
+  CHECK(same(1e-5, 1e-6).failing_index >= 0);  // many elements out: the first one wins
+  // Bad values in the last chunks only, and a NaN after an out-of-tolerance element.
+  for (double atol : {1e-3, 1e-5}) {
+    out[size_t(n - 5)] = ref[size_t(n - 5)] + 1.0f;
+    out[size_t(n - 2)] = std::numeric_limits<float>::quiet_NaN();
+    const Comparison c = same(atol, 0);
+    CHECK(!c.ok());
+    if (atol == 1e-3) CHECK(c.failing_index == n - 5);
+  }
 }
 
 TEST_CASE("timing_stats: median, minimum and median absolute deviation") {
