@@ -264,25 +264,16 @@ Trainer::Trainer(TrainConfig config, std::shared_ptr<KernelEvaluator> evaluator,
   if (c.model.device == "cuda" && !torch::cuda::is_available())
     fail("model.device: 'cuda' but LibTorch sees no CUDA device; allowed here: cpu");
   s.device = c.model.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
-  int local_rank = 0;
-  if (comm) {
+  const DistributedEnv env = comm ? DistributedEnv{comm->rank(), comm->world_size(), comm->rank()}
+                                  : distributed_env_from_environment();
+  // One process per GPU: rank r trains on GPU LOCAL_RANK (mod the visible count).
+  if (env.world_size > 1 && s.device.is_cuda())
+    s.device = torch::Device(torch::kCUDA, c10::DeviceIndex(env.local_rank % int(torch::cuda::device_count())));
+  if (comm)
     s.comm = std::move(comm);
-    local_rank = s.comm->rank();
-  } else {
-    const DistributedEnv env = distributed_env_from_environment();
-    local_rank = env.local_rank;
-    if (env.world_size > 1) {
-      if (s.device.is_cuda()) s.device = torch::Device(torch::kCUDA, c10::DeviceIndex(env.local_rank % int(torch::cuda::device_count())));
-      s.comm = make_communicator(env, s.device, CommunicatorOptions{c.distributed.backend, c.distributed.timeout_seconds});
-    }
-  }
-  if (s.comm) {
-    s.rank = s.comm->rank();
-    s.world = s.comm->world_size();
-    // One process per GPU: rank r trains on GPU local_rank (mod the visible count).
-    if (s.device.is_cuda() && !s.device.has_index())
-      s.device = torch::Device(torch::kCUDA, c10::DeviceIndex(local_rank % int(torch::cuda::device_count())));
-  }
+  else if (env.world_size > 1)
+    s.comm = make_communicator(env, s.device, CommunicatorOptions{c.distributed.backend, c.distributed.timeout_seconds});
+  if (s.comm) s.rank = s.comm->rank(), s.world = s.comm->world_size();
   if (c.trainer.threads > 0) torch::set_num_threads(int(c.trainer.threads));
 
   std::tie(s.train_tasks, s.validation_tasks) = load_task_sets(c);
@@ -490,6 +481,8 @@ RolloutBatch Trainer::gather_rollouts(const RolloutBatch& shard) {
     put_field(mine, shard.observations[i]);
     put_field(mine, shard.actions[i]);
   }
+  const double counts[3] = {double(shard.episodes), shard.generate_seconds, shard.eval_seconds};
+  put_field(mine, std::string(reinterpret_cast<const char*>(counts), sizeof counts));
   const std::vector<std::string> parts = s.comm->all_gather(mine);
   RolloutBatch r;
   r.task_ids = shard.task_ids;
@@ -508,6 +501,14 @@ RolloutBatch Trainer::gather_rollouts(const RolloutBatch& shard) {
       r.observations.push_back(get_field(part, pos));
       r.actions.push_back(get_field(part, pos));
     }
+    // Episodes add up; the step waited for the slowest rank.
+    const std::string field = get_field(part, pos);
+    double counts[3] = {0, 0, 0};
+    if (field.size() != sizeof counts) fail("distributed: a rank's shard counts arrived with {} bytes", field.size());
+    std::memcpy(counts, field.data(), sizeof counts);
+    r.episodes += int64_t(counts[0]);
+    r.generate_seconds = std::max(r.generate_seconds, counts[1]);
+    r.eval_seconds = std::max(r.eval_seconds, counts[2]);
     if (pos != part.size()) fail("distributed: {} unread bytes after a rank's rollout shard", part.size() - pos);
   }
   // Rank r's shard holds episodes before rank r+1's, each in (traj, turn) order: so does the whole.
@@ -521,20 +522,6 @@ RolloutBatch Trainer::gather_rollouts(const RolloutBatch& shard) {
   g.reward = torch::zeros({g.group.size(0)}, torch::dtype(torch::kFloat).device(s.device));
   g.turn_mask = torch::ones({g.group.size(0)}, torch::dtype(torch::kBool).device(s.device));
   finalize(g);
-  // Episodes add up; the step waited for the slowest rank.
-  const Metrics totals = sum_over_ranks(*s.comm, {{"episodes", double(shard.episodes)}});
-  r.episodes = int64_t(totals.at("episodes"));
-  std::string timing;
-  put_field(timing, std::string(reinterpret_cast<const char*>(&shard.generate_seconds), sizeof(double)));
-  put_field(timing, std::string(reinterpret_cast<const char*>(&shard.eval_seconds), sizeof(double)));
-  for (const std::string& part : s.comm->all_gather(timing)) {
-    size_t pos = 0;
-    double gen = 0, ev = 0;
-    std::memcpy(&gen, get_field(part, pos).data(), sizeof gen);
-    std::memcpy(&ev, get_field(part, pos).data(), sizeof ev);
-    r.generate_seconds = std::max(r.generate_seconds, gen);
-    r.eval_seconds = std::max(r.eval_seconds, ev);
-  }
   return r;
 }
 
