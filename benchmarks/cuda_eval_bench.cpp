@@ -25,6 +25,7 @@ namespace {
 struct Row {
   std::string name;
   double evals_per_gpu_s = 0, overhead_ms = 0, compile_ms = 0, wall_s = 0;
+  double correctness_ms = 0, timing_ms = 0, profiling_ms = 0;  // the worker's phases, per evaluation
   int correct = 0, n = 0;
 };
 
@@ -41,7 +42,11 @@ Row measure(const std::string& name, CudaEvaluator& e, const std::vector<EvalReq
     row.correct += r.correct;
     const double timed = 1e-6 * r.candidate_time.trials * (r.candidate_time.median_us + r.reference_time.median_us);
     overhead += r.wall_seconds - timed;
-    compile += e.last_compile_seconds()[i];
+    const CudaEvaluator::PhaseSeconds& p = e.last_phase_seconds()[i];
+    compile += p.compile;
+    row.correctness_ms += 1e3 * p.correctness / double(reqs.size());
+    row.timing_ms += 1e3 * p.timing / double(reqs.size());
+    row.profiling_ms += 1e3 * p.profiling / double(reqs.size());
     if (!r.correct)
       std::printf("  note: %s not correct: %s %s%s\n", reqs[i].task.c_str(), to_string(r.error), r.message.substr(0, 200).c_str(),
                   r.hacking_reason.substr(0, 300).c_str());
@@ -97,7 +102,9 @@ int main(int argc, char** argv) {
     std::vector<EvalRequest> fresh = honest;
     for (auto& r : fresh) r.candidate += "\n// round " + std::to_string(round) + ": a new source\n";
     rows.push_back(measure("cold (new sources, NVRTC)", e, fresh));
-    std::printf("round %d: %d/%d correct in %.2f s\n", round, rows.back().correct, rows.back().n, rows.back().wall_s);
+    std::printf("round %d: %d/%d correct in %.2f s (per evaluation: correctness %.1f ms, timing %.1f ms, profiling %.1f ms)\n",
+                round, rows.back().correct, rows.back().n, rows.back().wall_s, rows.back().correctness_ms,
+                rows.back().timing_ms, rows.back().profiling_ms);
   }
   rows.push_back(measure("cached (same sources)", e, honest));
   std::printf("cached: %d/%d correct in %.2f s\n", rows.back().correct, rows.back().n, rows.back().wall_s);

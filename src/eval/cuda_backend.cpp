@@ -110,9 +110,9 @@ struct CudaEvaluator::Impl {
   CudaEvalOptions opt;
   std::string worker_program, nvcc, cache_dir;
   std::vector<std::unique_ptr<SandboxWorker>> workers;
-  std::vector<double> compile_seconds;
+  std::vector<PhaseSeconds> phase_seconds;
 
-  EvalResult run(SandboxWorker& worker, const EvalRequest& req, double& compile_s);
+  EvalResult run(SandboxWorker& worker, const EvalRequest& req, PhaseSeconds& phases);
   bool call(SandboxWorker& worker, const CudaWorkerRequest& wreq, CudaWorkerReply& reply, EvalResult& r);
 };
 
@@ -167,7 +167,7 @@ int CudaEvaluator::worker_starts() const {
   for (const auto& w : impl_->workers) n += w->starts();
   return n;
 }
-const std::vector<double>& CudaEvaluator::last_compile_seconds() const { return impl_->compile_seconds; }
+const std::vector<CudaEvaluator::PhaseSeconds>& CudaEvaluator::last_phase_seconds() const { return impl_->phase_seconds; }
 
 bool CudaEvaluator::Impl::call(SandboxWorker& worker, const CudaWorkerRequest& wreq, CudaWorkerReply& reply, EvalResult& r) {
   const std::optional<SandboxReply> s =
@@ -198,7 +198,7 @@ bool CudaEvaluator::Impl::call(SandboxWorker& worker, const CudaWorkerRequest& w
   return false;
 }
 
-EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& req, double& compile_s) {
+EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& req, PhaseSeconds& phases) {
   EvalResult r;
   if (req.candidate.find_first_not_of(" \t\r\n") == std::string::npos) {
     r.error = EvalError::format;
@@ -242,7 +242,8 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
 
   CudaWorkerReply reply;
   const bool replied = call(worker, wreq, reply, r);
-  compile_s = reply.compile_seconds;
+  phases.compile = reply.compile_seconds;
+  phases.correctness = reply.seconds_correctness;
   for (size_t t = 0; t < reply.trials.size(); ++t) {
     if (reply.trials[t].out_of_bounds)
       add_once(findings, kHackOutOfBoundsWrite, fmt::format("trial {}: a guard band around an output was written", t));
@@ -317,6 +318,8 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
     r.correct = false;
     return finish();
   }
+  phases.timing = timing.seconds_timing;
+  phases.profiling = timing.seconds_profiling;
   if (timing.recheck.out_of_bounds) add_once(findings, kHackOutOfBoundsWrite, "timing: a guard band around an output was written");
   if (!comparison(timing.recheck.task_tolerance).ok())
     add_once(findings, kHackDeferredWork,
@@ -364,9 +367,9 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
 
 std::vector<EvalResult> CudaEvaluator::evaluate(const std::vector<EvalRequest>& requests) {
   Impl& m = *impl_;
-  m.compile_seconds.assign(requests.size(), 0.0);
+  m.phase_seconds.assign(requests.size(), PhaseSeconds{});
   return evaluate_on_pool(m.workers.size(), requests.size(),
-                          [&](size_t w, size_t i) { return m.run(*m.workers[w], requests[i], m.compile_seconds[i]); });
+                          [&](size_t w, size_t i) { return m.run(*m.workers[w], requests[i], m.phase_seconds[i]); });
 }
 
 }  // namespace turnrl

@@ -149,12 +149,12 @@ TEST_CASE("cuda backend: compiles are cached by source hash and architecture", "
   CudaEvaluator e(o);
   EvalRequest q = request(*honest, 5);
   e.evaluate({q});
-  const double first = e.last_compile_seconds()[0];
+  const double first = e.last_phase_seconds()[0].compile;
   q.candidate += "\n// a different source: compiled again\n";
   e.evaluate({q});
-  const double second = e.last_compile_seconds()[0];
+  const double second = e.last_phase_seconds()[0].compile;
   e.evaluate({q});
-  const double third = e.last_compile_seconds()[0];
+  const double third = e.last_phase_seconds()[0].compile;
   CHECK(first > 0);
   CHECK(second > 0);
   CHECK(third == 0);  // same source: the cached cubin, reloaded without compiling

@@ -63,8 +63,13 @@ class CudaEvaluator : public KernelEvaluator {
   const CudaEvalOptions& options() const;
   int pool_size() const;
   int worker_starts() const;  // worker processes started so far (restarts after faults included)
-  // Compile time of the last evaluations, seconds (0 for cache hits), in request order.
-  const std::vector<double>& last_compile_seconds() const;
+  // Where the last evaluations' time went, seconds, in request order: the worker's own account of
+  // compiling (0 for cache hits), the correctness trials (comparisons included), the timed trials
+  // and the profiled calls; the rest of an evaluation's wall time is transport and the parent.
+  struct PhaseSeconds {
+    double compile = 0, correctness = 0, timing = 0, profiling = 0;
+  };
+  const std::vector<PhaseSeconds>& last_phase_seconds() const;
 
  private:
   struct Impl;
