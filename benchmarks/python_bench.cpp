@@ -12,6 +12,7 @@
 // Defaults: cpu -> data/python_tasks/cpu.jsonl, cuda -> data/python_tasks/kernelbench_gpu.jsonl.
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -170,6 +171,14 @@ int main(int argc, char** argv) {
     // Same pool size; each evaluation pays an interpreter start, the torch import and the warm-up.
     rows.push_back(measure("baseline: fresh python3 per evaluation", baseline, head, &bad));
     rows.push_back(measure("persistent worker pool", *pool, reqs, &bad));
+    // Where a pool evaluation's time goes: each worker request's handling time in the worker and its
+    // round trip as the parent saw it (means over the evaluations just measured).
+    std::map<std::string, double> phase_means;
+    for (const auto& phases : pool->last_phase_seconds())
+      for (const auto& [name, seconds] : phases) phase_means[name] += 1e3 * seconds / double(reqs.size());
+    std::string phase_line;
+    for (const auto& [name, ms] : phase_means) phase_line += fmt::format(" {} {:.1f} ms,", name, ms);
+    std::printf("pool, per evaluation:%s\n", phase_line.empty() ? " (no phases)" : phase_line.substr(0, phase_line.size() - 1).c_str());
     std::printf(
         "\n== benchmark: honest candidates (%zu, over %zu tasks), 5 correctness trials + 20 timed calls per "
         "evaluation, %d workers, both configurations in this run\n",

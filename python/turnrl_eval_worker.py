@@ -1252,7 +1252,9 @@ def _serve_one(body):
     try:
         req = json.loads(body.decode("utf-8"))
         nonce = req.get("nonce")
+        started = _perf_ns()
         reply = _handle(req, blob)
+        reply["handler_seconds"] = (_perf_ns() - started) * 1e-9
     except BaseException as e:
         blob = _Blob()
         reply = {"error": _error("memory" if _memory_error(e) else "internal", e, "none")}

@@ -296,8 +296,10 @@ struct PythonEvaluator::Impl {
     double bandwidth = 0;                      // the device's copy bandwidth, bytes/s (info)
     std::string info;                          // the last info reply
     std::map<std::string, TimingStats> clean;  // reference timed before any candidate was loaded
+    std::map<std::string, double> phases;      // the current evaluation's seconds (last_phase_seconds)
   };
   std::vector<Slot> slots;
+  std::vector<std::map<std::string, double>> phase_seconds;  // per request of the last evaluate()
 
   struct Reply {
     Json head;
@@ -361,6 +363,10 @@ const PythonEvalOptions& PythonEvaluator::options() const { return impl_->opt; }
 const std::string& PythonEvaluator::device() const { return impl_->device; }
 const PythonRuntime& PythonEvaluator::runtime() const { return impl_->runtime; }
 int PythonEvaluator::pool_size() const { return int(impl_->slots.size()); }
+const std::vector<std::map<std::string, double>>& PythonEvaluator::last_phase_seconds() const {
+  return impl_->phase_seconds;
+}
+
 int PythonEvaluator::worker_starts() const {
   int n = 0;
   for (const auto& s : impl_->slots) n += s.worker->starts();
@@ -390,7 +396,9 @@ bool PythonEvaluator::Impl::call(Slot& slot, const std::string& op, const std::s
   const std::string nonce = random_nonce();
   const std::string request = fmt::format(R"({{"op": {}, "nonce": {}{}{}}})", json_quote(op), json_quote(nonce),
                                           body.empty() ? "" : ", ", body);
+  const auto started = std::chrono::steady_clock::now();
   SandboxReply s = slot.worker->call(request);
+  slot.phases[op + "/round_trip"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const std::string tail = s.output_tail.empty() ? "" : "\noutput: " + s.output_tail;
   if (s.status != SandboxStatus::ok) {
     slot.evals = 0;
@@ -430,6 +438,7 @@ bool PythonEvaluator::Impl::call(Slot& slot, const std::string& op, const std::s
     r.message = r.hacking_reason;
     return false;
   }
+  slot.phases[op] += reply.head["handler_seconds"].num();  // the worker's own time for the request
   reply.blob = nl == std::string::npos ? std::string() : s.payload.substr(nl + 1);
   return true;
 }
@@ -755,6 +764,7 @@ std::vector<EvalResult> PythonEvaluator::evaluate(const std::vector<EvalRequest>
   auto serve = [&](size_t w) {
     for (size_t i; (i = next++) < requests.size();) {
       const auto t0 = std::chrono::steady_clock::now();
+      m.slots[w].phases.clear();
       try {
         results[i] = m.run(m.slots[w], requests[i]);
       } catch (const std::exception& e) {
@@ -764,8 +774,10 @@ std::vector<EvalResult> PythonEvaluator::evaluate(const std::vector<EvalRequest>
         m.slots[w].worker->stop();
       }
       results[i].wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      m.phase_seconds[i] = m.slots[w].phases;
     }
   };
+  m.phase_seconds.assign(requests.size(), {});
   const size_t n = std::min(requests.size(), m.slots.size());
   std::vector<std::thread> threads;
   for (size_t w = 1; w < n; ++w) threads.emplace_back(serve, w);

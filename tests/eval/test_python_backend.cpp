@@ -232,6 +232,18 @@ TEST_CASE("python backend: honest candidates of every task are correct, timed an
     CHECK(!r.profile.empty());
     CHECK(r.max_abs_error < 1e-4);
     CHECK(r.wall_seconds > 0);
+    // The phases: every request the evaluation made, the worker's time inside its round trip.
+    const std::map<std::string, double>& phases = e.last_phase_seconds().at(i);
+    for (const char* op : {"reference", "candidate", "timing"}) {
+      INFO(op);
+      REQUIRE(phases.count(op + std::string("/round_trip")));
+      CHECK(phases.at(op) > 0);
+      CHECK(phases.at(op) <= phases.at(op + std::string("/round_trip")));
+    }
+    double parts = 0;
+    for (const auto& [name, seconds] : phases)
+      if (name.find("/round_trip") != std::string::npos) parts += seconds;
+    CHECK(parts <= r.wall_seconds);
   }
 }
 

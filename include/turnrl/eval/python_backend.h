@@ -86,6 +86,10 @@ class PythonEvaluator : public KernelEvaluator {
   const PythonRuntime& runtime() const;
   int pool_size() const;
   int worker_starts() const;  // interpreters started so far, over the whole pool
+  // Where the last evaluations' time went, seconds, per request: for each worker request ("info",
+  // "reference", "candidate", "timing", "release") the worker's own handling time under its name
+  // and the parent's round trip (worker start included) under "<name>/round_trip".
+  const std::vector<std::map<std::string, double>>& last_phase_seconds() const;
   // The first worker's "info" reply (versions, device name, measured bandwidth) as JSON; starts it.
   std::string worker_info();
 
