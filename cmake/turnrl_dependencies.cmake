@@ -43,8 +43,9 @@ message(STATUS "turnrl: LibTorch ${Torch_VERSION}, fmt target ${TURNRL_FMT_TARGE
 # NCCL (the `nccl` communicator of trainer/distributed.h) in CUDA builds: the toolkit's copy, or
 # the one PyTorch's pip wheels ship in site-packages/nvidia/nccl (whose library is only named
 # libnccl.so.2). Without it nccl_communicator_cuda.cpp is left out and ranks talk over tcp.
+set(TURNRL_WITH_NCCL "AUTO" CACHE STRING "Build the NCCL communicator: AUTO (in CUDA builds where NCCL is found) or OFF")
 set(TURNRL_NCCL_ENABLED OFF)
-if(TURNRL_CUDA_ENABLED)
+if(TURNRL_CUDA_ENABLED AND NOT TURNRL_WITH_NCCL STREQUAL "OFF")
   # The wheel's first: LibTorch's own libtorch_cuda loads that libnccl.so.2.
   set(_nccl_hints)
   execute_process(COMMAND python3 -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])"
