@@ -39,6 +39,16 @@ int free_loopback_port() {
   return ntohs(addr.sin_port);
 }
 
+// The ranks, for the signal handler: a SIGINT or SIGTERM to the launcher is passed on to every rank
+// (each stops; checkpoints already written stay), then the launcher reports as usual.
+volatile sig_atomic_t g_rank_count = 0;
+pid_t g_rank_pids[1024];
+
+void forward_signal(int sig) {
+  for (sig_atomic_t i = 0; i < g_rank_count; ++i)
+    if (g_rank_pids[i] > 0) ::kill(g_rank_pids[i], sig);
+}
+
 std::string exit_text(int status) {
   if (WIFEXITED(status)) return fmt::format("exit status {}", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) return fmt::format("signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
@@ -72,7 +82,14 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& train_args) {
       ::_exit(127);
     }
     pids[size_t(rank)] = pid;
+    g_rank_pids[rank] = pid;
+    g_rank_count = rank + 1;
   }
+  struct sigaction forward {};
+  forward.sa_handler = forward_signal;
+  sigemptyset(&forward.sa_mask);
+  ::sigaction(SIGINT, &forward, nullptr);
+  ::sigaction(SIGTERM, &forward, nullptr);
   fmt::print(stderr, "turnrl: {} ranks on this host, rendezvous 127.0.0.1:{}\n", nproc, port);
   int result = 0, running = nproc;
   while (running > 0) {
@@ -87,6 +104,7 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& train_args) {
       if (pids[size_t(r)] == pid) rank = r;
     if (rank < 0) continue;
     pids[size_t(rank)] = -1;
+    g_rank_pids[rank] = -1;
     --running;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (!ok && result == 0) {

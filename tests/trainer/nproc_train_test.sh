@@ -24,8 +24,29 @@ grep -q "2 rank(s)" "$run.log1" || fail "the start line does not say 2 ranks"
 [[ $(wc -l < "$run/metrics.jsonl") -eq 3 ]] || fail "after --resume metrics.jsonl has $(wc -l < "$run/metrics.jsonl") lines, expected 3"
 [[ -d $run/checkpoints/step_00000003 ]] || fail "no checkpoint for step 3 after --resume"
 
+# SIGTERM to the launcher reaches every rank: none is left running, the checkpoints already written stay.
+run2=$(dirname "$run")/run_term
+"$turnrl" train "$source_dir/configs/cpu_default.yaml" --nproc 2 "${common[@]/$run/$run2}" --set trainer.steps=1000 \
+  > "$run.log4" 2>&1 &
+launcher=$!
+for _ in $(seq 600); do
+  [[ -d $run2/checkpoints/step_00000001 ]] && break
+  sleep 0.1
+done
+[[ -d $run2/checkpoints/step_00000001 ]] || fail "the run to be stopped wrote no checkpoint in 60 s: $(cat "$run.log4")"
+kill -TERM "$launcher"
+status=0
+wait "$launcher" || status=$?
+[[ $status -ne 0 ]] || fail "the stopped launcher exited 0"
+sleep 0.5
+if pgrep -f "run.dir=$run2" > /dev/null; then
+  pkill -KILL -f "run.dir=$run2"
+  fail "ranks still running after SIGTERM to the launcher"
+fi
+[[ -d $run2/checkpoints/step_00000001 ]] || fail "the checkpoint of the stopped run is gone"
+
 if "$turnrl" train "$source_dir/configs/cpu_default.yaml" --nproc 0 "${common[@]}" > "$run.log3" 2>&1; then
   fail "--nproc 0 was accepted"
 fi
 grep -q -- "--nproc: '0' is not allowed; allowed: an integer in \[1, 1024\]" "$run.log3" || fail "unclear --nproc error: $(cat "$run.log3")"
-echo "PASS: turnrl train --nproc 2 (2 steps, resumed to 3), --nproc 0 refused"
+echo "PASS: turnrl train --nproc 2 (2 steps, resumed to 3), SIGTERM reaches every rank, --nproc 0 refused"
