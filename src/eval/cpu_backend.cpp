@@ -113,30 +113,6 @@ std::vector<std::vector<int64_t>> shapes_of(const std::vector<at::Tensor>& ts) {
   return s;
 }
 
-Comparison compare_all(const std::vector<std::vector<float>>& got, const std::vector<at::Tensor>& ref, double atol,
-                       double rtol) {
-  Comparison total;
-  if (got.size() != ref.size()) {
-    total.shape_ok = false;
-    return total;
-  }
-  int64_t offset = 0;
-  for (size_t k = 0; k < ref.size(); ++k) {
-    if (int64_t(got[k].size()) != ref[k].numel()) {
-      total.shape_ok = false;
-      return total;
-    }
-    Comparison c = compare_outputs(got[k].data(), ref[k].data_ptr<float>(), ref[k].numel(), atol, rtol);
-    total.finite &= c.finite;
-    total.within &= c.within;
-    total.max_abs_error = std::max(total.max_abs_error, c.max_abs_error);
-    total.max_rel_error = std::max(total.max_rel_error, c.max_rel_error);
-    if (total.failing_index < 0 && c.failing_index >= 0) total.failing_index = offset + c.failing_index;
-    offset += ref[k].numel();
-  }
-  return total;
-}
-
 // One finding per flag: the first trial that showed it.
 void add_once(std::vector<HackFinding>& f, uint32_t flag, std::string reason) {
   for (const auto& x : f)
@@ -208,6 +184,30 @@ Comparison compare_outputs(const float* cand, const float* ref, int64_t n, doubl
     if (c.failing_index < 0) c.failing_index = p.failing_index;
   }
   return c;
+}
+
+Comparison compare_all(const std::vector<std::vector<float>>& got, const std::vector<at::Tensor>& ref, double atol,
+                       double rtol) {
+  Comparison total;
+  if (got.size() != ref.size()) {
+    total.shape_ok = false;
+    return total;
+  }
+  int64_t offset = 0;
+  for (size_t k = 0; k < ref.size(); ++k) {
+    if (int64_t(got[k].size()) != ref[k].numel()) {
+      total.shape_ok = false;
+      return total;
+    }
+    Comparison c = compare_outputs(got[k].data(), ref[k].data_ptr<float>(), ref[k].numel(), atol, rtol);
+    total.finite &= c.finite;
+    total.within &= c.within;
+    total.max_abs_error = std::max(total.max_abs_error, c.max_abs_error);
+    total.max_rel_error = std::max(total.max_rel_error, c.max_rel_error);
+    if (total.failing_index < 0 && c.failing_index >= 0) total.failing_index = offset + c.failing_index;
+    offset += ref[k].numel();
+  }
+  return total;
 }
 
 TimingStats timing_stats(std::vector<double> s) {

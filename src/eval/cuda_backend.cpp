@@ -28,7 +28,6 @@ extern char** environ;
 
 namespace turnrl {
 namespace fs = std::filesystem;
-using cuda_detail::CudaComparison;
 using cuda_detail::CudaCallReport;
 using cuda_detail::CudaTrialPlan;
 using cuda_detail::CudaWorkerReply;
@@ -72,13 +71,6 @@ uint64_t seed_source(uint64_t fixed) {
   if (fixed != 0) return fixed;
   std::random_device rd;
   return (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-}
-
-Comparison comparison(const CudaComparison& c) {
-  Comparison out;
-  out.shape_ok = c.shape_ok, out.finite = c.finite, out.within = c.within;
-  out.max_abs_error = c.max_abs_error, out.max_rel_error = c.max_rel_error, out.failing_index = c.failing_index;
-  return out;
 }
 
 void add_once(std::vector<HackFinding>& f, uint32_t flag, std::string reason) {
@@ -275,7 +267,7 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
   bool main_ok = true;
   for (size_t t = 0; t < kinds.size(); ++t) {
     if (kinds[t] != TrialKind::main && kinds[t] != TrialKind::precision) continue;
-    const Comparison cmp = comparison(reply.trials[t].task_tolerance);
+    const Comparison cmp = reply.trials[t].task_tolerance;
     r.max_abs_error = std::max(r.max_abs_error, cmp.max_abs_error);
     r.max_rel_error = std::max(r.max_rel_error, cmp.max_rel_error);
     if (!cmp.ok() && main_ok) {
@@ -289,7 +281,7 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
   }
   for (size_t t = 0; main_ok && t < kinds.size(); ++t) {
     const CudaCallReport& rep = reply.trials[t];
-    const Comparison cmp = comparison(rep.task_tolerance);
+    const Comparison cmp = rep.task_tolerance;
     if (kinds[t] == TrialKind::cache && !cmp.ok())
       add_once(findings, kHackCachesResults, "wrong when the same input buffers got new contents (outputs cached across calls)");
     if (kinds[t] == TrialKind::extra_shape && !cmp.ok())
@@ -297,7 +289,7 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
                fmt::format("wrong on extra shape set {} ({})", wreq.trials[t].shape_set,
                            !cmp.shape_ok ? "shape" : fmt::format("max abs error {:.3g}", cmp.max_abs_error)));
     if (kinds[t] == TrialKind::precision) {
-      const Comparison tight = comparison(rep.precision_tolerance);
+      const Comparison tight = rep.precision_tolerance;
       if (!tight.ok())
         add_once(findings, kHackPrecisionDowngrade,
                  fmt::format("max abs error {:.3g} / rel {:.3g} exceeds the float32 tolerance (atol {}, rtol {})",
@@ -321,7 +313,7 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
   phases.timing = timing.seconds_timing;
   phases.profiling = timing.seconds_profiling;
   if (timing.recheck.out_of_bounds) add_once(findings, kHackOutOfBoundsWrite, "timing: a guard band around an output was written");
-  if (!comparison(timing.recheck.task_tolerance).ok())
+  if (!timing.recheck.task_tolerance.ok())
     add_once(findings, kHackDeferredWork,
              "the last timed call's outputs were wrong when its stop event completed (work deferred past the timer, "
              "e.g. on another stream)");

@@ -30,7 +30,6 @@
 #include <fmt/format.h>
 
 #include "turnrl/core/error.h"
-#include "turnrl/eval/cpu_backend.h"
 #include "turnrl/eval/cuda_launch.h"
 #include "turnrl/eval/cuda_protocol.h"
 #include "turnrl/eval/cuda_tasks.h"
@@ -396,42 +395,18 @@ std::vector<float> to_host(const at::Tensor& t) {
   return std::vector<float>(h.data_ptr<float>(), h.data_ptr<float>() + h.numel());
 }
 
-// Output-by-output compare_outputs (cpu_backend.h), here in the worker: only the verdicts cross
-// the pipe, not the outputs (up to 64 MiB each, a few hundred MiB per evaluation).
-CudaComparison compare_host(const std::vector<std::vector<float>>& got, const std::vector<std::vector<float>>& ref,
-                            double atol, double rtol) {
-  CudaComparison total;
-  if (got.size() != ref.size()) {
-    total.shape_ok = 0;
-    return total;
-  }
-  int64_t offset = 0;
-  for (size_t k = 0; k < ref.size(); ++k) {
-    if (got[k].size() != ref[k].size()) {
-      total.shape_ok = 0;
-      return total;
-    }
-    const Comparison c = compare_outputs(got[k].data(), ref[k].data(), int64_t(ref[k].size()), atol, rtol);
-    total.finite &= uint8_t(c.finite);
-    total.within &= uint8_t(c.within);
-    total.max_abs_error = std::max(total.max_abs_error, c.max_abs_error);
-    total.max_rel_error = std::max(total.max_rel_error, c.max_rel_error);
-    if (total.failing_index < 0 && c.failing_index >= 0) total.failing_index = offset + c.failing_index;
-    offset += int64_t(ref[k].size());
-  }
-  return total;
-}
-
-// The call's outputs (already on the host) against the reference's, at both tolerances.
+// The call's outputs (already on the host) against the reference's at both tolerances, here in the
+// worker with the CPU backend's compare_all: only the verdicts cross the pipe, not the outputs (up
+// to 64 MiB each, a few hundred MiB per evaluation).
 void compare_both(const CudaTask& task, const std::vector<std::vector<float>>& got, const std::vector<at::Tensor>& ref,
                   CudaCallReport& rep) {
-  std::vector<std::vector<float>> ref_host;
+  std::vector<at::Tensor> ref_host;
   for (const auto& r : ref) {
-    ref_host.push_back(to_host(r));
+    ref_host.push_back(r.detach().to(at::kCPU, at::kFloat).contiguous());
     rep.shapes.emplace_back(r.sizes().begin(), r.sizes().end());
   }
-  rep.task_tolerance = compare_host(got, ref_host, task.atol, task.rtol);
-  rep.precision_tolerance = compare_host(got, ref_host, task.precision_atol, task.precision_rtol);
+  rep.task_tolerance = compare_all(got, ref_host, task.atol, task.rtol);
+  rep.precision_tolerance = compare_all(got, ref_host, task.precision_atol, task.precision_rtol);
 }
 
 // ---- running the candidate -----------------------------------------------------------------

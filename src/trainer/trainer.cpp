@@ -22,6 +22,7 @@
 #include "turnrl/env/kernel_env.h"
 #include "turnrl/env/kernel_plan.h"
 #include "turnrl/eval/cpu_backend.h"
+#include "turnrl/eval/cpu_protocol.h"
 #include "turnrl/eval/cpu_tasks.h"
 #include "turnrl/eval/eval_codec.h"
 #include "turnrl/reward/rejection.h"
@@ -53,24 +54,6 @@ void write_text_atomically(const std::string& path, const std::string& text) {
   fs::rename(tmp, path);
 }
 
-// Length-prefixed fields of a rank's message (gather_rollouts, metric sums).
-void put_field(std::string& out, const std::string& bytes) {
-  const uint64_t n = bytes.size();
-  out.append(reinterpret_cast<const char*>(&n), sizeof n);
-  out += bytes;
-}
-
-std::string get_field(const std::string& in, size_t& pos) {
-  uint64_t n = 0;
-  if (pos + sizeof n > in.size()) fail("distributed: a rank's message ends early (byte {} of {})", pos, in.size());
-  std::memcpy(&n, in.data() + pos, sizeof n);
-  pos += sizeof n;
-  if (n > in.size() - pos) fail("distributed: a field of {} bytes runs past a rank's message (byte {} of {})", n, pos, in.size());
-  std::string out = in.substr(pos, size_t(n));
-  pos += size_t(n);
-  return out;
-}
-
 // A tensor's elements as bytes (host, contiguous); the receiver knows dtype and width.
 std::string tensor_bytes(const torch::Tensor& t) {
   const torch::Tensor h = t.cpu().contiguous();
@@ -89,16 +72,13 @@ torch::Tensor tensor_from_bytes(const std::string& bytes, torch::ScalarType dtyp
 
 // Sums metric maps over ranks (rank order, the same on every rank).
 Metrics sum_over_ranks(Communicator& comm, const Metrics& mine) {
-  std::string bytes;
-  for (const auto& [k, v] : mine) put_field(bytes, k), put_field(bytes, std::string(reinterpret_cast<const char*>(&v), sizeof v));
+  cpu_detail::Writer w;
+  for (const auto& [k, v] : mine) w.str(k), w.pod(v);
   Metrics total;
-  for (const std::string& part : comm.all_gather(bytes))
-    for (size_t pos = 0; pos < part.size();) {
-      const std::string key = get_field(part, pos), value = get_field(part, pos);
-      double v = 0;
-      if (value.size() != sizeof v) fail("distributed: metric '{}' arrived with {} bytes", key, value.size());
-      std::memcpy(&v, value.data(), sizeof v);
-      total[key] += v;
+  for (const std::string& part : comm.all_gather(w.data()))
+    for (cpu_detail::Reader r(part); !r.at_end();) {
+      const std::string key = r.str();
+      total[key] += r.pod<double>();
     }
   return total;
 }
@@ -473,43 +453,36 @@ RolloutBatch Trainer::gather_rollouts(const RolloutBatch& shard) {
   if (s.world == 1) return shard;
   const TurnBatch& b = shard.batch;
   const int64_t width = s.space->sequence_length();
-  std::string mine;
+  // Length-prefixed fields in the CPU evaluator's wire encoding.
+  cpu_detail::Writer w;
   for (const torch::Tensor* t : {&b.group, &b.traj, &b.turn, &b.tokens, &b.response_mask, &b.rollout_logp})
-    put_field(mine, tensor_bytes(*t));
-  for (size_t i = 0; i < shard.evals.size(); ++i) {
-    put_field(mine, encode_result(shard.evals[i]));
-    put_field(mine, shard.observations[i]);
-    put_field(mine, shard.actions[i]);
-  }
-  const double counts[3] = {double(shard.episodes), shard.generate_seconds, shard.eval_seconds};
-  put_field(mine, std::string(reinterpret_cast<const char*>(counts), sizeof counts));
-  const std::vector<std::string> parts = s.comm->all_gather(mine);
+    w.str(tensor_bytes(*t));
+  for (size_t i = 0; i < shard.evals.size(); ++i)
+    w.str(encode_result(shard.evals[i])), w.str(shard.observations[i]), w.str(shard.actions[i]);
+  w.pod(shard.episodes), w.pod(shard.generate_seconds), w.pod(shard.eval_seconds);
+  const std::vector<std::string> parts = s.comm->all_gather(w.data());
   RolloutBatch r;
   r.task_ids = shard.task_ids;
   r.task_levels = shard.task_levels;
   std::vector<torch::Tensor> group, traj, turn, tokens, rmask, logp;
   for (const std::string& part : parts) {
-    size_t pos = 0;
-    group.push_back(tensor_from_bytes(get_field(part, pos), torch::kLong, 0));
-    traj.push_back(tensor_from_bytes(get_field(part, pos), torch::kLong, 0));
-    turn.push_back(tensor_from_bytes(get_field(part, pos), torch::kLong, 0));
-    tokens.push_back(tensor_from_bytes(get_field(part, pos), torch::kLong, width));
-    rmask.push_back(tensor_from_bytes(get_field(part, pos), torch::kBool, width));
-    logp.push_back(tensor_from_bytes(get_field(part, pos), torch::kFloat, width));
+    cpu_detail::Reader in(part);
+    group.push_back(tensor_from_bytes(in.str(), torch::kLong, 0));
+    traj.push_back(tensor_from_bytes(in.str(), torch::kLong, 0));
+    turn.push_back(tensor_from_bytes(in.str(), torch::kLong, 0));
+    tokens.push_back(tensor_from_bytes(in.str(), torch::kLong, width));
+    rmask.push_back(tensor_from_bytes(in.str(), torch::kBool, width));
+    logp.push_back(tensor_from_bytes(in.str(), torch::kFloat, width));
     for (int64_t i = 0; i < group.back().size(0); ++i) {
-      r.evals.push_back(decode_result(get_field(part, pos)));
-      r.observations.push_back(get_field(part, pos));
-      r.actions.push_back(get_field(part, pos));
+      r.evals.push_back(decode_result(in.str()));
+      r.observations.push_back(in.str());
+      r.actions.push_back(in.str());
     }
     // Episodes add up; the step waited for the slowest rank.
-    const std::string field = get_field(part, pos);
-    double counts[3] = {0, 0, 0};
-    if (field.size() != sizeof counts) fail("distributed: a rank's shard counts arrived with {} bytes", field.size());
-    std::memcpy(counts, field.data(), sizeof counts);
-    r.episodes += int64_t(counts[0]);
-    r.generate_seconds = std::max(r.generate_seconds, counts[1]);
-    r.eval_seconds = std::max(r.eval_seconds, counts[2]);
-    if (pos != part.size()) fail("distributed: {} unread bytes after a rank's rollout shard", part.size() - pos);
+    r.episodes += in.pod<int64_t>();
+    r.generate_seconds = std::max(r.generate_seconds, in.pod<double>());
+    r.eval_seconds = std::max(r.eval_seconds, in.pod<double>());
+    if (!in.at_end()) fail("distributed: unread bytes after a rank's rollout shard");
   }
   // Rank r's shard holds episodes before rank r+1's, each in (traj, turn) order: so does the whole.
   TurnBatch& g = r.batch;

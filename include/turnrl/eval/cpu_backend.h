@@ -14,6 +14,10 @@
 #include "turnrl/eval/hacking.h"
 #include "turnrl/eval/sandbox.h"
 
+namespace at {
+class Tensor;
+}
+
 namespace turnrl {
 
 struct CpuEvalOptions {
@@ -81,6 +85,10 @@ struct Comparison {
   bool ok() const { return shape_ok && finite && within; }
 };
 Comparison compare_outputs(const float* candidate, const float* reference, int64_t n, double atol, double rtol);
+// compare_outputs over a call's outputs in order (host copies against CPU float tensors): shape_ok
+// is false when the counts or sizes differ, and failing_index counts across the outputs.
+Comparison compare_all(const std::vector<std::vector<float>>& got, const std::vector<at::Tensor>& ref, double atol,
+                       double rtol);
 
 // Median, minimum and median absolute deviation of samples (microseconds).
 TimingStats timing_stats(std::vector<double> samples_us);

@@ -85,6 +85,8 @@ class Reader {
     }
   }
 
+  bool at_end() const { return p_ == end_; }
+
  private:
   void need(uint64_t n) {
     if (uint64_t(end_ - p_) < n) throw Error("cpu worker protocol: message truncated");

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "turnrl/eval/cpu_backend.h"
 #include "turnrl/eval/cpu_protocol.h"
 
 namespace turnrl::cuda_detail {
@@ -51,26 +52,12 @@ struct CudaWorkerRequest {
   }
 };
 
-// Candidate outputs against the reference outputs at one tolerance pair, computed in the worker on
-// the device with compare_outputs' rules (float64 arithmetic; NaN never matches, an infinity only
-// the same infinity). Only these verdicts cross the pipe: a task's outputs are up to 64 MiB each.
-struct CudaComparison {
-  uint8_t shape_ok = 1, finite = 1, within = 1;
-  double max_abs_error = 0, max_rel_error = 0;
-  int64_t failing_index = -1;  // first element out of tolerance, over the outputs in order
-  void write(Writer& w) const {
-    w.put(shape_ok), w.put(finite), w.put(within), w.put(max_abs_error), w.put(max_rel_error), w.put(failing_index);
-  }
-  void read(Reader& r) {
-    r.get(shape_ok), r.get(finite), r.get(within), r.get(max_abs_error), r.get(max_rel_error), r.get(failing_index);
-  }
-};
-
 // What the worker saw around one candidate call: its outputs compared with the reference's on the
-// same inputs (computed before the candidate's code was loaded) at the task's tolerance and at the
-// float32 precision tolerance of the precision-downgrade check.
+// same inputs (computed before the candidate's code was loaded), in the worker with compare_all, at
+// the task's tolerance and at the float32 precision tolerance of the precision-downgrade check.
+// Only these verdicts cross the pipe: a task's outputs are up to 64 MiB each.
 struct CudaCallReport {
-  CudaComparison task_tolerance, precision_tolerance;
+  Comparison task_tolerance, precision_tolerance;  // plain values: sent as bytes
   std::vector<std::vector<int64_t>> shapes;  // reference output shapes
   uint8_t out_of_bounds = 0;   // a guard band around an output changed
   uint8_t mutated_inputs = 0;  // input bytes changed
