@@ -5,7 +5,8 @@
 # Here (once):   scripts/fetch_device_debs.sh            # yaml-cpp, fmt, Eigen, Catch2 as .debs
 # Device call:   run(command="benchmarks/device/run_all.sh", carry=[".deps"])
 #   optional args: --no-tests, --tests CTEST_ARGS (e.g. "-L cuda"), --no-bench,
-#                  --bench NAME (repeatable; default: every *_bench)
+#                  --bench NAME (repeatable; default: every *_bench),
+#                  --targets "T1 T2" (build only these CMake targets, e.g. "turnrl_cli python_bench")
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/turnrl-device-out}
@@ -16,12 +17,14 @@ run_tests=1
 run_benches=1
 ctest_args=()
 benches=()
+targets=()
 while (($#)); do
   case "$1" in
     --no-tests) run_tests=0 ;;
     --no-bench) run_benches=0 ;;
     --tests) read -r -a ctest_args <<<"$2"; shift ;;
     --bench) benches+=("$2"); shift ;;
+    --targets) read -r -a targets <<<"$2"; shift ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
   shift
@@ -38,7 +41,7 @@ start=$(date +%s)
 cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr;$prefix/usr/share/eigen3/cmake" \
   -DCMAKE_CUDA_ARCHITECTURES=90a 2>&1 | tail -n 5 | tee "$OUT/configure.txt"
-cmake --build build-device -j "$(nproc)" -- -k 0 2>&1 | grep -E "error|FAILED|warning: unused" | head -n 60 | tee "$OUT/build.txt"
+cmake --build build-device -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"} -- -k 0 2>&1 | grep -E "error|FAILED|warning: unused" | head -n 60 | tee "$OUT/build.txt"
 echo "build: $(( $(date +%s) - start )) s"
 
 if ((run_tests)); then

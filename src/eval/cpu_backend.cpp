@@ -186,6 +186,46 @@ Comparison compare_outputs(const float* cand, const float* ref, int64_t n, doubl
   return c;
 }
 
+Comparison compare_tensors(const at::Tensor& candidate, const at::Tensor& reference, double atol, double rtol) {
+  Comparison c;
+  if (candidate.numel() != reference.numel()) {
+    c.shape_ok = false;
+    return c;
+  }
+  if (candidate.numel() == 0) return c;
+  // compare_range's arithmetic, element for element, in double: the same verdict to the bit.
+  const at::Tensor o = candidate.reshape(-1).to(at::kDouble), r = reference.reshape(-1).to(at::kDouble);
+  const at::Tensor finite = at::isfinite(o), abs_r = r.abs();
+  const at::Tensor d = (o - r).abs().masked_fill(at::logical_not(finite), 0.0);
+  const at::Tensor rel = d / abs_r.clamp_min(1e-12);
+  const at::Tensor bad_value = at::logical_and(at::logical_not(finite), o.ne(r));  // NaN, or another infinity
+  const at::Tensor bad_tolerance = at::logical_and(finite, at::logical_not(d.le(abs_r * rtol + atol)));
+  // std::max skips NaN (d or d/|r| of a NaN or infinite reference); so do these maxima.
+  const at::Tensor summary = at::stack({bad_value.any().to(at::kDouble), bad_tolerance.any().to(at::kDouble),
+                                        d.masked_fill(d.isnan(), 0.0).max(), rel.masked_fill(rel.isnan(), 0.0).max()})
+                                 .to(at::kCPU);
+  const double* v = summary.data_ptr<double>();
+  c.finite = v[0] == 0;
+  c.within = v[1] == 0;
+  c.max_abs_error = v[2];
+  c.max_rel_error = v[3];
+  if (!c.ok()) c.failing_index = at::logical_or(bad_value, bad_tolerance).to(at::kByte).argmax().item<int64_t>();
+  return c;
+}
+
+namespace {
+
+// Adds one output's comparison to a call's; failing_index counts across the outputs.
+void merge_output(Comparison& total, const Comparison& c, int64_t offset) {
+  total.finite = total.finite && c.finite;
+  total.within = total.within && c.within;
+  total.max_abs_error = std::max(total.max_abs_error, c.max_abs_error);
+  total.max_rel_error = std::max(total.max_rel_error, c.max_rel_error);
+  if (total.failing_index < 0 && c.failing_index >= 0) total.failing_index = offset + c.failing_index;
+}
+
+}  // namespace
+
 Comparison compare_all(const std::vector<std::vector<float>>& got, const std::vector<at::Tensor>& ref, double atol,
                        double rtol) {
   Comparison total;
@@ -199,12 +239,26 @@ Comparison compare_all(const std::vector<std::vector<float>>& got, const std::ve
       total.shape_ok = false;
       return total;
     }
-    Comparison c = compare_outputs(got[k].data(), ref[k].data_ptr<float>(), ref[k].numel(), atol, rtol);
-    total.finite &= c.finite;
-    total.within &= c.within;
-    total.max_abs_error = std::max(total.max_abs_error, c.max_abs_error);
-    total.max_rel_error = std::max(total.max_rel_error, c.max_rel_error);
-    if (total.failing_index < 0 && c.failing_index >= 0) total.failing_index = offset + c.failing_index;
+    merge_output(total, compare_outputs(got[k].data(), ref[k].data_ptr<float>(), ref[k].numel(), atol, rtol), offset);
+    offset += ref[k].numel();
+  }
+  return total;
+}
+
+Comparison compare_all(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& ref, double atol, double rtol) {
+  Comparison total;
+  if (got.size() != ref.size()) {
+    total.shape_ok = false;
+    return total;
+  }
+  int64_t offset = 0;
+  for (size_t k = 0; k < ref.size(); ++k) {
+    const Comparison c = compare_tensors(got[k], ref[k], atol, rtol);
+    if (!c.shape_ok) {
+      total.shape_ok = false;
+      return total;
+    }
+    merge_output(total, c, offset);
     offset += ref[k].numel();
   }
   return total;

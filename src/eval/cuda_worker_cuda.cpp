@@ -88,7 +88,16 @@ struct ActivityRecord {
   std::string name;
   uint64_t start = 0, end = 0;
   uint32_t stream = 0;
+  bool marker = false;  // one of the worker's window markers (below), not the candidate's work
 };
+
+// Each profiled call is bracketed by two tiny memsets on the evaluator's stream. Their CUPTI
+// records carry device timestamps on the same clock as the candidate's kernels, so "still running
+// after the call's stream was done" compares device times with device times: host timestamps
+// (cuptiGetTimestamp after the stop event) are converted from another clock and flagged honest
+// multi-kernel candidates that ended within microseconds of the stop event.
+constexpr uint32_t kMarkerValue = 0xA7;
+constexpr uint64_t kMarkerBytes = 4093;
 
 std::mutex g_records_mu;
 std::vector<ActivityRecord> g_records;
@@ -112,7 +121,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
       g_records.push_back({"memcpy", m->start, m->end, m->streamId});
     } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
       auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(rec);
-      g_records.push_back({"memset", m->start, m->end, m->streamId});
+      g_records.push_back({"memset", m->start, m->end, m->streamId, m->value == kMarkerValue && m->bytes == kMarkerBytes});
     }
   }
   free(buffer);
@@ -152,6 +161,7 @@ struct Device {
   double bandwidth = 0;
   double fp32_flops = 0;
   at::Tensor flush_buffer;
+  at::Tensor marker_buffer;  // target of the profiling window markers
   bool cupti_ready = false;
   std::map<std::string, Compiled> compiled;  // by hash: kernel modules until the next evaluation of their source, launchers for the worker's life
 };
@@ -390,23 +400,15 @@ struct GuardedOutputs {
   }
 };
 
-std::vector<float> to_host(const at::Tensor& t) {
-  at::Tensor h = t.detach().to(at::kCPU, at::kFloat).contiguous();
-  return std::vector<float>(h.data_ptr<float>(), h.data_ptr<float>() + h.numel());
-}
-
-// The call's outputs (already on the host) against the reference's at both tolerances, here in the
-// worker with the CPU backend's compare_all: only the verdicts cross the pipe, not the outputs (up
-// to 64 MiB each, a few hundred MiB per evaluation).
-void compare_both(const CudaTask& task, const std::vector<std::vector<float>>& got, const std::vector<at::Tensor>& ref,
+// The call's outputs against the reference's at both tolerances, on the GPU with compare_all over
+// tensors (compare_outputs's verdict to the bit): only the verdicts reach the host and cross the
+// pipe, not the outputs (up to 64 MiB each; copying and comparing them on the host cost about a
+// second per evaluation).
+void compare_both(const CudaTask& task, const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& ref,
                   CudaCallReport& rep) {
-  std::vector<at::Tensor> ref_host;
-  for (const auto& r : ref) {
-    ref_host.push_back(r.detach().to(at::kCPU, at::kFloat).contiguous());
-    rep.shapes.emplace_back(r.sizes().begin(), r.sizes().end());
-  }
-  rep.task_tolerance = compare_all(got, ref_host, task.atol, task.rtol);
-  rep.precision_tolerance = compare_all(got, ref_host, task.precision_atol, task.precision_rtol);
+  for (const auto& r : ref) rep.shapes.emplace_back(r.sizes().begin(), r.sizes().end());
+  rep.task_tolerance = compare_all(got, ref, task.atol, task.rtol);
+  rep.precision_tolerance = compare_all(got, ref, task.precision_atol, task.precision_rtol);
 }
 
 // ---- running the candidate -----------------------------------------------------------------
@@ -512,9 +514,7 @@ void correctness(Device& dev, const CudaTask& task, const CudaWorkerRequest& req
     run_candidate(dev, c, task, buffers, out.views, dims);
     finish_candidate(dev);
     check_cuda(cudaDeviceSynchronize(), "after the candidate");  // work left on other streams
-    std::vector<std::vector<float>> got;
-    for (const auto& v : out.views) got.push_back(to_host(v));
-    compare_both(task, got, trials[t].reference, rep);
+    compare_both(task, out.views, trials[t].reference, rep);
     rep.out_of_bounds = !out.guards_intact();
     for (size_t i = 0; i < buffers.size(); ++i)
       if (!at::equal(buffers[i], trials[t].inputs[i])) rep.mutated_inputs = 1;
@@ -555,7 +555,7 @@ void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerReque
   cudaEvent_t ev[4];
   for (auto& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
   std::vector<at::Tensor> ref_slot;
-  std::vector<std::vector<float>> recheck_outputs;  // the last timed call's outputs, read when its stop event completed
+  std::vector<at::Tensor> recheck_outputs;  // the last timed call's outputs, copied when its stop event completed
   for (int i = 0; i < req.timing_trials; ++i) {
     // One element of every input changes per trial: content-keyed caches miss.
     for (size_t k = 0; k < in.size(); ++k) in[k].view(-1)[int64_t((uint64_t(i) * 2654435761u) % uint64_t(in[k].numel()))].mul_(0.5).add_(0.25);
@@ -574,7 +574,7 @@ void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerReque
     if (i + 1 == req.timing_trials) {
       const cudaError_t e = cudaEventSynchronize(ev[3]);
       if (e != cudaSuccess) throw DeviceFault(fmt::format("{} ({})", cudaGetErrorName(e), cudaGetErrorString(e)));
-      for (const auto& v : out.views) recheck_outputs.push_back(to_host(v));
+      for (const auto& v : out.views) recheck_outputs.push_back(v.clone());
     }
     finish_candidate(dev);
     float ms = 0;
@@ -605,13 +605,20 @@ void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerReque
     check_cuda(cudaDeviceSynchronize(), "before profiling");
     for (auto kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET})
       check_cupti(cuptiActivityEnable(kind), "enable");
-    std::vector<std::pair<uint64_t, uint64_t>> windows;  // CUPTI time before the launch, after the stop event
+    if (!dev.marker_buffer.defined())
+      dev.marker_buffer = at::empty({int64_t(kMarkerBytes)}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, dev.ordinal));
+    auto mark = [&] {
+      check_cuda(cudaMemsetAsync(dev.marker_buffer.data_ptr(), int(kMarkerValue), kMarkerBytes, dev.stream), "marker");
+    };
+    std::vector<std::pair<uint64_t, uint64_t>> host_windows;  // CUPTI host time before the launch, after the stop event
     for (int i = 0; i < req.profile_calls; ++i) {
       uint64_t before = 0, after = 0;
       cuptiGetTimestamp(&before);
+      mark();
       check_cuda(cudaEventRecord(ev[2], dev.stream), "cudaEventRecord");
       run_candidate(dev, c, task, in, out.views, dims);
       check_cuda(cudaEventRecord(ev[3], dev.stream), "cudaEventRecord");
+      mark();
       const cudaError_t e = cudaEventSynchronize(ev[3]);
       if (e != cudaSuccess) throw DeviceFault(fmt::format("{} ({})", cudaGetErrorName(e), cudaGetErrorString(e)));
       cuptiGetTimestamp(&after);
@@ -620,7 +627,7 @@ void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerReque
       float ms = 0;
       check_cuda(cudaEventElapsedTime(&ms, ev[2], ev[3]), "cudaEventElapsedTime");
       reply.profiled_call_us += 1000.0 * ms;
-      windows.emplace_back(before, after);
+      host_windows.emplace_back(before, after);
     }
     reply.profiled_calls = req.profile_calls;
     for (auto kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET})
@@ -628,7 +635,19 @@ void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerReque
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     std::map<std::string, CudaProfiledKernel> by_name;
     std::lock_guard<std::mutex> lock(g_records_mu);
+    // Windows on the device's clock: [opening marker's start, closing marker's start). Should CUPTI
+    // have dropped a marker record, the host windows assign records to calls, and nothing is
+    // judged late (the post-timing re-check still is).
+    std::vector<uint64_t> marks;
+    for (const auto& r : g_records)
+      if (r.marker && r.stream == dev.stream_id) marks.push_back(r.start);
+    std::sort(marks.begin(), marks.end());
+    const bool device_windows = marks.size() == 2 * host_windows.size();
+    std::vector<std::pair<uint64_t, uint64_t>> windows = host_windows;
+    if (device_windows)
+      for (size_t w = 0; w < windows.size(); ++w) windows[w] = {marks[2 * w], marks[2 * w + 1]};
     for (const auto& r : g_records) {
+      if (r.marker) continue;
       if (windows.empty() || r.start < windows.front().first) continue;  // not the candidate's
       size_t w = 0;
       while (w + 1 < windows.size() && r.start >= windows[w + 1].first) ++w;
@@ -638,7 +657,8 @@ void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerReque
       k.calls += 1;
       k.own = r.name != "memcpy" && r.name != "memset" && is_own_kernel(r.name, c.kernel_names);
       if (r.stream != dev.stream_id) k.other_stream = 1;
-      if (r.end > windows[w].second) k.after_timer = 1;
+      // 1 us of slack for timestamp granularity; work deferred to another stream runs for longer.
+      if (device_windows && r.end > windows[w].second + 1000) k.after_timer = 1;
     }
     for (auto& [name, k] : by_name) reply.profile.push_back(k);
   }

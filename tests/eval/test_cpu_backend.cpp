@@ -97,6 +97,13 @@ TEST_CASE("compare_outputs over millions of elements (chunked, threaded) equals 
     CHECK(a.max_abs_error == b.max_abs_error);
     CHECK(a.max_rel_error == b.max_rel_error);
     CHECK(a.failing_index == b.failing_index);
+    // The whole-tensor ATen comparison (the CUDA worker's, here on the CPU) gives the same verdict.
+    const Comparison t = compare_tensors(at::from_blob(out.data(), {n}), at::from_blob(ref.data(), {n}), atol, rtol);
+    CHECK(t.finite == b.finite);
+    CHECK(t.within == b.within);
+    CHECK(t.max_abs_error == b.max_abs_error);
+    CHECK(t.max_rel_error == b.max_rel_error);
+    CHECK(t.failing_index == b.failing_index);
     return a;
   };
   CHECK(same(1e-3, 0).ok());
@@ -109,6 +116,38 @@ TEST_CASE("compare_outputs over millions of elements (chunked, threaded) equals 
     CHECK(!c.ok());
     if (atol == 1e-3) CHECK(c.failing_index == n - 5);
   }
+}
+
+TEST_CASE("compare_tensors equals compare_outputs on infinities, NaNs, zeros and tiny references") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> ref = {1.f, inf, -inf, nan, 0.f, 1e-30f, 5.f, inf, 2.f, -3.f};
+  const std::vector<std::vector<float>> outs = {
+      {1.f, inf, -inf, 1.f, 0.f, 0.f, 5.f, inf, 2.f, -3.f},   // finite against NaN: out of tolerance
+      {1.f, inf, inf, nan, 0.f, 1e-30f, 5.f, inf, 2.f, -3.f},  // the wrong infinity, a NaN
+      {1.f, 3.f, -inf, nan, 1e-7f, 2e-30f, 5.f, inf, 2.f, -3.f},  // finite against infinity
+      {1.f, inf, -inf, nan, 0.f, 1e-30f, 5.001f, inf, 2.f, -3.f}};  // NaN where the reference has one
+  for (auto out : outs) {
+    for (double atol : {0.0, 1e-6, 1e-2}) {
+      const Comparison a = compare_outputs(out.data(), ref.data(), int64_t(ref.size()), atol, 1e-3);
+      const Comparison t = compare_tensors(at::from_blob(out.data(), {int64_t(out.size())}),
+                                           at::from_blob(ref.data(), {int64_t(ref.size())}), atol, 1e-3);
+      CHECK(t.finite == a.finite);
+      CHECK(t.within == a.within);
+      CHECK(t.max_abs_error == a.max_abs_error);
+      CHECK(t.max_rel_error == a.max_rel_error);
+      CHECK(t.failing_index == a.failing_index);
+    }
+  }
+  CHECK(!compare_outputs(outs[1].data(), ref.data(), 10, 1, 1).finite);
+  // Sizes that differ, and empty outputs; compare_all over tensors counts indices across outputs.
+  CHECK(!compare_tensors(at::zeros({3}), at::zeros({4}), 1, 1).shape_ok);
+  CHECK(compare_tensors(at::zeros({0}), at::zeros({0}), 0, 0).ok());
+  const Comparison all = compare_all(std::vector<at::Tensor>{at::zeros({4}), at::ones({3})},
+                                     std::vector<at::Tensor>{at::zeros({4}), at::zeros({3})}, 0.5, 0);
+  CHECK(all.failing_index == 4);
+  CHECK(all.max_abs_error == 1.0);
+  CHECK(!compare_all(std::vector<at::Tensor>{at::zeros({4})}, std::vector<at::Tensor>{at::zeros({4}), at::zeros({1})}, 1, 1)
+             .shape_ok);
 }
 
 TEST_CASE("timing_stats: median, minimum and median absolute deviation") {

@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <limits>
 
 #include <fmt/format.h>
 
 #include "eval/cuda_candidates.h"
+#include "turnrl/eval/cpu_backend.h"  // compare_outputs, compare_tensors
 #include "turnrl/eval/cuda_backend.h"
 #include "turnrl/eval/cuda_tasks.h"
 
@@ -159,4 +161,27 @@ TEST_CASE("cuda backend: compiles are cached by source hash and architecture", "
   CHECK(second > 0);
   CHECK(third == 0);  // same source: the cached cubin, reloaded without compiling
   remove_tree(o.cache_dir);
+}
+
+TEST_CASE("compare_tensors on the GPU gives compare_outputs's verdict to the bit") {
+  if (!have_gpu()) return;
+  const int64_t n = (int64_t(1) << 22) + 777;
+  at::Tensor ref = at::randn({n}, at::TensorOptions().dtype(at::kFloat));
+  at::Tensor out = ref + 1e-4 * at::randn({n});
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  ref[10] = inf, out[10] = inf;          // matching infinity: fine
+  ref[20] = nan, out[20] = 1.f;          // finite against NaN: out of tolerance
+  out[n - 3] = -inf;                     // the wrong value, late
+  ref[n - 9] = 0.f, out[n - 9] = 1e-7f;  // relative error against a zero reference
+  for (double atol : {1e-3, 1e-5}) {
+    for (double rtol : {0.0, 1e-3}) {
+      const Comparison a = compare_outputs(out.data_ptr<float>(), ref.data_ptr<float>(), n, atol, rtol);
+      const Comparison g = compare_tensors(out.cuda(), ref.cuda(), atol, rtol);
+      CHECK(g.finite == a.finite);
+      CHECK(g.within == a.within);
+      CHECK(g.max_abs_error == a.max_abs_error);
+      CHECK(g.max_rel_error == a.max_rel_error);
+      CHECK(g.failing_index == a.failing_index);
+    }
+  }
 }

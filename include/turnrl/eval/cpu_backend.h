@@ -89,6 +89,12 @@ Comparison compare_outputs(const float* candidate, const float* reference, int64
 // is false when the counts or sizes differ, and failing_index counts across the outputs.
 Comparison compare_all(const std::vector<std::vector<float>>& got, const std::vector<at::Tensor>& ref, double atol,
                        double rtol);
+// compare_outputs's verdict, bit for bit, from whole-tensor ATen ops on the tensors' own device
+// (equal element counts; any floating dtype): GPU outputs are compared where they are, and only the
+// verdict reaches the host.
+Comparison compare_tensors(const at::Tensor& candidate, const at::Tensor& reference, double atol, double rtol);
+// compare_all for outputs that are tensors (on any device), with compare_tensors.
+Comparison compare_all(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& ref, double atol, double rtol);
 
 // Median, minimum and median absolute deviation of samples (microseconds).
 TimingStats timing_stats(std::vector<double> samples_us);
