@@ -213,54 +213,46 @@ Comparison compare_tensors(const at::Tensor& candidate, const at::Tensor& refere
   return c;
 }
 
-namespace {
-
-// Adds one output's comparison to a call's; failing_index counts across the outputs.
-void merge_output(Comparison& total, const Comparison& c, int64_t offset) {
-  total.finite = total.finite && c.finite;
-  total.within = total.within && c.within;
-  total.max_abs_error = std::max(total.max_abs_error, c.max_abs_error);
-  total.max_rel_error = std::max(total.max_rel_error, c.max_rel_error);
-  if (total.failing_index < 0 && c.failing_index >= 0) total.failing_index = offset + c.failing_index;
-}
-
-}  // namespace
-
-Comparison compare_all(const std::vector<std::vector<float>>& got, const std::vector<at::Tensor>& ref, double atol,
-                       double rtol) {
+Comparison merge_in_order(const std::vector<Comparison>& outputs, const std::vector<int64_t>& sizes) {
   Comparison total;
-  if (got.size() != ref.size()) {
-    total.shape_ok = false;
-    return total;
-  }
   int64_t offset = 0;
-  for (size_t k = 0; k < ref.size(); ++k) {
-    if (int64_t(got[k].size()) != ref[k].numel()) {
-      total.shape_ok = false;
-      return total;
-    }
-    merge_output(total, compare_outputs(got[k].data(), ref[k].data_ptr<float>(), ref[k].numel(), atol, rtol), offset);
-    offset += ref[k].numel();
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Comparison& c = outputs[k];
+    total.shape_ok = total.shape_ok && c.shape_ok;
+    total.finite = total.finite && c.finite;
+    total.within = total.within && c.within;
+    total.max_abs_error = std::max(total.max_abs_error, c.max_abs_error);
+    total.max_rel_error = std::max(total.max_rel_error, c.max_rel_error);
+    if (total.failing_index < 0 && c.failing_index >= 0) total.failing_index = offset + c.failing_index;
+    offset += k < sizes.size() ? sizes[k] : 0;
   }
   return total;
 }
 
+Comparison compare_all(const std::vector<std::vector<float>>& got, const std::vector<at::Tensor>& ref, double atol,
+                       double rtol) {
+  std::vector<Comparison> parts;
+  std::vector<int64_t> sizes;
+  for (size_t k = 0; k < ref.size() && got.size() == ref.size(); ++k) {
+    sizes.push_back(ref[k].numel());
+    parts.push_back(int64_t(got[k].size()) == sizes.back()
+                        ? compare_outputs(got[k].data(), ref[k].data_ptr<float>(), sizes.back(), atol, rtol)
+                        : Comparison{false});
+  }
+  Comparison total = merge_in_order(parts, sizes);
+  total.shape_ok = total.shape_ok && got.size() == ref.size();
+  return total;
+}
+
 Comparison compare_all(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& ref, double atol, double rtol) {
-  Comparison total;
-  if (got.size() != ref.size()) {
-    total.shape_ok = false;
-    return total;
+  std::vector<Comparison> parts;
+  std::vector<int64_t> sizes;
+  for (size_t k = 0; k < ref.size() && got.size() == ref.size(); ++k) {
+    parts.push_back(compare_tensors(got[k], ref[k], atol, rtol));
+    sizes.push_back(ref[k].numel());
   }
-  int64_t offset = 0;
-  for (size_t k = 0; k < ref.size(); ++k) {
-    const Comparison c = compare_tensors(got[k], ref[k], atol, rtol);
-    if (!c.shape_ok) {
-      total.shape_ok = false;
-      return total;
-    }
-    merge_output(total, c, offset);
-    offset += ref[k].numel();
-  }
+  Comparison total = merge_in_order(parts, sizes);
+  total.shape_ok = total.shape_ok && got.size() == ref.size();
   return total;
 }
 

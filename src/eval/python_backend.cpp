@@ -133,23 +133,18 @@ Comparison compare_call(const std::vector<Output>& got, const std::vector<Output
     *problem = fmt::format("{} output tensor(s), the reference returns {}", got.size(), ref.size());
     return total;
   }
-  int64_t offset = 0;
+  std::vector<Comparison> parts;
+  std::vector<int64_t> sizes;
   for (size_t k = 0; k < ref.size(); ++k) {
     if (got[k].shape != ref[k].shape || got[k].dtype != ref[k].dtype) {
       total.shape_ok = false;
       *problem = fmt::format("output {} is {}, the reference's is {}", k, shape_text(got[k]), shape_text(ref[k]));
       return total;
     }
-    const Comparison c = compare_outputs(got[k].values.data_ptr<float>(), ref[k].values.data_ptr<float>(),
-                                         ref[k].values.numel(), atol, rtol);
-    total.finite &= c.finite;
-    total.within &= c.within;
-    total.max_abs_error = std::max(total.max_abs_error, c.max_abs_error);
-    total.max_rel_error = std::max(total.max_rel_error, c.max_rel_error);
-    if (total.failing_index < 0 && c.failing_index >= 0) total.failing_index = offset + c.failing_index;
-    offset += ref[k].values.numel();
+    sizes.push_back(ref[k].values.numel());
+    parts.push_back(compare_outputs(got[k].values.data_ptr<float>(), ref[k].values.data_ptr<float>(), sizes.back(), atol, rtol));
   }
-  return total;
+  return merge_in_order(parts, sizes);
 }
 
 bool float_outputs(const std::vector<Output>& ref) {

@@ -89,6 +89,10 @@ Comparison compare_outputs(const float* candidate, const float* reference, int64
 // is false when the counts or sizes differ, and failing_index counts across the outputs.
 Comparison compare_all(const std::vector<std::vector<float>>& got, const std::vector<at::Tensor>& ref, double atol,
                        double rtol);
+// One call's verdict from its outputs' verdicts, in output order: shape_ok, finite and within
+// hold when they hold for every output, the maxima are the largest, and failing_index counts
+// across the outputs (sizes[k] elements in output k).
+Comparison merge_in_order(const std::vector<Comparison>& outputs, const std::vector<int64_t>& sizes);
 // compare_outputs's verdict, bit for bit, from whole-tensor ATen ops on the tensors' own device
 // (equal element counts; any floating dtype): GPU outputs are compared where they are, and only the
 // verdict reaches the host.
