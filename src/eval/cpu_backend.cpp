@@ -12,10 +12,10 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <random>
 #include <sstream>
 #include <thread>
 
+#include "trial_seeds.h"
 #include "worker_round_trip.h"
 #include "turnrl/core/error.h"
 #include "turnrl/eval/cpu_protocol.h"
@@ -79,20 +79,6 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
   return s;
 }
-
-// A seed source the candidate cannot predict (request.seed == 0) or a reproducible one.
-struct SeedSource {
-  uint64_t state;
-  explicit SeedSource(uint64_t seed) {
-    if (seed != 0) {
-      state = seed;
-    } else {
-      std::random_device rd;
-      state = (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    }
-  }
-  uint64_t next() { return splitmix64(state); }
-};
 
 struct TrialKind {
   enum Kind { main, cache, extra_shape, precision } kind;
@@ -377,18 +363,11 @@ CompiledCandidate CpuEvaluator::compile(const std::string& source) {
 
 // One round trip; false (with r filled in) when the sandbox or the worker reported a failure.
 bool CpuEvaluator::Impl::call(SandboxWorker& worker, const WorkerRequest& wreq, WorkerReply& reply, EvalResult& r) {
-  const std::optional<SandboxReply> s =
-      eval_detail::round_trip(worker, cpu_detail::encode(wreq), opt.max_evals_per_worker, opt.message_chars, r);
-  if (!s) return false;
-  const std::string tail = eval_detail::output_note(*s);
-  try {
-    reply = cpu_detail::decode<WorkerReply>(s->payload);
-  } catch (const Error& e) {
-    r.error = EvalError::internal;
-    r.message = e.what();
-    worker.stop();
-    return false;
-  }
+  auto got = eval_detail::decoded_round_trip(worker, cpu_detail::encode(wreq), opt.max_evals_per_worker, opt.message_chars, r,
+                                             [](const std::string& payload) { return cpu_detail::decode<WorkerReply>(payload); });
+  if (!got) return false;
+  reply = std::move(got->first);
+  const std::string& tail = got->second;
   switch (reply.status) {
     case WorkerStatus::ok: return true;
     case WorkerStatus::load_failed: r.error = EvalError::load; break;
@@ -432,7 +411,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& req
 
   // Correctness plan: fresh unpredictable seeds; the cache trial reuses the last main trial's
   // buffers; one trial per extra shape; one precision trial with the tighter tolerance.
-  SeedSource seeds(req.seed);
+  eval_detail::TrialSeeds seeds(req.seed);
   WorkerRequest wreq;
   wreq.task = task.name;
   wreq.library_path = c.library_path;

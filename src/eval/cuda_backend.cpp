@@ -10,7 +10,6 @@ extern char** environ;
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <random>
 #include <sstream>
 #include <thread>
 
@@ -20,6 +19,7 @@ extern char** environ;
 
 #include <fmt/format.h>
 
+#include "trial_seeds.h"
 #include "worker_round_trip.h"
 #include "turnrl/core/error.h"
 #include "turnrl/eval/cpu_backend.h"  // compare_outputs, timing_stats
@@ -65,12 +65,6 @@ std::string physical_device(int ordinal) {
   for (int i = 0; std::getline(ss, id, ','); ++i)
     if (i == ordinal) return id;
   fail("evaluator.cuda.devices: ordinal {} is not visible (CUDA_VISIBLE_DEVICES={})", ordinal, visible);
-}
-
-uint64_t seed_source(uint64_t fixed) {
-  if (fixed != 0) return fixed;
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
 void add_once(std::vector<HackFinding>& f, uint32_t flag, std::string reason) {
@@ -162,18 +156,11 @@ int CudaEvaluator::worker_starts() const {
 const std::vector<CudaEvaluator::PhaseSeconds>& CudaEvaluator::last_phase_seconds() const { return impl_->phase_seconds; }
 
 bool CudaEvaluator::Impl::call(SandboxWorker& worker, const CudaWorkerRequest& wreq, CudaWorkerReply& reply, EvalResult& r) {
-  const std::optional<SandboxReply> s =
-      eval_detail::round_trip(worker, cuda_detail::encode(wreq), opt.max_evals_per_worker, opt.message_chars, r);
-  if (!s) return false;
-  const std::string tail = eval_detail::output_note(*s);
-  try {
-    reply = cuda_detail::decode<CudaWorkerReply>(s->payload);
-  } catch (const Error& e) {
-    r.error = EvalError::internal;
-    r.message = e.what();
-    worker.stop();
-    return false;
-  }
+  auto got = eval_detail::decoded_round_trip(worker, cuda_detail::encode(wreq), opt.max_evals_per_worker, opt.message_chars, r,
+                                             [](const std::string& payload) { return cuda_detail::decode<CudaWorkerReply>(payload); });
+  if (!got) return false;
+  reply = std::move(got->first);
+  const std::string& tail = got->second;
   switch (reply.status) {
     case CudaWorkerStatus::ok: return true;
     case CudaWorkerStatus::compile_failed: r.error = EvalError::compile; break;
@@ -210,11 +197,7 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
   if (req.candidate.find("globaltimer") != std::string::npos)
     findings.push_back({kHackTampering, "reads %globaltimer (the device clock)"});
 
-  uint64_t seed_state = seed_source(req.seed);
-  auto next_seed = [&] {
-    uint64_t s = splitmix64(seed_state);
-    return s ? s : 1;
-  };
+  eval_detail::TrialSeeds seeds(req.seed);
   CudaWorkerRequest wreq;
   wreq.task = task.name;
   wreq.source = req.candidate;
@@ -226,11 +209,11 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
   wreq.l2_flush_mib = opt.l2_flush_mib;
   std::vector<TrialKind> kinds;
   for (int i = 0; i < std::max(1, req.correctness_trials); ++i)
-    wreq.trials.push_back({0, next_seed(), 0, 0}), kinds.push_back(TrialKind::main);
-  wreq.trials.push_back({0, 0, 1, next_seed()}), kinds.push_back(TrialKind::cache);
+    wreq.trials.push_back({0, seeds.next(), 0, 0}), kinds.push_back(TrialKind::main);
+  wreq.trials.push_back({0, 0, 1, seeds.next()}), kinds.push_back(TrialKind::cache);
   for (size_t s = 1; s < task.shape_sets.size(); ++s)
-    wreq.trials.push_back({int32_t(s), next_seed(), 0, 0}), kinds.push_back(TrialKind::extra_shape);
-  wreq.trials.push_back({0, next_seed(), 0, 0}), kinds.push_back(TrialKind::precision);
+    wreq.trials.push_back({int32_t(s), seeds.next(), 0, 0}), kinds.push_back(TrialKind::extra_shape);
+  wreq.trials.push_back({0, seeds.next(), 0, 0}), kinds.push_back(TrialKind::precision);
 
   CudaWorkerReply reply;
   const bool replied = call(worker, wreq, reply, r);
@@ -304,7 +287,7 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
   CudaWorkerRequest treq = wreq;
   treq.trials.clear();
   treq.timing_trials = req.timing_trials;
-  treq.timing_seed = next_seed();
+  treq.timing_seed = seeds.next();
   CudaWorkerReply timing;
   if (!call(worker, treq, timing, r)) {
     r.correct = false;

@@ -18,6 +18,7 @@
 #include <ATen/ATen.h>
 
 #include "python_json.h"
+#include "trial_seeds.h"
 #include "turnrl/core/error.h"
 #include "turnrl/eval/cpu_backend.h"
 #include "turnrl/eval/cpu_tasks.h"
@@ -41,20 +42,6 @@ std::string shell_quote(const std::string& s) {
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
 }
-
-// Fresh unpredictable seeds (seed 0) or a reproducible sequence.
-struct Seeds {
-  uint64_t state;
-  explicit Seeds(uint64_t seed) {
-    if (seed != 0) {
-      state = seed;
-    } else {
-      std::random_device rd;
-      state = (uint64_t(rd()) << 32) ^ rd() ^ uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    }
-  }
-  uint64_t next() { return splitmix64(state); }
-};
 
 std::string random_nonce() {
   std::random_device rd;
@@ -503,7 +490,7 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
 
   // The plan: main trials on fresh seeds, a cache trial (the last main trial's buffers, second
   // halves shuffled in place), one trial per extra shape set; timing with randomly chosen checked calls.
-  Seeds seeds(req.seed);
+  eval_detail::TrialSeeds seeds(req.seed);
   const int main_trials = std::max(1, req.correctness_trials);
   std::vector<TrialKind> kinds;
   std::string trials = "[";

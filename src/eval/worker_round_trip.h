@@ -4,9 +4,11 @@
 // each backend's business; this is the part they share.
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "turnrl/core/error.h"
 #include "turnrl/eval/evaluator.h"
 #include "turnrl/eval/sandbox.h"
 
@@ -40,6 +42,24 @@ inline std::optional<SandboxReply> round_trip(SandboxWorker& worker, const std::
   }
   r.message = trim_message(s.message + output_note(s), message_chars);
   return std::nullopt;
+}
+
+// round_trip, then the worker's reply decoded with `decode` (payload -> Reply): the reply and the
+// worker's output note, or nullopt with r set. A reply that does not decode is an internal error
+// and stops the worker (its stream can no longer be trusted).
+template <class Decode>
+auto decoded_round_trip(SandboxWorker& worker, const std::string& request, int64_t max_calls, size_t message_chars,
+                        EvalResult& r, Decode decode) -> std::optional<std::pair<decltype(decode(std::string())), std::string>> {
+  const std::optional<SandboxReply> s = round_trip(worker, request, max_calls, message_chars, r);
+  if (!s) return std::nullopt;
+  try {
+    return std::make_pair(decode(s->payload), output_note(*s));
+  } catch (const Error& e) {
+    r.error = EvalError::internal;
+    r.message = e.what();
+    worker.stop();
+    return std::nullopt;
+  }
 }
 
 }  // namespace turnrl::eval_detail
