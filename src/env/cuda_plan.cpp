@@ -895,6 +895,16 @@ Launcher build_launcher(const std::string& task, const Plan& plan) {
     l.copy = true;
     s.require(guard + " && turnrl_copy_through_gemm(h, " + src + ", " + dst + ", " + rows + ", " + cols + ", stream)");
   };
+  // fallback=partial on the row and elementwise tasks: cuBLAS makes the layout copy t of `input`
+  // (rows x cols), then the plan's own kernel `as` runs on t with `grid` and the further `args`.
+  const auto partial_on_copy = [&](const std::string& input, const std::string& rows, const std::string& cols,
+                                   const std::string& as, const std::string& grid, const std::string& args) {
+    s.line("// partial: the layout copy of " + input + " in cuBLAS, then the plan's kernel on the copy");
+    s.line("float* t = turnrl_buffer(0, n);");
+    copy_into(input, "t", rows, cols, "t");
+    plan_kernel(as);
+    s.line("turnrl_" + as + grid + "(t, " + args + ");");
+  };
   const std::string dgmm_flat = "cublasSdgmm(h, CUBLAS_SIDE_LEFT, (int)n, 1, ";  // elementwise products: diag(v) times an n x 1 matrix
   if (task == "relu_bias" || task == "swiglu" || task == "softmax_rows" || task == "layernorm_rows" || task == "logsumexp_rows") {
     if (task == "relu_bias") s.line("const float* x = inputs[0];\nconst float* b = inputs[1];");
@@ -919,11 +929,7 @@ Launcher build_launcher(const std::string& task, const Plan& plan) {
 
   if (task == "relu_bias") {
     if (!full) {
-      s.line("// partial: the layout copy of x in cuBLAS, then the plan's kernel on the copy");
-      s.line("float* t = turnrl_buffer(0, n);");
-      copy_into("x", "t", "rows", "cols", "t");
-      plan_kernel("relu_bias");
-      s.line("turnrl_relu_bias" + elementwise_grid("n") + "(t, b, y, (int)rows, (int)cols);");
+      partial_on_copy("x", "rows", "cols", "relu_bias", elementwise_grid("n"), "b, y, (int)rows, (int)cols");
     } else {
       s.line("// full: y = x through cuBLAS, y += b broadcast over the rows (GER), own kernel: relu");
       s.line("const float* ones = turnrl_ones(rows, stream);");
@@ -934,11 +940,7 @@ Launcher build_launcher(const std::string& task, const Plan& plan) {
     }
   } else if (task == "gelu_tanh") {
     if (!full) {
-      s.line("// partial: the layout copy of x in cuBLAS, then the plan's kernel on the copy");
-      s.line("float* t = turnrl_buffer(0, n);");
-      copy_into("x", "t", "n / turnrl_width(n)", "turnrl_width(n)", "t");
-      plan_kernel("gelu_tanh");
-      s.line("turnrl_gelu_tanh" + elementwise_grid("n") + "(t, y, (int)n);");
+      partial_on_copy("x", "n / turnrl_width(n)", "turnrl_width(n)", "gelu_tanh", elementwise_grid("n"), "y, (int)n");
     } else {
       s.line("// full: the polynomial, 1 + tanh and the products in cuBLAS (DGMM, SCAL, AXPY), own kernel: tanh");
       s.line("float* u = turnrl_buffer(0, n);\nfloat* v = turnrl_buffer(1, n);\nconst float* ones = turnrl_ones(n, stream);");
@@ -957,11 +959,7 @@ Launcher build_launcher(const std::string& task, const Plan& plan) {
     }
   } else if (task == "swiglu") {
     if (!full) {
-      s.line("// partial: the layout copy of a in cuBLAS, then the plan's kernel on the copy");
-      s.line("float* t = turnrl_buffer(0, n);");
-      copy_into("a", "t", "rows", "cols", "t");
-      plan_kernel("swiglu");
-      s.line("turnrl_swiglu" + elementwise_grid("n") + "(t, g, y, (int)rows, (int)cols);");
+      partial_on_copy("a", "rows", "cols", "swiglu", elementwise_grid("n"), "g, y, (int)rows, (int)cols");
     } else {
       s.line("// full: u = a through cuBLAS, own kernel: sigmoid, then the products a * u * g in cuBLAS (DGMM)");
       s.line("float* u = turnrl_buffer(0, n);\nfloat* v = turnrl_buffer(1, n);");
@@ -985,11 +983,7 @@ Launcher build_launcher(const std::string& task, const Plan& plan) {
         plan_kernel("softmax_rows");
         s.line("turnrl_softmax_rows" + rows_grid("M") + "(y, y, (int)M, (int)N);");
       } else {
-        s.line("// partial: the layout copy of x in cuBLAS, then the plan's kernel on the copy");
-        s.line("float* t = turnrl_buffer(0, n);");
-        copy_into("x", "t", "rows", "cols", "t");
-        plan_kernel("softmax_rows");
-        s.line("turnrl_softmax_rows" + rows_grid("rows") + "(t, y, (int)rows, (int)cols);");
+        partial_on_copy("x", "rows", "cols", "softmax_rows", rows_grid("rows"), "y, (int)rows, (int)cols");
       }
     } else {
       s.line("// full: own kernels exp and 1/sum only; row sums (GEMV with ones) and the scaling (DGMM) in cuBLAS");
@@ -1005,11 +999,7 @@ Launcher build_launcher(const std::string& task, const Plan& plan) {
     }
   } else if (task == "layernorm_rows") {
     if (!full) {
-      s.line("// partial: the layout copy of x in cuBLAS, then the plan's kernel on the copy");
-      s.line("float* t = turnrl_buffer(0, n);");
-      copy_into("x", "t", "rows", "cols", "t");
-      plan_kernel("layernorm_rows");
-      s.line("turnrl_layernorm_rows" + rows_grid("rows") + "(t, gamma, beta, y, (int)rows, (int)cols);");
+      partial_on_copy("x", "rows", "cols", "layernorm_rows", rows_grid("rows"), "gamma, beta, y, (int)rows, (int)cols");
     } else {
       s.line("// full: mean and variance (GEMV with ones), centring and beta (GER), scaling (DGMM) in cuBLAS; own kernel: rsqrt");
       s.line("float* t = turnrl_buffer(0, n);\nfloat* q = turnrl_buffer(1, n);\nfloat* mean = turnrl_buffer(2, rows);\n"
@@ -1027,14 +1017,11 @@ Launcher build_launcher(const std::string& task, const Plan& plan) {
       s.blas("cublasSger(h, (int)cols, (int)rows, &one, beta, 1, ones, 1, y, (int)cols)");
     }
   } else if (task == "logsumexp_rows") {
-    s.line("float* t = turnrl_buffer(0, n);");
     if (!full) {
-      s.line("// partial: the layout copy of x in cuBLAS, then the plan's kernel on the copy");
-      copy_into("x", "t", "rows", "cols", "t");
-      plan_kernel("logsumexp_rows");
-      s.line("turnrl_logsumexp_rows" + rows_grid("rows") + "(t, y, (int)rows, (int)cols);");
+      partial_on_copy("x", "rows", "cols", "logsumexp_rows", rows_grid("rows"), "y, (int)rows, (int)cols");
     } else {
       s.line("// full: own kernels exp (unshifted) and log only; the row sums in cuBLAS (GEMV with ones)");
+      s.line("float* t = turnrl_buffer(0, n);");
       s.line("const float* ones = turnrl_ones(cols, stream);");
       copy_into("x", "t", "rows", "cols", "t && ones");
       maps.push_back("exp");
