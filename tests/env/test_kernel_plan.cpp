@@ -3,39 +3,26 @@
 // are caught).
 #include <catch2/catch.hpp>
 
-#include <map>
-#include <sstream>
 
 #include "turnrl/env/kernel_plan.h"
 #include "turnrl/env/task.h"
 #include "turnrl/eval/cpu_backend.h"
+#include "env/plan_words.h"
 
 using namespace turnrl;
 
-namespace {
-std::string plan(const std::string& overrides) {
-  // Defaults first; a later word for the same slot replaces the earlier one.
-  std::map<std::string, std::string> slots = {{"fusion", "fused"}, {"vec", "4"},         {"unroll", "2"},
-                                              {"acc", "f32"},      {"fallback", "none"}, {"bounds", "checked"},
-                                              {"shortcut", "none"}};
-  std::istringstream in(overrides);
-  for (std::string w; in >> w;) slots[w.substr(0, w.find('='))] = w.substr(w.find('=') + 1);
-  std::string out;
-  for (const PlanSlot& s : plan_slots()) out += s.name + "=" + slots[s.name] + " ";
-  return out;
-}
-}  // namespace
+using test::plan_words;
 
 TEST_CASE("plan grammar: vocabulary and parse errors name the slot and the choices", "[env][plan]") {
   REQUIRE(plan_vocabulary().size() == 19);
   REQUIRE(plan_grammar_text().find("fallback={none,partial,full}") != std::string::npos);
   const Task t = builtin_cpu_tasks().find("relu_bias");
-  REQUIRE(expand_plan(t, plan("")).error.empty());
+  REQUIRE(expand_plan(t, plan_words("")).error.empty());
   REQUIRE_THAT(expand_plan(t, "fusion=fused").error, Catch::Contains("slot 'vec' is missing"));
-  REQUIRE_THAT(expand_plan(t, plan("vec=3")).error, Catch::Contains("slot 'vec': '3' is not allowed; allowed: 1, 4, 8"));
-  REQUIRE_THAT(expand_plan(t, plan("") + " tile=8").error, Catch::Contains("unknown slot 'tile'"));
-  REQUIRE_THAT(expand_plan(t, plan("") + " vec=1").error, Catch::Contains("chosen twice"));
-  REQUIRE_THAT(expand_plan(builtin_cpu_tasks().find("layernorm_rows"), plan("")).error, Catch::Contains("no kernel-plan template"));
+  REQUIRE_THAT(expand_plan(t, plan_words("vec=3")).error, Catch::Contains("slot 'vec': '3' is not allowed; allowed: 1, 4, 8"));
+  REQUIRE_THAT(expand_plan(t, plan_words("") + " tile=8").error, Catch::Contains("unknown slot 'tile'"));
+  REQUIRE_THAT(expand_plan(t, plan_words("") + " vec=1").error, Catch::Contains("chosen twice"));
+  REQUIRE_THAT(expand_plan(builtin_cpu_tasks().find("layernorm_rows"), plan_words("")).error, Catch::Contains("no kernel-plan template"));
 }
 
 TEST_CASE("plans expand to real kernels with the intended verdicts", "[env][plan]") {
@@ -63,7 +50,7 @@ TEST_CASE("plans expand to real kernels with the intended verdicts", "[env][plan
   };
   std::vector<EvalRequest> requests;
   for (const Case& c : cases) {
-    const PlanExpansion x = expand_plan(tasks.find(c.task), plan(c.overrides));
+    const PlanExpansion x = expand_plan(tasks.find(c.task), plan_words(c.overrides));
     REQUIRE(x.error.empty());
     EvalRequest r;
     r.task = c.task;
@@ -74,7 +61,7 @@ TEST_CASE("plans expand to real kernels with the intended verdicts", "[env][plan
   const std::vector<EvalResult> results = evaluator.evaluate(requests);
   for (size_t i = 0; i < cases.size(); ++i) {
     const EvalResult& e = results[i];
-    INFO(cases[i].task << " [" << plan(cases[i].overrides) << "]: " << to_string(e.error) << " " << e.message << " flags "
+    INFO(cases[i].task << " [" << plan_words(cases[i].overrides) << "]: " << to_string(e.error) << " " << e.message << " flags "
                        << hacking_flag_names(e.hacking_flags) << "\n" << requests[i].candidate);
     REQUIRE(e.correct == cases[i].correct);
     if (cases[i].flags_any) REQUIRE((e.hacking_flags & cases[i].flags_any) != 0);
@@ -85,7 +72,7 @@ TEST_CASE("plans expand to real kernels with the intended verdicts", "[env][plan
 TEST_CASE("plan rendering: SIMD, __restrict__ and the AVX2 dispatch where the plan asks for them", "[env][plan]") {
   const TaskSet tasks = builtin_cpu_tasks();
   const auto src = [&](const std::string& task, const std::string& overrides) {
-    const PlanExpansion x = expand_plan(tasks.find(task), plan(overrides));
+    const PlanExpansion x = expand_plan(tasks.find(task), plan_words(overrides));
     REQUIRE(x.error.empty());
     return x.source;
   };
@@ -133,7 +120,7 @@ TEST_CASE("every honest plan of every template compiles and is correct on every 
         for (const std::string u : {"1", "2", "4"})
           for (const std::string a : {"f32", "f64"}) {
             if (a == "f64" && u != "1") continue;
-            const std::string words = plan("fusion=" + f + " vec=" + v + " unroll=" + u + " acc=" + a);
+            const std::string words = plan_words("fusion=" + f + " vec=" + v + " unroll=" + u + " acc=" + a);
             const PlanExpansion x = expand_plan(tasks.find(task), words);
             REQUIRE(x.error.empty());
             EvalRequest r;
@@ -146,7 +133,7 @@ TEST_CASE("every honest plan of every template compiles and is correct on every 
           }
   // The scalar fallback of vec=8 plans (taken on CPUs without AVX2/FMA) is the same plan, correct too.
   for (const std::string& task : plan_task_names()) {
-    std::string source = expand_plan(tasks.find(task), plan("vec=8 unroll=2")).source;
+    std::string source = expand_plan(tasks.find(task), plan_words("vec=8 unroll=2")).source;
     const std::string check = "__builtin_cpu_supports(\"avx2\") && __builtin_cpu_supports(\"fma\")";
     REQUIRE(source.find(check) != std::string::npos);
     source.replace(source.find(check), check.size(), "false");
@@ -178,7 +165,7 @@ TEST_CASE("vectorised plans are much faster than scalar f64 ones on the same tas
     for (const std::string overrides : {"vec=8 unroll=2 acc=f32", "vec=1 unroll=1 acc=f64"}) {
       EvalRequest r;
       r.task = task;
-      r.candidate = expand_plan(tasks.find(task), plan(overrides)).source;
+      r.candidate = expand_plan(tasks.find(task), plan_words(overrides)).source;
       r.correctness_trials = 1;
       r.timing_trials = 5;
       requests.push_back(r);
