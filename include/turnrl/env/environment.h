@@ -9,17 +9,13 @@
 #include <vector>
 
 #include "turnrl/eval/evaluator.h"
+#include "turnrl/model/chat_tokenizer.h"
 
 namespace turnrl {
 
 struct Task;
 
 // What the policy sees before its next turn: the whole conversation so far, as messages.
-struct ChatMessage {
-  std::string role;  // "system" | "user" | "assistant"
-  std::string text;
-};
-
 struct Observation {
   std::vector<ChatMessage> messages;  // history mode 'all': every earlier turn stays in context
   int turn = 0;                   // 0-based index of the turn the policy is about to take
