@@ -6,6 +6,12 @@ find_package(Torch REQUIRED)
 find_package(fmt REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
+# Byte-level BPE tokenizers (model/bpe_tokenizer.h): nlohmann-json reads tokenizer.json, PCRE2 runs
+# the pre-tokenizer regexes (\p{L} needs UTF + UCP), ICU normalizes to NFC where the file says so.
+find_package(nlohmann_json 3 REQUIRED)
+find_package(ICU REQUIRED COMPONENTS uc)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET GLOBAL libpcre2-8)
 
 # PyTorch's include folder carries its own (newer) fmt headers; the compiled libfmt from Debian
 # would then be linked against mismatching declarations. Header-only fmt is immune to that.
