@@ -80,7 +80,7 @@ ChatTemplate choose_template(const std::string& dir, const JsonAt& config, const
   if (const auto text = template_text(config)) {
     if (const auto found = detect_chat_template(*text)) return *found;
     fail("{}: chat_template is none of the templates turnrl reproduces (chatml: Qwen2.5, qwen3: Qwen3, llama3: "
-         "Llama-3); set HfTokenizerOptions::chat_template (config key model.chat_template) to chatml, qwen3 or llama3",
+         "Llama-3); set HfTokenizerOptions::chat_template to chatml, qwen3 or llama3",
          config["chat_template"].where());
   }
   const std::string config_path = dir + "/config.json";
