@@ -1,5 +1,6 @@
 #include "bpe_model.h"
 
+#include <mutex>
 #include <queue>
 
 #include "utf8.h"
@@ -75,6 +76,15 @@ BpeModel BpeModel::from_json(const JsonAt& node) {
     m.merges_[pair_key(left_id, right_id)] = Merge{uint32_t(rank), merged_id};
   }
 
+  // The one-character tokens of the byte-level alphabet (code points below U+0144), for a lookup
+  // without hashing in the merge loop.
+  m.symbol_ids_.assign(0x144, -1);
+  for (char32_t c = 0; c < 0x144; ++c) {
+    std::string symbol;
+    utf8_append(symbol, c);
+    const auto it = m.token_to_id_.find(symbol);
+    if (it != m.token_to_id_.end()) m.symbol_ids_[c] = it->second;
+  }
   if (node.has("unk_token")) {
     const std::string unk = node["unk_token"].string();
     const auto it = m.token_to_id_.find(unk);
@@ -100,12 +110,40 @@ const BpeModel::Merge* BpeModel::find_merge(uint32_t left, uint32_t right) const
   return it == merges_.end() ? nullptr : &it->second;
 }
 
+uint32_t BpeModel::symbol_id(std::string_view piece, size_t pos, size_t length) const {
+  const char32_t c = utf8_decode_at(piece, pos, length);
+  if (c < symbol_ids_.size() && symbol_ids_[c] >= 0) return uint32_t(symbol_ids_[c]);
+  const auto it = token_to_id_.find(std::string(piece.substr(pos, length)));
+  if (it != token_to_id_.end()) return it->second;
+  if (unk_id_) return *unk_id_;
+  fail("BPE: the character '{}' is not in the vocabulary and the model has no unk_token", piece.substr(pos, length));
+}
+
 void BpeModel::encode_piece(std::string_view piece, std::vector<int64_t>& out) const {
+  const bool cacheable = piece.size() <= kCachedPieceBytes;
+  if (cacheable) {
+    std::shared_lock lock(cache_->mutex);
+    const auto it = cache_->ids.find(std::string(piece));
+    if (it != cache_->ids.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  std::vector<uint32_t> ids;
+  merge_piece(piece, ids);
+  out.insert(out.end(), ids.begin(), ids.end());
+  if (cacheable) {
+    std::unique_lock lock(cache_->mutex);
+    if (cache_->ids.size() < kCacheCapacity) cache_->ids.emplace(piece, std::move(ids));
+  }
+}
+
+void BpeModel::merge_piece(std::string_view piece, std::vector<uint32_t>& ids) const {
   if (ignore_merges_) {
     // Llama-3: a piece that is itself a vocabulary entry is taken whole, merges or not.
     const auto whole = token_to_id_.find(std::string(piece));
     if (whole != token_to_id_.end()) {
-      out.push_back(whole->second);
+      ids.push_back(whole->second);
       return;
     }
   }
@@ -117,23 +155,12 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int64_t>& out) c
   };
   std::vector<Symbol> symbols;
   symbols.reserve(piece.size());
-  std::string character;
   for (size_t pos = 0; pos < piece.size();) {
     const size_t length = std::max<size_t>(1, utf8_sequence_length(piece, pos));
-    character.assign(piece.substr(pos, length));
-    pos += length;
-    const auto it = token_to_id_.find(character);
-    uint32_t id;
-    if (it != token_to_id_.end()) {
-      id = it->second;
-    } else if (unk_id_) {
-      id = *unk_id_;
-    } else {
-      fail("BPE: the character '{}' is not in the vocabulary and the model has no unk_token", character);
-    }
     const int index = int(symbols.size());
-    symbols.push_back({id, index - 1, -1, true});
+    symbols.push_back({symbol_id(piece, pos, length), index - 1, -1, true});
     if (index > 0) symbols[size_t(index) - 1].next = index;
+    pos += length;
   }
   if (symbols.size() > 1) {
     struct Candidate {
@@ -167,7 +194,7 @@ void BpeModel::encode_piece(std::string_view piece, std::vector<int64_t>& out) c
     }
   }
   for (const Symbol& s : symbols)
-    if (s.alive) out.push_back(s.id);
+    if (s.alive) ids.push_back(s.id);
 }
 
 }  // namespace turnrl::detail
