@@ -82,6 +82,13 @@ SafetensorsEntry parse_entry(const json& spec, const std::string& path, const st
   return entry;
 }
 
+template <typename Map>
+std::vector<std::string> keys_of(const Map& map) {
+  std::vector<std::string> keys;
+  for (const auto& entry : map) keys.push_back(entry.first);
+  return keys;
+}
+
 void write_all(std::ofstream& out, const void* data, size_t bytes, const std::string& path) {
   out.write(static_cast<const char*>(data), std::streamsize(bytes));
   if (!out) fail("safetensors: cannot write '{}': {}", path, std::strerror(errno));
@@ -156,11 +163,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path), mapping
            by_offset[i].second->begin, by_offset[i].second->end);
 }
 
-std::vector<std::string> SafetensorsFile::names() const {
-  std::vector<std::string> names;
-  for (const auto& entry : entries_) names.push_back(entry.first);
-  return names;
-}
+std::vector<std::string> SafetensorsFile::names() const { return keys_of(entries_); }
 
 const SafetensorsEntry& SafetensorsFile::entry(const std::string& name) const {
   const auto it = entries_.find(name);
@@ -214,11 +217,7 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& folder) {
   for (const std::string& name : shards_.front().names()) shard_of_[name] = 0;
 }
 
-std::vector<std::string> SafetensorsCheckpoint::names() const {
-  std::vector<std::string> names;
-  for (const auto& entry : shard_of_) names.push_back(entry.first);
-  return names;
-}
+std::vector<std::string> SafetensorsCheckpoint::names() const { return keys_of(shard_of_); }
 
 const SafetensorsFile& SafetensorsCheckpoint::shard(const std::string& name) const {
   const auto it = shard_of_.find(name);

@@ -59,6 +59,16 @@ inline std::unique_ptr<HFPolicy> load_fixture(const std::string& family, torch::
 
 inline torch::Tensor row(const std::vector<int64_t>& tokens) { return torch::tensor(tokens, torch::kLong).unsqueeze(0); }
 
+inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kFloat) - b.to(torch::kFloat)).abs().max().item<double>();
+}
+
+// Logits [T, vocab] of one unpadded sequence, without autograd.
+inline torch::Tensor logits_of(HFPolicy& policy, const std::vector<int64_t>& prompt) {
+  torch::NoGradGuard no_grad;
+  return policy.model()->forward(row(prompt))[0];
+}
+
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;

@@ -11,15 +11,6 @@ using namespace turnrl::test;
 
 namespace {
 
-double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kFloat) - b.to(torch::kFloat)).abs().max().item<double>();
-}
-
-torch::Tensor logits_of(HFPolicy& policy, const std::vector<int64_t>& prompt) {
-  torch::NoGradGuard no_grad;
-  return policy.model()->forward(row(prompt))[0];
-}
-
 std::vector<int64_t> greedy(HFPolicy& policy, const std::vector<int64_t>& prompt, int64_t tokens, bool cache) {
   const auto [prompts, mask] = left_pad({prompt}, 0);
   const Rollout r = policy.generate(prompts, mask, SamplingOptions().max_new(tokens).temp(0).cache(cache));

@@ -13,15 +13,6 @@ using namespace turnrl::test;
 
 namespace {
 
-double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kFloat) - b.to(torch::kFloat)).abs().max().item<double>();
-}
-
-torch::Tensor logits_of(HFPolicy& policy, const std::vector<int64_t>& prompt) {
-  torch::NoGradGuard no_grad;
-  return policy.model()->forward(row(prompt))[0];
-}
-
 // Moves every lora_B away from zero so adapters change the model.
 void perturb_adapters(HFPolicy& policy, double scale) {
   torch::NoGradGuard no_grad;
