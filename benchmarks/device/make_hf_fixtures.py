@@ -16,6 +16,13 @@ writes the same checkpoint. The reference outputs come from `transformers` when 
 reimplementation below, which follows transformers' modeling_llama / modeling_qwen2 /
 modeling_qwen3 line by line (eager attention), and safetensors written by hand. Regenerating with
 transformers must leave turnrl's tests passing (tests/model/test_hf_decoder.cpp).
+
+    python3 benchmarks/device/make_hf_fixtures.py --full-size /tmp/hf-full   (GPU + transformers)
+
+writes random bf16 models of the real shapes of Qwen3-0.6B, Qwen2.5-1.5B and Llama-3.2-1B the same
+way (save_pretrained; reference logits of a bf16 forward on the GPU, 128-token greedy
+continuations); TURNRL_HF_FULL_FIXTURES=/tmp/hf-full build-device/bin/test_model_cuda compares
+turnrl's bf16 decoder on the GPU with them (tests/model/test_hf_decoder_cuda.cpp).
 """
 import argparse
 import json
@@ -53,6 +60,26 @@ FAMILIES = {
 
 DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 SAFETENSORS_DTYPES = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}
+
+
+FULL_SIZE_TOKENS = 128
+FULL_SIZE = {
+    "qwen3-0.6b": dict(architecture="Qwen3ForCausalLM", model_type="qwen3", config=dict(
+        vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+        num_key_value_heads=8, head_dim=128, rope_theta=1000000.0, tie_word_embeddings=True,
+        max_position_embeddings=40960, rms_norm_eps=1e-6, hidden_act="silu", attention_bias=False,
+        use_sliding_window=False, bos_token_id=151643, eos_token_id=151645)),
+    "qwen2.5-1.5b": dict(architecture="Qwen2ForCausalLM", model_type="qwen2", config=dict(
+        vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+        num_key_value_heads=2, rope_theta=1000000.0, tie_word_embeddings=True, max_position_embeddings=32768,
+        rms_norm_eps=1e-6, hidden_act="silu", use_sliding_window=False, bos_token_id=151643, eos_token_id=151643)),
+    "llama-3.2-1b": dict(architecture="LlamaForCausalLM", model_type="llama", config=dict(
+        vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+        num_key_value_heads=8, head_dim=64, rope_theta=500000.0, tie_word_embeddings=True,
+        max_position_embeddings=131072, rms_norm_eps=1e-5, hidden_act="silu", attention_bias=False, mlp_bias=False,
+        rope_scaling=dict(rope_type="llama3", factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                          original_max_position_embeddings=8192), bos_token_id=128000, eos_token_id=128001)),
+}
 
 
 def head_dim(cfg):
@@ -257,12 +284,60 @@ def with_reference(family, state, folder):
             logits, greedy)
 
 
+def full_size(out):
+    """bf16 models of real shapes on the GPU, references from transformers (no fallback)."""
+    import transformers
+
+    device = torch.device("cuda")
+    for seed, (name, spec) in enumerate(FULL_SIZE.items()):
+        folder = os.path.join(out, name)
+        os.makedirs(folder, exist_ok=True)
+        cfg = dict(spec["config"], architectures=[spec["architecture"]], model_type=spec["model_type"])
+        config_class = getattr(transformers, spec["architecture"].replace("ForCausalLM", "Config"))
+        config = config_class.from_dict(cfg)
+        torch.manual_seed(seed)
+        model = getattr(transformers, spec["architecture"])(config).to(device=device, dtype=torch.bfloat16).eval()
+        g = torch.Generator(device=device).manual_seed(seed)
+        with torch.no_grad():  # the same recipe as random_state: no near-ties in greedy decoding
+            for pname, p in model.named_parameters():
+                if pname.endswith("norm.weight"):
+                    p.copy_(1 + 0.1 * torch.randn(p.shape, generator=g, device=device))
+                elif pname.endswith("bias"):
+                    p.copy_(0.1 * torch.randn(p.shape, generator=g, device=device))
+                elif "embed_tokens" in pname:
+                    p.copy_(0.3 * torch.randn(p.shape, generator=g, device=device))
+                else:
+                    p.copy_(2 * torch.randn(p.shape, generator=g, device=device) / math.sqrt(p.shape[1]))
+        model.save_pretrained(folder, safe_serialization=True)
+        model.generation_config.eos_token_id = None
+        logits, greedy = [], []
+        with torch.no_grad():
+            for prompt in PROMPTS:
+                ids = torch.tensor([prompt], device=device)
+                logits.append(model(input_ids=ids).logits[0].float().cpu())
+                generated = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                           max_new_tokens=FULL_SIZE_TOKENS, pad_token_id=0)
+                greedy.append(generated[0, len(prompt):].tolist())
+        write_safetensors(os.path.join(folder, "reference.safetensors"),
+                          {f"logits.{i}": l.contiguous() for i, l in enumerate(logits)})
+        with open(os.path.join(folder, "reference.json"), "w") as out_file:
+            json.dump({"generator": f"transformers {transformers.__version__} bf16 on {torch.cuda.get_device_name()}",
+                       "prompts": PROMPTS, "greedy": greedy, "greedy_tokens": FULL_SIZE_TOKENS}, out_file, indent=1)
+        print(f"{name}: written to {folder}")
+        del model
+        torch.cuda.empty_cache()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "hf"))
     parser.add_argument("--require-transformers", action="store_true",
                         help="fail instead of falling back to the pure-torch reference")
+    parser.add_argument("--full-size", metavar="DIR",
+                        help="write bf16 models of real shapes to DIR instead (needs transformers and a GPU)")
     args = parser.parse_args()
+    if args.full_size:
+        return full_size(args.full_size)
     try:
         import transformers  # noqa: F401
         have_transformers = True
