@@ -1,10 +1,7 @@
 #include "turnrl/model/hf_decoder.h"
 
-#include <algorithm>
 #include <map>
 #include <set>
-
-#include <torch/nn/functional/activation.h>
 
 #include "decoder_parts.h"
 #include "turnrl/core/error.h"
