@@ -6,7 +6,8 @@ find_package(Torch REQUIRED)
 find_package(fmt REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
-# Byte-level BPE tokenizers (model/bpe_tokenizer.h): nlohmann-json reads tokenizer.json, PCRE2 runs
+# nlohmann-json reads tokenizer.json, safetensors headers and HF config.json; for the byte-level BPE
+# tokenizers (model/bpe_tokenizer.h) PCRE2 runs
 # the pre-tokenizer regexes (\p{L} needs UTF + UCP), ICU normalizes to NFC where the file says so.
 find_package(nlohmann_json 3 REQUIRED)
 find_package(ICU REQUIRED COMPONENTS uc)

@@ -8,6 +8,7 @@ packages=(
   libtorch-dev          # LibTorch 1.13 (CPU): tensors, autograd, models
   libyaml-cpp-dev       # training configs
   libfmt-dev            # messages, logs, the progress line
+  nlohmann-json3-dev    # safetensors headers, HF config.json and checkpoint indexes
   libeigen3-dev         # CPU-side statistics (timing summaries, bootstrap intervals)
   catch2                # Catch2 v2 tests, discovered by CTest
   python3 python3-torch python3-numpy  # the Python evaluator backend's worker (KernelBench-format tasks)

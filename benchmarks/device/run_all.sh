@@ -2,7 +2,7 @@
 # One call on the GPU machine: build turnrl against PyTorch's LibTorch (CUDA), run every test
 # (CUDA ones included), then every benchmark on the GPU. Output goes to stdout and to $OUT.
 #
-# Here (once):   scripts/fetch_device_debs.sh            # yaml-cpp, fmt, Eigen, Catch2 as .debs
+# Here (once):   scripts/fetch_device_debs.sh            # yaml-cpp, fmt, Eigen, Catch2, nlohmann-json as .debs
 # Device call:   run(command="benchmarks/device/run_all.sh", carry=[".deps"])
 #   optional args: --no-tests, --tests CTEST_ARGS (e.g. "-L cuda"), --no-bench,
 #                  --bench NAME (repeatable; default: every *_bench),

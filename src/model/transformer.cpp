@@ -7,16 +7,11 @@
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 #include <torch/utils.h>
-#include <torch/version.h>
 
+#include "decoder_parts.h"
 #include "module_state.h"
 #include "turnrl/core/error.h"
-
-#if TORCH_VERSION_MAJOR >= 2
-#define TURNRL_HAVE_SDPA 1
-#else
-#define TURNRL_HAVE_SDPA 0
-#endif
+#include "turnrl/model/rope.h"
 
 namespace turnrl {
 
@@ -48,51 +43,6 @@ void validate(const TransformerOptions& o) {
 }
 
 namespace detail {
-namespace {
-
-// RMSNorm (Zhang & Sennrich 2019), computed in fp32 as LLaMA does.
-torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
-  const torch::Tensor xf = x.to(torch::kFloat);
-  return (xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps) * weight.to(torch::kFloat))
-      .to(x.scalar_type());
-}
-
-// Rotary angles for positions [B, T]: cos and sin [B, 1, T, head_dim / 2], fp32.
-std::pair<torch::Tensor, torch::Tensor> rotary_angles(const torch::Tensor& positions, int64_t head_dim, double theta) {
-  const auto half = head_dim / 2;
-  const torch::Tensor inv_freq =
-      torch::pow(theta, -torch::arange(half, torch::TensorOptions(torch::kFloat).device(positions.device())) * 2.0 /
-                            double(head_dim));
-  const torch::Tensor angles = positions.to(torch::kFloat).unsqueeze(-1) * inv_freq;
-  return {angles.cos().unsqueeze(1), angles.sin().unsqueeze(1)};
-}
-
-// Rotates pairs (x_i, x_{i+half}) by the position's angle (the GPT-NeoX / LLaMA layout).
-torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
-  const auto half = x.size(-1) / 2;
-  const torch::Tensor xf = x.to(torch::kFloat);
-  const torch::Tensor x1 = xf.narrow(-1, 0, half), x2 = xf.narrow(-1, half, half);
-  return torch::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1).to(x.scalar_type());
-}
-
-// q [B, H, Tq, D], k/v [B, H, Tk, D]; mask bool [B, 1, Tq, Tk] (true = attend) or undefined for
-// plain causal attention with Tq == Tk.
-torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const torch::Tensor& mask) {
-#if TURNRL_HAVE_SDPA
-  if (!mask.defined()) return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true);
-  return at::scaled_dot_product_attention(q, k, v, mask, 0.0, /*is_causal=*/false);
-#else
-  const torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1)).to(torch::kFloat) / std::sqrt(double(q.size(-1)));
-  const torch::Tensor allowed =
-      mask.defined() ? mask : torch::ones({q.size(2), k.size(2)}, q.options().dtype(torch::kBool)).tril();
-  const torch::Tensor probs =
-      scores.masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity()).softmax(-1);
-  return torch::matmul(probs.to(q.scalar_type()), v);
-#endif
-}
-
-}  // namespace
 
 // Pre-norm block: x + attn(norm(x)), then x + swiglu(norm(x)).
 class DecoderBlock : public torch::nn::Module {
@@ -125,10 +75,7 @@ class DecoderBlock : public torch::nn::Module {
     const torch::Tensor q = apply_rotary(qkv[0], cos, sin);
     torch::Tensor k = apply_rotary(qkv[1], cos, sin), v = qkv[2];
     if (cache) {
-      cache->keys[layer].narrow(2, cache->length, length).copy_(k);
-      cache->values[layer].narrow(2, cache->length, length).copy_(v);
-      k = cache->keys[layer].narrow(2, 0, cache->length + length);
-      v = cache->values[layer].narrow(2, 0, cache->length + length);
+      std::tie(k, v) = append_to_cache(*cache, layer, k, v);
     }
     const torch::Tensor a = attention(q, k, v, mask).transpose(1, 2).reshape({batch, length, heads * head_dim});
     x = x + out_(a);
@@ -146,6 +93,9 @@ class DecoderBlock : public torch::nn::Module {
 
 TransformerImpl::TransformerImpl(const TransformerOptions& options) : options_(options) {
   validate(options_);
+  RopeSettings rope;
+  rope.theta = options_.rope_theta();
+  inv_freq_ = rope_inverse_frequencies(rope, options_.head_dim());
   const int64_t d = options_.d_model();
   embed_ = register_module("embed", torch::nn::Embedding(options_.vocab(), d));
   for (int64_t i = 0; i < options_.layers(); ++i)
@@ -174,65 +124,21 @@ void TransformerImpl::to(torch::Dtype dtype, bool non_blocking) {
 KVCache TransformerImpl::make_cache(int64_t batch, int64_t capacity) const {
   if (capacity > options_.max_seq())
     fail("KV cache: capacity {} exceeds transformer.max_seq {}", capacity, options_.max_seq());
-  const auto weights = embed_->weight.options();
-  KVCache cache;
-  for (int64_t i = 0; i < options_.layers(); ++i) {
-    cache.keys.push_back(torch::zeros({batch, options_.heads(), capacity, options_.head_dim()}, weights));
-    cache.values.push_back(torch::zeros({batch, options_.heads(), capacity, options_.head_dim()}, weights));
-  }
-  cache.key_mask = torch::zeros({batch, capacity}, weights.dtype(torch::kBool));
-  cache.valid_count = torch::zeros({batch}, weights.dtype(torch::kLong));
-  return cache;
+  return KVCache::empty(options_.layers(), batch, options_.heads(), capacity, options_.head_dim(),
+                        embed_->weight.options());
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens, const torch::Tensor& attention_mask,
                                        KVCache* cache) {
-  if (tokens.dim() != 2 || tokens.scalar_type() != torch::kLong)
-    fail("transformer: tokens must be int64 [B, T]; got {} {}", c10::toString(tokens.scalar_type()),
-         c10::str(tokens.sizes()));
-  const int64_t length = tokens.size(1), past = cache ? cache->length : 0;
-  if (past + length > options_.max_seq())
-    fail("transformer: sequence length {} exceeds transformer.max_seq {}", past + length, options_.max_seq());
-  if (cache && past + length > cache->key_mask.size(1))
-    fail("KV cache: {} tokens do not fit ({} cached, capacity {})", length, past, cache->key_mask.size(1));
-  const auto index_options = torch::TensorOptions(torch::kLong).device(tokens.device());
-
-  // Without padding before valid tokens (no mask, or right padding) plain causal attention is
-  // exact for every valid token: the fast path (flash attention on the GPU).
-  torch::Tensor mask, positions, attend;
-  if (attention_mask.defined()) {
-    mask = attention_mask.to(torch::kBool);
-    if (!cache) {
-      const bool holes =
-          mask.narrow(1, 1, length - 1).logical_and(mask.narrow(1, 0, length - 1).logical_not()).any().item<bool>();
-      if (!holes) mask = torch::Tensor();
-    }
-  }
-  if (!mask.defined() && !cache) {
-    positions = torch::arange(length, index_options).unsqueeze(0).expand({tokens.size(0), length});
-  } else {
-    if (!mask.defined()) mask = torch::ones_like(tokens, torch::kBool);
-    positions = positions_from_mask(mask);
-    torch::Tensor key_mask = mask;
-    if (cache) {
-      positions = (positions + cache->valid_count.unsqueeze(1)).masked_fill(mask.logical_not(), 0);
-      cache->key_mask.narrow(1, past, length).copy_(mask);
-      key_mask = cache->key_mask.narrow(1, 0, past + length);
-    }
-    const torch::Tensor query_index = torch::arange(past, past + length, index_options).unsqueeze(1);
-    const torch::Tensor key_index = torch::arange(past + length, index_options).unsqueeze(0);
-    // A query always sees itself, so padding rows never soften over an empty set (no NaN).
-    attend = key_mask.unsqueeze(1).unsqueeze(1).logical_and(key_index.le(query_index)).logical_or(key_index.eq(query_index));
-  }
-
-  const auto [cos, sin] = detail::rotary_angles(positions, options_.head_dim(), options_.rope_theta());
+  const int64_t past = cache ? cache->length : 0;
+  if (tokens.dim() == 2 && past + tokens.size(1) > options_.max_seq())
+    fail("transformer: sequence length {} exceeds transformer.max_seq {}", past + tokens.size(1), options_.max_seq());
+  const detail::AttentionLayout layout = detail::attention_layout(tokens, attention_mask, cache);
+  const auto [cos, sin] = detail::rotary_angles(layout.positions, inv_freq_);
   torch::Tensor x = embed_(tokens);
-  for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->forward(x, cos, sin, attend, cache, i);
+  for (size_t i = 0; i < blocks_.size(); ++i) x = blocks_[i]->forward(x, cos, sin, layout.attend, cache, i);
   torch::Tensor logits = head_(detail::rms_norm(x, final_norm_, options_.norm_eps()));
-  if (cache) {
-    cache->length += length;
-    cache->valid_count += mask.to(torch::kLong).sum(1);
-  }
+  if (cache) detail::advance(*cache, layout);
   return logits;
 }
 
@@ -273,24 +179,6 @@ torch::serialize::InputArchive open_archive(const std::string& path, torch::Devi
   return archive;
 }
 
-// The KV-cache path of the sampler: prefill the prompts once, then one token per step.
-class CachedNextToken : public NextTokenModel {
- public:
-  CachedNextToken(Transformer model, int64_t capacity) : model_(std::move(model)), capacity_(capacity) {}
-  torch::Tensor prefill(const torch::Tensor& prompts, const torch::Tensor& prompt_mask) override {
-    cache_ = model_->make_cache(prompts.size(0), capacity_);
-    return model_->forward(prompts, prompt_mask, &cache_).select(1, -1);
-  }
-  torch::Tensor extend(const torch::Tensor& token, const torch::Tensor& valid) override {
-    return model_->forward(token.unsqueeze(1), valid.unsqueeze(1), &cache_).select(1, -1);
-  }
-
- private:
-  Transformer model_;
-  int64_t capacity_;
-  KVCache cache_;
-};
-
 }  // namespace
 
 TransformerPolicy::TransformerPolicy(const TransformerOptions& options, torch::Device device)
@@ -322,7 +210,10 @@ Rollout TransformerPolicy::generate(const torch::Tensor& prompts, const torch::T
          prompts.size(1), options.max_new_tokens, capacity, this->options().max_seq());
   torch::NoGradGuard no_grad;
   if (options.use_cache) {
-    CachedNextToken next(model_, capacity);
+    Transformer model = model_;
+    detail::CachedNextToken next(
+        [model](const torch::Tensor& t, const torch::Tensor& m, KVCache* cache) mutable { return model->forward(t, m, cache); },
+        [model](int64_t batch, int64_t capacity) { return model->make_cache(batch, capacity); }, capacity);
     return sample(next, prompts, prompt_mask, options);
   }
   Transformer model = model_;

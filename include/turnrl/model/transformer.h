@@ -15,6 +15,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "turnrl/model/kv_cache.h"
 #include "turnrl/model/policy.h"
 
 namespace turnrl {
@@ -45,14 +46,6 @@ struct TransformerOptions {
 // Throws turnrl::Error naming the field when an option is out of range.
 void validate(const TransformerOptions& options);
 
-// Keys and values of every layer for incremental decoding, preallocated to a capacity.
-struct KVCache {
-  std::vector<torch::Tensor> keys, values;  // per layer [B, heads, capacity, head_dim]
-  torch::Tensor key_mask;                   // bool  [B, capacity] valid cached tokens
-  torch::Tensor valid_count;                // int64 [B] valid tokens so far (next position)
-  int64_t length = 0;                       // columns filled
-};
-
 namespace detail {
 class DecoderBlock;
 }
@@ -78,6 +71,7 @@ class TransformerImpl : public torch::nn::Module {
 
  private:
   TransformerOptions options_;
+  torch::Tensor inv_freq_;  // rotary inverse frequencies, float32 [head_dim / 2] on the CPU
   torch::nn::Embedding embed_{nullptr};
   std::vector<std::shared_ptr<detail::DecoderBlock>> blocks_;
   torch::Tensor final_norm_;

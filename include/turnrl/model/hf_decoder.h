@@ -1,0 +1,74 @@
+#pragma once
+// HFDecoder: one decoder-only transformer for the HuggingFace families of hf_config.h (Qwen2 /
+// Qwen2.5, Qwen3, Llama-3.x), configured by their config.json and computing what transformers'
+// modeling_qwen2 / modeling_qwen3 / modeling_llama compute:
+//   embed_tokens -> per layer: x + o_proj(attn(input_layernorm(x))), x + down(silu(gate(h)) * up(h))
+//   with h = post_attention_layernorm(x) -> norm -> lm_head (or the embedding when tied).
+// RMSNorm in float32 then cast back before the weight; q/k (+ Qwen3's per-head q_norm/k_norm) rotated
+// with rotate_half and cos/sin from float32 cast to the model dtype; attention scale
+// head_dim^-0.5 with grouped key/value heads (SDPA, with enable_gqa on LibTorch >= 2.5).
+// Parameter names are transformers' (model.layers.0.self_attn.q_proj.weight, ...), so loading and
+// saving are a walk over named_parameters().
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include "turnrl/model/hf_config.h"
+#include "turnrl/model/kv_cache.h"
+#include "turnrl/model/lora.h"
+#include "turnrl/model/safetensors.h"
+
+namespace turnrl {
+
+namespace detail {
+struct HFLayer;
+}
+
+class HFDecoderImpl : public torch::nn::Module {
+ public:
+  // Parameters allocated, uninitialised, with `options` (device and dtype): load_weights fills them.
+  HFDecoderImpl(const HFConfig& config, const torch::TensorOptions& options);
+  ~HFDecoderImpl() override;
+
+  // tokens int64 [B, T], attention_mask bool [B, T] (undefined = all valid) -> logits
+  // [B, T, vocab] in the model dtype (position t predicts token t+1), or [B, 1, vocab] for the
+  // last position only. Positions count from each row's first valid token. With a cache the tokens
+  // are appended to it and attend to everything cached before them.
+  torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& attention_mask = {},
+                        KVCache* cache = nullptr, bool last_position_only = false);
+  KVCache make_cache(int64_t batch, int64_t capacity) const;
+
+  // Copies every tensor of the checkpoint into the parameters (converting dtype, straight to their
+  // device). Strict: a missing, extra or mis-shaped tensor is an error naming it and its file.
+  // A tied lm_head.weight and rotary inv_freq buffers that older checkpoints carry are skipped.
+  void load_weights(const SafetensorsCheckpoint& checkpoint);
+
+  // Adds adapters to the projections options.target_modules() names and freezes every other
+  // parameter.
+  void add_lora(const LoraOptions& options);
+  const LoraOptions& lora() const { return lora_; }
+  // The model's tensors under transformers' names, adapters merged into their projections:
+  // what save_pretrained writes.
+  NamedTensors merged_state() const;
+  // The adapters under peft's names (base_model.model.<module>.lora_A.weight, ...), float32.
+  NamedTensors adapter_state() const;
+
+  const HFConfig& config() const { return config_; }
+  torch::Dtype dtype() const { return embed_tokens_.scalar_type(); }
+  torch::Device device() const { return embed_tokens_.device(); }
+
+ private:
+  HFConfig config_;
+  LoraOptions lora_;
+  torch::Tensor inv_freq_;  // float32 [head_dim / 2], on the CPU
+  torch::Tensor embed_tokens_, final_norm_, lm_head_;
+  std::vector<std::shared_ptr<detail::HFLayer>> layers_;
+};
+TORCH_MODULE(HFDecoder);
+
+}  // namespace turnrl

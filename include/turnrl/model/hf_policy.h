@@ -1,0 +1,93 @@
+#pragma once
+// HFPolicy: a HuggingFace checkpoint folder as a turnrl Policy. load_hf_policy reads config.json
+// and the safetensors weights (hf_decoder.h), optionally adds LoRA adapters, and the policy
+// trains, samples (KV cache) and writes back in the formats transformers and peft read:
+//
+//   auto policy = turnrl::load_hf_policy(turnrl::HFModelOptions()
+//                     .path("/models/Qwen3-8B-Base").dtype(torch::kBFloat16).device(torch::kCUDA)
+//                     .lora(turnrl::LoraOptions().rank(64).alpha(128)));
+//   ... train ...
+//   policy->save_pretrained("out/qwen3-8b-kernels", turnrl::SavePretrainedOptions()
+//                               .copy_files_from("/models/Qwen3-8B-Base"));  // + tokenizer files
+//
+// Config keys (YAML `model:` section): type: hf, path, dtype, lora.{rank, alpha, rslora,
+// target_modules}.
+#include <memory>
+#include <string>
+
+#include <torch/arg.h>
+#include <torch/types.h>
+
+#include "turnrl/model/hf_decoder.h"
+#include "turnrl/model/lora.h"
+#include "turnrl/model/policy.h"
+
+namespace turnrl {
+
+struct HFModelOptions {
+  TORCH_ARG(std::string, path) = "";                   // checkpoint folder (config.json + safetensors)
+  TORCH_ARG(torch::Dtype, dtype) = torch::kBFloat16;   // parameters' dtype; kFloat, kBFloat16 or kHalf
+  TORCH_ARG(torch::Device, device) = torch::kCPU;
+  TORCH_ARG(LoraOptions, lora) = LoraOptions();        // rank 0 = full fine-tuning
+};
+
+// Throws turnrl::Error naming the field (model.path, model.dtype, model.lora.*).
+void validate(const HFModelOptions& options);
+// "bfloat16" | "float16" | "float32" (and transformers' short names "bf16", "fp16", "fp32")
+// -> dtype; anything else is an error naming model.dtype.
+torch::Dtype hf_dtype_from_name(const std::string& name);
+// The name config.json uses for a dtype ("bfloat16", "float16", "float32").
+std::string hf_dtype_name(torch::Dtype dtype);
+
+struct SavePretrainedOptions {
+  // Larger checkpoints are split into shards with an index (save_pretrained's max_shard_size).
+  TORCH_ARG(int64_t, max_shard_bytes) = int64_t(5) << 30;
+  // A folder whose tokenizer and generation files (tokenizer.json, tokenizer_config.json,
+  // special_tokens_map.json, vocab.json, merges.txt, added_tokens.json, chat_template.jinja,
+  // generation_config.json) are copied next to the weights, where present. "" = none.
+  TORCH_ARG(std::string, copy_files_from) = "";
+};
+
+class HFPolicy : public Policy {
+ public:
+  // `source`: the folder the base weights came from (adapter_config.json's base_model_name_or_path).
+  explicit HFPolicy(HFDecoder model, std::string source = "") : model_(std::move(model)), source_(std::move(source)) {}
+
+  TokenLogp forward_logp(const torch::Tensor& tokens, const torch::Tensor& attention_mask = {},
+                         const torch::Tensor& response_mask = {}) override;
+  Rollout generate(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,
+                   const SamplingOptions& options) override;
+  // The trainable parameters: the adapters with LoRA, every parameter without.
+  std::vector<torch::Tensor> parameters() override;
+  // A checkpoint folder the policy resumes from: with LoRA the adapters (peft layout:
+  // adapter_config.json + adapter_model.safetensors), without it the whole model
+  // (save_pretrained layout).
+  void save(const std::string& folder) override;
+  // Reads what save() wrote into the existing parameters (dtype and device kept).
+  void load(const std::string& folder) override;
+  void train(bool on = true) override { model_->train(on); }
+  void to(torch::Device device) override { model_->to(device); }
+  void to(torch::Dtype dtype) override { model_->to(dtype); }
+  torch::Device device() const override { return model_->device(); }
+
+  // A plain checkpoint (adapters merged) that transformers' from_pretrained, vLLM and SGLang load:
+  // config.json, model.safetensors (or shards + index), metadata {"format": "pt"}.
+  void save_pretrained(const std::string& folder, const SavePretrainedOptions& options = {}) const;
+  // peft's layout: adapter_config.json + adapter_model.safetensors. Needs adapters.
+  void save_adapter(const std::string& folder) const;
+  // Adapters written by save_adapter (or by peft, same rank and targets) into the existing ones.
+  void load_adapter(const std::string& folder);
+
+  HFDecoder& model() { return model_; }
+  const HFConfig& config() const { return model_->config(); }
+
+ private:
+  HFDecoder model_;
+  std::string source_;
+};
+
+// Reads options.path (config.json + model.safetensors or a sharded index) into a policy of
+// options.dtype on options.device, with adapters when options.lora().rank() > 0.
+std::unique_ptr<HFPolicy> load_hf_policy(const HFModelOptions& options);
+
+}  // namespace turnrl

@@ -1,0 +1,137 @@
+#include "decoder_parts.h"
+
+#include <cmath>
+#include <limits>
+
+#include <torch/version.h>
+
+#include "turnrl/core/error.h"
+#include "turnrl/model/policy.h"
+
+#define TURNRL_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+namespace turnrl {
+
+KVCache KVCache::empty(int64_t layers, int64_t batch, int64_t kv_heads, int64_t capacity, int64_t head_dim,
+                       const torch::TensorOptions& like) {
+  KVCache cache;
+  for (int64_t i = 0; i < layers; ++i) {
+    cache.keys.push_back(torch::zeros({batch, kv_heads, capacity, head_dim}, like));
+    cache.values.push_back(torch::zeros({batch, kv_heads, capacity, head_dim}, like));
+  }
+  cache.key_mask = torch::zeros({batch, capacity}, like.dtype(torch::kBool));
+  cache.valid_count = torch::zeros({batch}, like.dtype(torch::kLong));
+  return cache;
+}
+
+namespace detail {
+
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  const torch::Tensor xf = x.to(torch::kFloat);
+  return weight * (xf * torch::rsqrt(xf.pow(2).mean(-1, /*keepdim=*/true) + eps)).to(x.scalar_type());
+}
+
+std::pair<torch::Tensor, torch::Tensor> rotary_angles(const torch::Tensor& positions, const torch::Tensor& inv_freq) {
+  const torch::Tensor angles = positions.to(torch::kFloat).unsqueeze(-1) * inv_freq.to(positions.device());
+  return {angles.cos().unsqueeze(1), angles.sin().unsqueeze(1)};
+}
+
+torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const auto half = x.size(-1) / 2;
+  const torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return torch::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1).to(x.scalar_type());
+}
+
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& mask) {
+  const int64_t groups = q.size(1) / k.size(1);
+#if TURNRL_TORCH_AT_LEAST(2, 5)
+  if (!mask.defined())
+    return at::scaled_dot_product_attention(q, k, v, {}, 0.0, /*is_causal=*/true, std::nullopt, groups > 1);
+  return at::scaled_dot_product_attention(q, k, v, mask, 0.0, /*is_causal=*/false, std::nullopt, groups > 1);
+#else
+  // repeat_kv: key/value head j serves query heads j * groups .. (j + 1) * groups - 1.
+  const torch::Tensor keys = groups > 1 ? k.repeat_interleave(groups, 1) : k;
+  const torch::Tensor values = groups > 1 ? v.repeat_interleave(groups, 1) : v;
+#if TURNRL_TORCH_AT_LEAST(2, 0)
+  if (!mask.defined()) return at::scaled_dot_product_attention(q, keys, values, {}, 0.0, /*is_causal=*/true);
+  return at::scaled_dot_product_attention(q, keys, values, mask, 0.0, /*is_causal=*/false);
+#else
+  const torch::Tensor scores = torch::matmul(q, keys.transpose(-2, -1)) * (1.0 / std::sqrt(double(q.size(-1))));
+  const torch::Tensor allowed =
+      mask.defined() ? mask : torch::ones({q.size(2), k.size(2)}, q.options().dtype(torch::kBool)).tril();
+  const torch::Tensor probs =
+      scores.to(torch::kFloat).masked_fill(allowed.logical_not(), -std::numeric_limits<double>::infinity()).softmax(-1);
+  return torch::matmul(probs.to(q.scalar_type()), values);
+#endif
+#endif
+}
+
+AttentionLayout attention_layout(const torch::Tensor& tokens, const torch::Tensor& attention_mask, KVCache* cache) {
+  if (tokens.dim() != 2 || tokens.scalar_type() != torch::kLong)
+    fail("decoder: tokens must be int64 [B, T]; got {} {}", c10::toString(tokens.scalar_type()),
+         c10::str(tokens.sizes()));
+  if (attention_mask.defined() && attention_mask.sizes() != tokens.sizes())
+    fail("decoder: attention_mask has shape {}, tokens {}; they must match", c10::str(attention_mask.sizes()),
+         c10::str(tokens.sizes()));
+  const int64_t length = tokens.size(1), past = cache ? cache->length : 0;
+  if (cache && past + length > cache->capacity())
+    fail("KV cache: {} tokens do not fit ({} cached, capacity {})", length, past, cache->capacity());
+  const auto index_options = torch::TensorOptions(torch::kLong).device(tokens.device());
+
+  AttentionLayout layout;
+  torch::Tensor mask;
+  if (attention_mask.defined()) {
+    mask = attention_mask.to(torch::kBool);
+    if (!cache) {
+      const bool holes =
+          mask.narrow(1, 1, length - 1).logical_and(mask.narrow(1, 0, length - 1).logical_not()).any().item<bool>();
+      if (!holes) mask = torch::Tensor();
+    }
+  }
+  if (!mask.defined() && !cache) {
+    layout.positions = torch::arange(length, index_options).unsqueeze(0).expand({tokens.size(0), length});
+    return layout;
+  }
+  if (!mask.defined()) mask = torch::ones_like(tokens, torch::kBool);
+  layout.valid = mask;
+  layout.positions = positions_from_mask(mask);
+  torch::Tensor key_mask = mask;
+  if (cache) {
+    layout.positions = (layout.positions + cache->valid_count.unsqueeze(1)).masked_fill(mask.logical_not(), 0);
+    cache->key_mask.narrow(1, past, length).copy_(mask);
+    key_mask = cache->key_mask.narrow(1, 0, past + length);
+  }
+  const torch::Tensor query_index = torch::arange(past, past + length, index_options).unsqueeze(1);
+  const torch::Tensor key_index = torch::arange(past + length, index_options).unsqueeze(0);
+  // A query always sees itself, so padding rows never soften over an empty set (no NaN).
+  layout.attend =
+      key_mask.unsqueeze(1).unsqueeze(1).logical_and(key_index.le(query_index)).logical_or(key_index.eq(query_index));
+  return layout;
+}
+
+void advance(KVCache& cache, const AttentionLayout& layout) {
+  cache.length += layout.valid.size(1);
+  cache.valid_count += layout.valid.to(torch::kLong).sum(1);
+}
+
+std::pair<torch::Tensor, torch::Tensor> append_to_cache(KVCache& cache, size_t layer, const torch::Tensor& k,
+                                                        const torch::Tensor& v) {
+  const int64_t length = k.size(2);
+  cache.keys[layer].narrow(2, cache.length, length).copy_(k);
+  cache.values[layer].narrow(2, cache.length, length).copy_(v);
+  return {cache.keys[layer].narrow(2, 0, cache.length + length), cache.values[layer].narrow(2, 0, cache.length + length)};
+}
+
+torch::Tensor CachedNextToken::prefill(const torch::Tensor& prompts, const torch::Tensor& prompt_mask) {
+  cache_ = make_cache_(prompts.size(0), capacity_);
+  return forward_(prompts, prompt_mask, &cache_).select(1, -1);
+}
+
+torch::Tensor CachedNextToken::extend(const torch::Tensor& token, const torch::Tensor& valid) {
+  return forward_(token.unsqueeze(1), valid.unsqueeze(1), &cache_).select(1, -1);
+}
+
+}  // namespace detail
+}  // namespace turnrl

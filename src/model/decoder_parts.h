@@ -1,0 +1,70 @@
+#pragma once
+// Pieces shared by the decoders (transformer.cpp, hf_decoder.cpp): RMSNorm, the rotate_half
+// rotation, attention with grouped key/value heads, the masks and positions of a forward call
+// with or without a KV cache, and the sampler's KV-cache adapter.
+#include <cstdint>
+#include <functional>
+#include <utility>
+
+#include <torch/types.h>
+
+#include "turnrl/model/kv_cache.h"
+#include "turnrl/model/sampler.h"
+
+namespace turnrl::detail {
+
+// RMSNorm as transformers' LlamaRMSNorm / Qwen3RMSNorm: normalised in float32, cast back to x's
+// dtype, then scaled by the weight.
+torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// cos and sin of positions [B, T] times inv_freq [D/2]: float32 [B, 1, T, D/2].
+std::pair<torch::Tensor, torch::Tensor> rotary_angles(const torch::Tensor& positions, const torch::Tensor& inv_freq);
+
+// Rotates pairs (x_i, x_{i+D/2}) of x [B, H, T, D] (rotate_half layout). Computed in the dtype
+// that x and cos/sin promote to, then cast to x's dtype: transformers casts cos/sin to the model
+// dtype first; the built-in transformer passes them in float32.
+torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+
+// Softmax attention with scale head_dim^-0.5. q [B, H, Tq, D]; k, v [B, Hkv, Tk, D] with H a
+// multiple of Hkv (each key/value head serves H / Hkv query heads, as transformers' repeat_kv);
+// mask bool [B, 1, Tq, Tk] (true = attend) or undefined for plain causal attention, Tq == Tk.
+// at::scaled_dot_product_attention where LibTorch has it (2.0+; enable_gqa from 2.5), a plain
+// float32-softmax implementation otherwise.
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& mask);
+
+// Positions and attention mask of one forward call of tokens [B, T].
+struct AttentionLayout {
+  torch::Tensor positions;  // int64 [B, T], counted from each row's first valid token
+  torch::Tensor attend;     // bool [B, 1, T, past + T]; undefined = plain causal attention
+  torch::Tensor valid;      // bool [B, T]; defined whenever a cache is used
+};
+
+// Without a cache, plain causal attention is exact unless padding precedes a valid token (left
+// padding): then the fast path is taken. With a cache, records the tokens' validity in its key
+// mask; call advance() after the layers ran.
+AttentionLayout attention_layout(const torch::Tensor& tokens, const torch::Tensor& attention_mask, KVCache* cache);
+void advance(KVCache& cache, const AttentionLayout& layout);
+
+// Appends k, v [B, Hkv, T, D] to layer `layer` of the cache and returns every cached key and value.
+std::pair<torch::Tensor, torch::Tensor> append_to_cache(KVCache& cache, size_t layer, const torch::Tensor& k,
+                                                        const torch::Tensor& v);
+
+// The sampler's KV-cache path for a decoder: prefill the prompts once, then one token per step.
+class CachedNextToken : public NextTokenModel {
+ public:
+  using Forward = std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&, KVCache*)>;
+  using MakeCache = std::function<KVCache(int64_t batch, int64_t capacity)>;
+  CachedNextToken(Forward forward, MakeCache make_cache, int64_t capacity)
+      : forward_(std::move(forward)), make_cache_(std::move(make_cache)), capacity_(capacity) {}
+  torch::Tensor prefill(const torch::Tensor& prompts, const torch::Tensor& prompt_mask) override;
+  torch::Tensor extend(const torch::Tensor& token, const torch::Tensor& valid) override;
+
+ private:
+  Forward forward_;
+  MakeCache make_cache_;
+  int64_t capacity_;
+  KVCache cache_;
+};
+
+}  // namespace turnrl::detail

@@ -1,0 +1,174 @@
+#include "turnrl/model/hf_decoder.h"
+
+#include <map>
+#include <set>
+
+#include "decoder_parts.h"
+#include "turnrl/core/error.h"
+
+namespace turnrl {
+
+namespace detail {
+namespace {
+
+// A child module holding one `weight` (RMSNorm scales, the embedding), so that names read
+// `<parent>.<name>.weight` as in transformers.
+torch::Tensor register_weight(torch::nn::Module& parent, const std::string& name, torch::IntArrayRef sizes,
+                              const torch::TensorOptions& options) {
+  auto holder = parent.register_module(name, std::make_shared<torch::nn::Module>());
+  return holder->register_parameter("weight", torch::empty(sizes, options));
+}
+
+}  // namespace
+
+// One decoder layer: self_attn.{q,k,v,o}_proj (+ q_norm, k_norm), mlp.{gate,up,down}_proj,
+// input_layernorm, post_attention_layernorm.
+struct HFLayer : torch::nn::Module {
+  HFLayer(const HFConfig& c, const torch::TensorOptions& o) : config(c) {
+    const int64_t hidden = c.hidden_size, q_width = c.num_attention_heads * c.head_dim,
+                  kv_width = c.num_key_value_heads * c.head_dim;
+    auto attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
+    auto mlp = register_module("mlp", std::make_shared<torch::nn::Module>());
+    const auto add = [&](torch::nn::Module& section, const char* name, int64_t in, int64_t out, bool bias) {
+      projections.emplace(name, section.register_module(name, LoraLinear(in, out, bias, o)));
+    };
+    add(*attn, "q_proj", hidden, q_width, c.qkv_bias);
+    add(*attn, "k_proj", hidden, kv_width, c.qkv_bias);
+    add(*attn, "v_proj", hidden, kv_width, c.qkv_bias);
+    add(*attn, "o_proj", q_width, hidden, c.o_bias);
+    if (c.qk_norm) {
+      q_norm = register_weight(*attn, "q_norm", {c.head_dim}, o);
+      k_norm = register_weight(*attn, "k_norm", {c.head_dim}, o);
+    }
+    add(*mlp, "gate_proj", hidden, c.intermediate_size, c.mlp_bias);
+    add(*mlp, "up_proj", hidden, c.intermediate_size, c.mlp_bias);
+    add(*mlp, "down_proj", c.intermediate_size, hidden, c.mlp_bias);
+    input_norm = register_weight(*this, "input_layernorm", {hidden}, o);
+    post_norm = register_weight(*this, "post_attention_layernorm", {hidden}, o);
+  }
+
+  // [B, T, heads * D] -> [B, heads, T, D], per-head RMSNorm first where the model has one.
+  torch::Tensor split_heads(const torch::Tensor& x, int64_t heads, const torch::Tensor& norm) const {
+    torch::Tensor h = x.view({x.size(0), x.size(1), heads, config.head_dim});
+    if (norm.defined()) h = rms_norm(h, norm, config.rms_norm_eps);
+    return h.transpose(1, 2);
+  }
+
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& attend,
+                        KVCache* cache, size_t index) {
+    const int64_t batch = x.size(0), length = x.size(1);
+    const torch::Tensor h = rms_norm(x, input_norm, config.rms_norm_eps);
+    const torch::Tensor q = apply_rotary(split_heads(projections.at("q_proj")(h), config.num_attention_heads, q_norm), cos, sin);
+    torch::Tensor k = apply_rotary(split_heads(projections.at("k_proj")(h), config.num_key_value_heads, k_norm), cos, sin);
+    torch::Tensor v = split_heads(projections.at("v_proj")(h), config.num_key_value_heads, {});
+    if (cache) std::tie(k, v) = append_to_cache(*cache, index, k, v);
+    const torch::Tensor a = attention(q, k, v, attend).transpose(1, 2).reshape({batch, length, -1});
+    x = x + projections.at("o_proj")(a);
+    const torch::Tensor m = rms_norm(x, post_norm, config.rms_norm_eps);
+    return x + projections.at("down_proj")(torch::silu(projections.at("gate_proj")(m)) * projections.at("up_proj")(m));
+  }
+
+  HFConfig config;
+  std::map<std::string, LoraLinear> projections;
+  torch::Tensor q_norm, k_norm, input_norm, post_norm;
+};
+
+}  // namespace detail
+
+HFDecoderImpl::HFDecoderImpl(const HFConfig& config, const torch::TensorOptions& options) : config_(config) {
+  inv_freq_ = rope_inverse_frequencies(config_.rope, config_.head_dim);
+  auto model = register_module("model", std::make_shared<torch::nn::Module>());
+  embed_tokens_ = detail::register_weight(*model, "embed_tokens", {config_.vocab_size, config_.hidden_size}, options);
+  auto layers = model->register_module("layers", std::make_shared<torch::nn::Module>());
+  for (int64_t i = 0; i < config_.num_hidden_layers; ++i)
+    layers_.push_back(layers->register_module(std::to_string(i), std::make_shared<detail::HFLayer>(config_, options)));
+  final_norm_ = detail::register_weight(*model, "norm", {config_.hidden_size}, options);
+  lm_head_ = config_.tie_word_embeddings
+                 ? embed_tokens_
+                 : detail::register_weight(*this, "lm_head", {config_.vocab_size, config_.hidden_size}, options);
+}
+
+HFDecoderImpl::~HFDecoderImpl() = default;
+
+KVCache HFDecoderImpl::make_cache(int64_t batch, int64_t capacity) const {
+  return KVCache::empty(config_.num_hidden_layers, batch, config_.num_key_value_heads, capacity, config_.head_dim,
+                        embed_tokens_.options());
+}
+
+torch::Tensor HFDecoderImpl::forward(const torch::Tensor& tokens, const torch::Tensor& attention_mask, KVCache* cache,
+                                     bool last_position_only) {
+  const detail::AttentionLayout layout = detail::attention_layout(tokens, attention_mask, cache);
+  auto [cos, sin] = detail::rotary_angles(layout.positions, inv_freq_);
+  // transformers hands cos/sin to the layers in the model dtype.
+  cos = cos.to(dtype());
+  sin = sin.to(dtype());
+  torch::Tensor x = torch::embedding(embed_tokens_, tokens);
+  for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward(x, cos, sin, layout.attend, cache, i);
+  if (cache) detail::advance(*cache, layout);
+  if (last_position_only) x = x.narrow(1, x.size(1) - 1, 1);
+  return torch::matmul(detail::rms_norm(x, final_norm_, config_.rms_norm_eps), lm_head_.t());
+}
+
+void HFDecoderImpl::load_weights(const SafetensorsCheckpoint& checkpoint) {
+  std::map<std::string, torch::Tensor> expected;
+  for (const auto& p : named_parameters())
+    if (p.key().find(".lora_") == std::string::npos) expected.emplace(p.key(), p.value());
+  std::vector<std::string> extra;
+  std::set<std::string> seen;
+  torch::NoGradGuard no_grad;
+  for (const std::string& name : checkpoint.names()) {
+    const auto it = expected.find(name);
+    if (it == expected.end()) {
+      // save_pretrained drops a tied head, but some checkpoints keep it; older ones store inv_freq.
+      const bool tied_head = name == "lm_head.weight" && config_.tie_word_embeddings;
+      const bool rotary_buffer = name.size() >= 9 && name.compare(name.size() - 9, 9, ".inv_freq") == 0;
+      if (!tied_head && !rotary_buffer) extra.push_back(name);
+      continue;
+    }
+    const SafetensorsEntry& entry = checkpoint.entry(name);
+    if (torch::IntArrayRef(entry.shape) != it->second.sizes())
+      fail("checkpoint '{}': tensor '{}' has shape {}, the model ({}) expects {}", checkpoint.file_of(name), name,
+           c10::str(torch::IntArrayRef(entry.shape)), config_.architecture, c10::str(it->second.sizes()));
+    it->second.copy_(checkpoint.view(name));
+    seen.insert(name);
+  }
+  if (!extra.empty())
+    fail("checkpoint '{}': {} tensor(s) the {} model does not have, e.g. '{}'", checkpoint.file_of(extra.front()),
+         extra.size(), config_.architecture, extra.front());
+  for (const auto& entry : expected)
+    if (!seen.count(entry.first))
+      fail("checkpoint: tensor '{}' is missing (the {} config expects it)", entry.first, config_.architecture);
+}
+
+void HFDecoderImpl::add_lora(const LoraOptions& options) {
+  validate(options);
+  if (!options.enabled()) return;
+  if (lora_.enabled()) fail("LoRA: the model already has adapters");
+  for (auto& parameter : parameters()) parameter.set_requires_grad(false);
+  for (auto& layer : layers_)
+    for (const std::string& name : options.target_modules()) layer->projections.at(name)->add_adapter(options.rank(), options.scale());
+  lora_ = options;
+}
+
+NamedTensors HFDecoderImpl::merged_state() const {
+  std::map<std::string, torch::Tensor> merged;
+  for (const auto& m : named_modules())
+    if (const auto* linear = dynamic_cast<const LoraLinearImpl*>(m.value().get()))
+      merged[m.key() + ".weight"] = linear->merged_weight();
+  NamedTensors out;
+  for (const auto& p : named_parameters()) {
+    if (p.key().find(".lora_") != std::string::npos) continue;
+    const auto it = merged.find(p.key());
+    out.emplace_back(p.key(), it == merged.end() ? p.value().detach() : it->second);
+  }
+  return out;
+}
+
+NamedTensors HFDecoderImpl::adapter_state() const {
+  NamedTensors out;
+  for (const auto& p : named_parameters())
+    if (p.key().find(".lora_") != std::string::npos) out.emplace_back("base_model.model." + p.key(), p.value().detach());
+  return out;
+}
+
+}  // namespace turnrl

@@ -1,0 +1,183 @@
+#include "turnrl/model/hf_policy.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "decoder_parts.h"
+#include "turnrl/core/error.h"
+
+namespace turnrl {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const std::pair<const char*, torch::Dtype> kDtypeNames[] = {
+    {"bfloat16", torch::kBFloat16}, {"float16", torch::kHalf}, {"float32", torch::kFloat},
+    {"bf16", torch::kBFloat16},     {"fp16", torch::kHalf},    {"fp32", torch::kFloat}};
+
+const char* const kCopiedFiles[] = {"tokenizer.json",  "tokenizer_config.json", "special_tokens_map.json",
+                                    "vocab.json",      "merges.txt",            "added_tokens.json",
+                                    "chat_template.jinja", "generation_config.json"};
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  out.close();
+  if (!out) fail("cannot write '{}'", path.string());
+}
+
+json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot read '{}'", path.string());
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    fail("'{}': not valid JSON: {}", path.string(), e.what());
+  }
+}
+
+}  // namespace
+
+torch::Dtype hf_dtype_from_name(const std::string& name) {
+  for (const auto& [known, dtype] : kDtypeNames)
+    if (name == known) return dtype;
+  fail("model.dtype: '{}'; allowed: bfloat16, float16, float32 (or bf16, fp16, fp32)", name);
+}
+
+std::string hf_dtype_name(torch::Dtype dtype) {
+  for (const auto& [name, known] : kDtypeNames)
+    if (dtype == known) return name;
+  fail("model.dtype: {}; allowed: bfloat16, float16, float32", c10::toString(dtype));
+}
+
+void validate(const HFModelOptions& o) {
+  if (o.path().empty()) fail("model.path: empty; name a folder with config.json and model.safetensors");
+  if (!fs::is_directory(o.path())) fail("model.path: '{}' is not a folder", o.path());
+  hf_dtype_name(o.dtype());
+  validate(o.lora());
+}
+
+std::unique_ptr<HFPolicy> load_hf_policy(const HFModelOptions& options) {
+  validate(options);
+  const HFConfig config = read_hf_config(options.path());
+  HFDecoder model(config, torch::TensorOptions(options.dtype()).device(options.device()));
+  model->load_weights(SafetensorsCheckpoint(options.path()));
+  model->add_lora(options.lora());
+  return std::make_unique<HFPolicy>(model, options.path());
+}
+
+TokenLogp HFPolicy::forward_logp(const torch::Tensor& tokens, const torch::Tensor& attention_mask,
+                                 const torch::Tensor& response_mask) {
+  return token_logp_from_logits(model_->forward(tokens, attention_mask), tokens, response_mask);
+}
+
+Rollout HFPolicy::generate(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,
+                           const SamplingOptions& options) {
+  validate(options);
+  torch::NoGradGuard no_grad;
+  HFDecoder model = model_;
+  if (options.use_cache) {
+    detail::CachedNextToken next(
+        [model](const torch::Tensor& t, const torch::Tensor& m, KVCache* cache) mutable {
+          return model->forward(t, m, cache, /*last_position_only=*/true);
+        },
+        [model](int64_t batch, int64_t capacity) { return model->make_cache(batch, capacity); },
+        prompts.size(1) + options.max_new_tokens);
+    return sample(next, prompts, prompt_mask, options);
+  }
+  RecomputeNextToken next([model](const torch::Tensor& t, const torch::Tensor& m) mutable { return model->forward(t, m); });
+  return sample(next, prompts, prompt_mask, options);
+}
+
+std::vector<torch::Tensor> HFPolicy::parameters() {
+  std::vector<torch::Tensor> trainable;
+  for (const auto& p : model_->parameters())
+    if (p.requires_grad()) trainable.push_back(p);
+  return trainable;
+}
+
+void HFPolicy::save(const std::string& folder) {
+  if (model_->lora().enabled()) return save_adapter(folder);
+  save_pretrained(folder);
+}
+
+void HFPolicy::load(const std::string& folder) {
+  if (model_->lora().enabled()) return load_adapter(folder);
+  model_->load_weights(SafetensorsCheckpoint(folder));
+}
+
+void HFPolicy::save_pretrained(const std::string& folder, const SavePretrainedOptions& options) const {
+  fs::create_directories(folder);
+  write_safetensors_checkpoint(folder, model_->merged_state(),
+                               SafetensorsCheckpointOptions().max_shard_bytes(options.max_shard_bytes()));
+  write_text(fs::path(folder) / "config.json", hf_config_json(config(), hf_dtype_name(model_->dtype())));
+  if (options.copy_files_from().empty()) return;
+  if (!fs::is_directory(options.copy_files_from()))
+    fail("save_pretrained.copy_files_from: '{}' is not a folder", options.copy_files_from());
+  for (const char* name : kCopiedFiles) {
+    const fs::path source = fs::path(options.copy_files_from()) / name;
+    if (fs::exists(source) && fs::absolute(source) != fs::absolute(fs::path(folder) / name))
+      fs::copy_file(source, fs::path(folder) / name, fs::copy_options::overwrite_existing);
+  }
+}
+
+void HFPolicy::save_adapter(const std::string& folder) const {
+  const LoraOptions& lora = model_->lora();
+  if (!lora.enabled()) fail("save_adapter: this policy has no LoRA adapters (model.lora.rank is 0)");
+  fs::create_directories(folder);
+  write_safetensors((fs::path(folder) / "adapter_model.safetensors").string(), model_->adapter_state());
+  const json adapter_config = {{"peft_type", "LORA"},
+                               {"task_type", "CAUSAL_LM"},
+                               {"base_model_name_or_path", source_},
+                               {"r", lora.rank()},
+                               {"lora_alpha", lora.alpha()},
+                               {"use_rslora", lora.rslora()},
+                               {"target_modules", lora.target_modules()},
+                               {"lora_dropout", 0.0},
+                               {"bias", "none"},
+                               {"fan_in_fan_out", false},
+                               {"init_lora_weights", true},
+                               {"inference_mode", true},
+                               {"modules_to_save", nullptr}};
+  write_text(fs::path(folder) / "adapter_config.json", adapter_config.dump(2) + "\n");
+}
+
+void HFPolicy::load_adapter(const std::string& folder) {
+  const LoraOptions& lora = model_->lora();
+  if (!lora.enabled()) fail("load_adapter: this policy has no LoRA adapters (model.lora.rank is 0)");
+  const fs::path config_path = fs::path(folder) / "adapter_config.json";
+  const json config = read_json(config_path);
+  if (!config.contains("r") || config["r"] != lora.rank())
+    fail("'{}': r is {}; this policy's lora.rank is {}", config_path.string(),
+         config.contains("r") ? config["r"].dump() : "missing", lora.rank());
+  std::set<std::string> stored, mine(lora.target_modules().begin(), lora.target_modules().end());
+  if (config.contains("target_modules") && config["target_modules"].is_array())
+    for (const json& name : config["target_modules"])
+      if (name.is_string()) stored.insert(name.get<std::string>());
+  if (stored != mine)
+    fail("'{}': target_modules {} differ from this policy's lora.target_modules {}", config_path.string(),
+         config.contains("target_modules") ? config["target_modules"].dump() : "missing", fmt::join(mine, ", "));
+
+  const SafetensorsFile file((fs::path(folder) / "adapter_model.safetensors").string());
+  torch::NoGradGuard no_grad;
+  std::set<std::string> expected;
+  for (const auto& [name, tensor] : model_->adapter_state()) {
+    expected.insert(name);
+    if (!file.contains(name)) fail("adapter '{}': tensor '{}' is missing", file.path(), name);
+    const SafetensorsEntry& entry = file.entry(name);
+    if (torch::IntArrayRef(entry.shape) != tensor.sizes())
+      fail("adapter '{}': tensor '{}' has shape {}, this policy expects {}", file.path(), name,
+           c10::str(torch::IntArrayRef(entry.shape)), c10::str(tensor.sizes()));
+    torch::Tensor target = tensor;  // shares storage with the parameter
+    target.copy_(file.view(name));
+  }
+  for (const std::string& name : file.names())
+    if (!expected.count(name)) fail("adapter '{}': tensor '{}' has no place in this policy", file.path(), name);
+}
+
+}  // namespace turnrl
