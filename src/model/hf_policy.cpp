@@ -101,6 +101,15 @@ std::vector<torch::Tensor> HFPolicy::parameters() {
   return trainable;
 }
 
+void HFPolicy::to(torch::Dtype dtype) {
+  model_->to(dtype);
+  for (const auto& m : model_->modules())
+    if (auto* linear = dynamic_cast<LoraLinearImpl*>(m.get()); linear && linear->has_adapter()) {
+      linear->lora_A->to(torch::kFloat);
+      linear->lora_B->to(torch::kFloat);
+    }
+}
+
 void HFPolicy::save(const std::string& folder) {
   if (model_->lora().enabled()) return save_adapter(folder);
   save_pretrained(folder);

@@ -151,4 +151,10 @@ TEST_CASE("lora: bf16 base with float32 adapters trains", "[model]") {
   CHECK(std::isfinite(t.logp.sum().item<double>()));
   t.logp.sum().backward();
   for (const auto& p : policy->parameters()) CHECK(p.grad().defined());
+  // A cast of the policy (e.g. an fp32 trainer copy) keeps the adapters in float32.
+  policy->to(torch::kFloat);
+  CHECK(policy->model()->dtype() == torch::kFloat);
+  policy->to(torch::kBFloat16);
+  CHECK(policy->model()->dtype() == torch::kBFloat16);
+  for (const auto& p : policy->parameters()) CHECK(p.scalar_type() == torch::kFloat);
 }

@@ -67,7 +67,8 @@ class HFPolicy : public Policy {
   void load(const std::string& folder) override;
   void train(bool on = true) override { model_->train(on); }
   void to(torch::Device device) override { model_->to(device); }
-  void to(torch::Dtype dtype) override { model_->to(dtype); }
+  // The base weights take `dtype`; LoRA adapters stay float32.
+  void to(torch::Dtype dtype) override;
   torch::Device device() const override { return model_->device(); }
 
   // A plain checkpoint (adapters merged) that transformers' from_pretrained, vLLM and SGLang load:
