@@ -16,8 +16,11 @@ struct JsonAt {
   std::string path;    // JSON path from the root ("" at the root)
 
   std::string where() const { return path.empty() ? source : source + ": " + path; }
-  JsonAt operator[](const char* key) const {
-    return {node.at(key), source, path.empty() ? std::string(key) : path + "." + key};
+  JsonAt operator[](const char* key) const { return {node.at(key), source, child(key)}; }
+  // Member `key`, or a null node with that path when it is absent.
+  JsonAt optional(const char* key) const {
+    static const nlohmann::json null;
+    return node.is_object() && node.contains(key) ? (*this)[key] : JsonAt{null, source, child(key)};
   }
   JsonAt operator[](size_t index) const { return {node.at(index), source, path + "[" + std::to_string(index) + "]"}; }
   bool has(const char* key) const { return node.is_object() && node.contains(key) && !node.at(key).is_null(); }
@@ -36,6 +39,7 @@ struct JsonAt {
     if (!node.is_boolean()) fail("{}: expected true or false, found {}", where(), node.dump().substr(0, 80));
     return node.get<bool>();
   }
+  std::string child(const char* key) const { return path.empty() ? std::string(key) : path + "." + key; }
   int64_t integer() const {
     if (!node.is_number_integer()) fail("{}: expected an integer, found {}", where(), node.dump().substr(0, 80));
     return node.get<int64_t>();

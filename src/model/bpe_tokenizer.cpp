@@ -48,8 +48,8 @@ struct BpeTokenizer::Impl {
 namespace {
 
 void check_decoder(const JsonAt& root) {
-  if (!root.has("decoder")) fail("{}: no decoder; byte-level BPE needs the ByteLevel decoder", root["decoder"].where());
-  const JsonAt decoder = root["decoder"];
+  const JsonAt decoder = root.optional("decoder");
+  if (decoder.node.is_null()) fail("{}: no decoder; byte-level BPE needs the ByteLevel decoder", decoder.where());
   const std::string type = decoder.required("type").string();
   if (type != "ByteLevel")
     fail("{}: decoder '{}' is not supported; supported: ByteLevel", decoder["type"].where(), type);
@@ -88,8 +88,8 @@ BpeTokenizer BpeTokenizer::from_json(std::string_view json_text, const std::stri
   auto impl = std::make_shared<Impl>();
   try {
     impl->model = detail::BpeModel::from_json(root.required("model"));
-    impl->normalizer = detail::BpeNormalizer::from_json(root.has("normalizer") ? root["normalizer"] : JsonAt{nullptr, source, "normalizer"});
-    impl->pre_tokenizer = detail::BpePreTokenizer::from_json(root.has("pre_tokenizer") ? root["pre_tokenizer"] : JsonAt{nullptr, source, "pre_tokenizer"});
+    impl->normalizer = detail::BpeNormalizer::from_json(root.optional("normalizer"));
+    impl->pre_tokenizer = detail::BpePreTokenizer::from_json(root.optional("pre_tokenizer"));
     check_decoder(root);
     impl->added_tokens = read_added_tokens(root);
   } catch (const nlohmann::json::exception& e) {

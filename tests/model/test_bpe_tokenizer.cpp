@@ -3,6 +3,9 @@
 // sources and docs, Unicode, digits, whitespace, code, contractions, special tokens), written by
 // scripts/dev/make_tokenizer_fixtures.mjs; benchmarks/device/check_tokenizers.py re-checks the
 // same corpus against the real `tokenizers` library on a machine that has it.
+#include <algorithm>
+#include <map>
+
 #include <catch2/catch.hpp>
 
 #include "naive_bpe.h"
@@ -185,7 +188,6 @@ TEST_CASE("bpe tokenizer: ignore_merges takes a piece found in the vocabulary wh
 
 TEST_CASE("bpe tokenizer: every Split behavior, and invert", "[model]") {
   using V = std::vector<std::string>;
-  const json dash = {{"String", "-"}};
   const auto pieces = [&](const std::string& behavior, bool invert = false, const json& pattern = json{{"String", "-"}}) {
     return BpeTokenizer::from_json(tiny_tokenizer_json(split_then_byte_level(pattern, behavior, invert))).pre_tokenize("a-b--c");
   };
@@ -270,6 +272,9 @@ TEST_CASE("bpe tokenizer: unsupported or malformed files are errors naming the J
   d = doc;
   d["decoder"] = {{"type", "Metaspace"}};
   CHECK_THAT(error_of(d.dump()), Catch::Contains("decoder.type: decoder 'Metaspace' is not supported"));
+  d = doc;
+  d.erase("decoder");
+  CHECK_THAT(error_of(d.dump()), Catch::Contains("tok.json: decoder: no decoder"));
   d = doc;
   d["added_tokens"] = json::array({json{{"id", "7"}, {"content", "<y>"}}});
   CHECK_THAT(error_of(d.dump()), Catch::Contains("added_tokens[0].id: expected an integer, found \"7\""));

@@ -2,14 +2,17 @@
 // (model/hf_tokenizer.h), against renderings of the real templates by jinja2 (the engine
 // transformers' apply_chat_template uses) tokenized by transformers.js, written by
 // scripts/dev/make_tokenizer_fixtures.mjs. ChatML is Qwen2.5's template on the Qwen3 vocabulary.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <catch2/catch.hpp>
 
 #include "model/hf_tokenizer_files.h"
 #include "turnrl/core/error.h"
+#include "turnrl/core/filesystem.h"
 #include "turnrl/model/hf_tokenizer.h"
 
 using namespace turnrl;
@@ -46,7 +49,7 @@ struct ScratchFolder {
     path = mkdtemp(name);
     std::filesystem::create_symlink(real_dir + "/tokenizer.json", path + "/tokenizer.json");
   }
-  ~ScratchFolder() { std::filesystem::remove_all(path); }
+  ~ScratchFolder() { remove_tree(path); }
   void write(const std::string& file, const json& content) const { std::ofstream(path + "/" + file) << content.dump(); }
 };
 
