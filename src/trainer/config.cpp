@@ -66,7 +66,8 @@ void read_section(ConfigReader& r, ModelConfig& o) {
 void read_section(ConfigReader& r, RolloutSamplingConfig& o) {
   r.number("temperature", o.temperature, 1e-3, 100.0)
       .integer("top_k", o.top_k, 0, 1 << 20)
-      .number("top_p", o.top_p, 1e-6, 1.0);
+      .number("top_p", o.top_p, 1e-6, 1.0)
+      .integer("max_new_tokens", o.max_new_tokens, 1, 1 << 20);
 }
 
 void read_section(ConfigReader& r, TasksConfig& o) {
@@ -285,10 +286,11 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   w.key("init", c.model.init, "model file to start from; \"\" = fresh weights");
   w.close();
 
-  w.open("sampling", "Rollout sampling of plan choices (rollout log-probs are recorded under it).");
+  w.open("sampling", "Rollout sampling (rollout log-probs are recorded under it).");
   w.key("temperature", c.sampling.temperature, "> 0");
   w.key("top_k", c.sampling.top_k, "0 = off");
   w.key("top_p", c.sampling.top_p, "(0, 1]; 1 = off");
+  w.key("max_new_tokens", c.sampling.max_new_tokens, "response tokens per turn (env.action: code)");
   w.close();
 
   w.open("tasks", "Which tasks train.");
@@ -302,7 +304,7 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   w.open("env", "The multi-turn kernel environment (env/kernel_env.h).");
   w.key("max_turns", c.env.max_turns, "T: turns per episode; [1, 64]");
   w.key("target_speedup", c.env.target_speedup.value_or(0.0), "stop once correct with speedup >= this; 0 = off");
-  w.key("action", to_string(c.env.action), "plan (the built-in trainer) | code");
+  w.key("action", to_string(c.env.action), "plan (kernel plans) | code (a fenced code block, chat codec)");
   w.key("feedback_chars", int64_t(c.env.feedback_chars), "feedback messages trimmed to this");
   w.key("correctness_trials", c.env.correctness_trials, "correctness runs per evaluation");
   w.key("timing_trials", c.env.timing_trials, "timed runs per evaluation");
