@@ -1,6 +1,7 @@
 #include "turnrl/trainer/kernel_recipe.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include <torch/cuda.h>
 #include <torch/utils.h>

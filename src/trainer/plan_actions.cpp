@@ -148,8 +148,8 @@ SamplingOptions PlanActionCodec::sampling(const SamplingOptions& base) const {
 PlanPolicy::PlanPolicy(std::shared_ptr<const PlanActionSpace> space, std::unique_ptr<TransformerPolicy> model)
     : space_(std::move(space)), model_(std::move(model)) {
   if (!space_ || !model_) fail("PlanPolicy: the action space and the model must both be given");
-  if (model_->options().vocab < space_->vocab_size())
-    fail("PlanPolicy: the model's vocab {} is smaller than the plan vocabulary ({} tokens)", model_->options().vocab,
+  if (model_->options().vocab() < space_->vocab_size())
+    fail("PlanPolicy: the model's vocab {} is smaller than the plan vocabulary ({} tokens)", model_->options().vocab(),
          space_->vocab_size());
 }
 

@@ -2,9 +2,11 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <numeric>
+#include <type_traits>
 
 #include "turnrl/core/error.h"
 #include "turnrl/reward/rejection.h"
@@ -143,7 +145,8 @@ RolloutBatch RolloutCollector::collect(Policy& policy, const std::vector<Task>& 
     if (results.size() != live.size())
       fail("RolloutCollector: the environment pool returned {} results for {} actions", results.size(), live.size());
     tokens.push_back(host_tokens);
-    amask.push_back(out.attention_mask.cpu());
+    // A policy may leave the attention mask undefined: every position is then valid.
+    amask.push_back(out.attention_mask.defined() ? out.attention_mask.cpu() : torch::ones_like(host_tokens, torch::kBool));
     rmask.push_back(out.response_mask.cpu());
     logp.push_back(out.logp.cpu());
     std::vector<int64_t> next;

@@ -7,17 +7,20 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 #include <torch/serialize.h>
+#include <torch/utils.h>
 
 #include "turnrl/algo/advantage.h"
 #include "turnrl/algo/policy_loss.h"
 #include "turnrl/algo/returns.h"
 #include "turnrl/core/error.h"
 #include "turnrl/eval/cpu_protocol.h"
+#include "turnrl/eval/cpu_tasks.h"
 #include "turnrl/trainer/checkpoint.h"
 #include "turnrl/trainer/distributed.h"
 #include "turnrl/trainer/progress.h"
@@ -124,7 +127,7 @@ Trainer::Trainer(TrainerParts parts, std::shared_ptr<Communicator> comm) : s_(st
     fail("policy_loss.kl_loss_coef: {} needs a reference policy, which the Trainer does not keep; allowed: 0",
          c.policy_loss.kl_loss_coef);
   s.collector = std::make_unique<RolloutCollector>(s.parts.environments, s.parts.codec);
-  s.device = s.parts.parts.policy->device();
+  s.device = s.parts.policy->device();
   const DistributedEnv env = comm ? DistributedEnv{comm->rank(), comm->world_size(), comm->rank()}
                                   : distributed_env_from_environment();
   if (comm)
@@ -134,12 +137,12 @@ Trainer::Trainer(TrainerParts parts, std::shared_ptr<Communicator> comm) : s_(st
   if (s.comm) s.rank = s.comm->rank(), s.world = s.comm->world_size();
   if (c.trainer.threads > 0) torch::set_num_threads(int(c.trainer.threads));
   s.optimizer = std::make_unique<torch::optim::AdamW>(
-      s.parts.parts.policy->parameters(), torch::optim::AdamWOptions(c.optimizer.lr)
+      s.parts.policy->parameters(), torch::optim::AdamWOptions(c.optimizer.lr)
                                         .betas(std::make_tuple(c.optimizer.beta1, c.optimizer.beta2))
                                         .eps(c.optimizer.eps)
                                         .weight_decay(c.optimizer.weight_decay));
   if (s.world > 1) {
-    s.buckets = std::make_unique<GradientBuckets>(s.parts.parts.policy->parameters(),
+    s.buckets = std::make_unique<GradientBuckets>(s.parts.policy->parameters(),
                                                   int64_t(c.distributed.bucket_mb * double(1 << 20)));
     check_ranks_agree();
   }
@@ -152,7 +155,7 @@ void Trainer::check_ranks_agree() {
   double checksum = 0;
   {
     torch::NoGradGuard no_grad;
-    for (const auto& p : s.parts.parts.policy->parameters()) checksum += p.to(torch::kCPU, torch::kDouble).sum().item<double>();
+    for (const auto& p : s.parts.policy->parameters()) checksum += p.to(torch::kCPU, torch::kDouble).sum().item<double>();
   }
   const std::vector<std::string> seen = s.comm->all_gather(fmt::format("{:a}\n{}", checksum, s.parts.resolved_config));
   for (int r = 1; r < s.world; ++r)
