@@ -96,18 +96,6 @@ void PrsOptions::validate() const {
     fail("rejection.prs.speedup_threshold: {} is out of range; allowed: [0, 1e6], or -1 for off", speedup_threshold);
 }
 
-PrsInputs prs_inputs(const std::vector<EvalResult>& results, CoverageSource source) {
-  std::vector<double> coverage, speedup;
-  std::vector<int64_t> correct;
-  for (const EvalResult& r : results) {
-    coverage.push_back(coverage_of(r, source));
-    speedup.push_back(std::isfinite(r.speedup) ? r.speedup : 0.0);
-    correct.push_back(classify(r) == RewardOutcome::correct);
-  }
-  return {at::tensor(coverage, at::kDouble), at::tensor(correct, at::kLong).to(at::kBool),
-          at::tensor(speedup, at::kDouble)};
-}
-
 torch::Tensor prs_keep_probability(const TurnBatch& b, const PrsInputs& in, const PrsOptions& o) {
   o.validate();
   const int64_t n = b.size();

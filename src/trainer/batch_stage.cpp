@@ -3,7 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include "turnrl/core/error.h"
-#include "turnrl/eval/cpu_tasks.h"
+#include "turnrl/core/random.h"
 
 namespace turnrl {
 namespace {

@@ -1,3 +1,4 @@
+#include "turnrl/env/builtin_tasks.h"
 #include "turnrl/trainer/kernel_recipe.h"
 
 #include <algorithm>

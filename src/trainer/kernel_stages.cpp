@@ -1,10 +1,23 @@
 #include "turnrl/trainer/kernel_stages.h"
 
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
 
 namespace turnrl {
+
+PrsInputs prs_inputs(const std::vector<EvalResult>& results, CoverageSource source) {
+  std::vector<double> coverage, speedup;
+  std::vector<int64_t> correct;
+  for (const EvalResult& r : results) {
+    coverage.push_back(coverage_of(r, source));
+    speedup.push_back(std::isfinite(r.speedup) ? r.speedup : 0.0);
+    correct.push_back(classify(r) == RewardOutcome::correct);
+  }
+  return {at::tensor(coverage, at::kDouble), at::tensor(correct, at::kLong).to(at::kBool),
+          at::tensor(speedup, at::kDouble)};
+}
 
 std::vector<EvalResult> kernel_evals(const RolloutBatch& r) {
   std::vector<EvalResult> out;

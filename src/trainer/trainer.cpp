@@ -18,9 +18,9 @@
 #include "turnrl/algo/advantage.h"
 #include "turnrl/algo/policy_loss.h"
 #include "turnrl/algo/returns.h"
+#include "turnrl/core/byte_io.h"
 #include "turnrl/core/error.h"
-#include "turnrl/eval/cpu_protocol.h"
-#include "turnrl/eval/cpu_tasks.h"
+#include "turnrl/core/random.h"
 #include "turnrl/trainer/checkpoint.h"
 #include "turnrl/trainer/distributed.h"
 #include "turnrl/trainer/progress.h"
@@ -64,11 +64,11 @@ torch::Tensor tensor_from_bytes(const std::string& bytes, torch::ScalarType dtyp
 
 // Sums metric maps over ranks (rank order, the same on every rank).
 Metrics sum_over_ranks(Communicator& comm, const Metrics& mine) {
-  cpu_detail::Writer w;
+  ByteWriter w;
   for (const auto& [k, v] : mine) w.str(k), w.pod(v);
   Metrics total;
   for (const std::string& part : comm.all_gather(w.data()))
-    for (cpu_detail::Reader r(part); !r.at_end();) {
+    for (ByteReader r(part); !r.at_end();) {
       const std::string key = r.str();
       total[key] += r.pod<double>();
     }
@@ -211,9 +211,9 @@ RolloutBatch Trainer::gather_rollouts(const RolloutBatch& shard) {
   State& s = *s_;
   if (s.world == 1) return shard;
   const TurnBatch& b = shard.batch;
-  // Length-prefixed fields: the row width first (ranks' widths may differ: chat rows grow with
+  // Length-prefixed fields (core/byte_io.h): the row width first (ranks' widths may differ: chat rows grow with
   // the conversation), then the tensors, then per row the payload and texts.
-  cpu_detail::Writer w;
+  ByteWriter w;
   w.pod(b.tokens.size(1));
   for (const torch::Tensor* t : {&b.group, &b.traj, &b.turn, &b.reward, &b.tokens, &b.attention_mask, &b.response_mask,
                                  &b.rollout_logp})
@@ -232,7 +232,7 @@ RolloutBatch Trainer::gather_rollouts(const RolloutBatch& shard) {
   std::vector<torch::Tensor> group, traj, turn, reward, tokens, amask, rmask, logp;
   int64_t widest = 0;
   for (const std::string& part : parts) {
-    cpu_detail::Reader in(part);
+    ByteReader in(part);
     const auto width = in.pod<int64_t>();
     widest = std::max(widest, width);
     group.push_back(tensor_from_bytes(in.str(), torch::kLong, 0));

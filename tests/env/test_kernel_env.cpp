@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "turnrl/core/error.h"
+#include "turnrl/env/builtin_tasks.h"
 #include "turnrl/env/kernel_env.h"
 #include "turnrl/env/kernel_plan.h"
 #include "turnrl/eval/cpu_backend.h"

@@ -9,6 +9,11 @@
 
 namespace turnrl {
 
+// PRS inputs from the kernel verdicts (rejection.h keeps PRS generic over coverage numbers).
+// Builds PrsInputs (CPU, float64) from one EvalResult per row; correct means classify() ==
+// correct (hacked turns are not correct).
+PrsInputs prs_inputs(const std::vector<EvalResult>& results, CoverageSource source);
+
 // The verdict of every row (rows whose payload is not a KernelVerdict throw).
 std::vector<EvalResult> kernel_evals(const RolloutBatch& rollouts);
 
