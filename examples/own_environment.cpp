@@ -8,6 +8,7 @@
 //
 // --check-rise exits with status 1 unless the share of episodes that find the number grows from
 // the first five steps to the last five (CTest runs it so).
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>

@@ -212,7 +212,7 @@ TEST_CASE("the trainer refuses settings it cannot run, naming the key", "[traine
     TrainConfig c = test::tiny_config(dir);
     edit(c);
     try {
-      KernelKernelTrainer t(c, rules());
+      KernelTrainer t(c, rules());
     } catch (const Error& e) {
       return std::string(e.what());
     }
