@@ -123,7 +123,8 @@ TEST_CASE("code actions train through the same trainer, token-in/token-out with 
   CHECK(moved > 0);
   const std::vector<Metrics> rows = read_metrics_jsonl(c.run.dir + "/metrics.jsonl");
   REQUIRE(rows.size() == 2);
-  CHECK(rows[1].at("kernel/format") == 4);
+  CHECK(rows[1].at("rollout/turns") == 8);  // 4 episodes x 2 turns
+  CHECK(rows[1].at("kernel/format") == 8);
   CHECK(rows[1].count("shaping/bonus_mean") == 1);
   CHECK(rows[1].at("actor/rows") > 0);
 }
