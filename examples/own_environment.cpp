@@ -1,5 +1,5 @@
 // A multi-turn environment of your own, trained by turnrl's generic Trainer with TRLOO: a
-// number-guessing game. Each task hides a number in 0..9; the policy guesses one digit a turn, the
+// number-guessing game. Each task hides a number in 0..4; the policy guesses one digit a turn, the
 // environment answers "higher" or "lower", and a hit ends the episode with reward 1. Nothing here
 // is about kernels: the game is an Environment, its token format an ActionCodec, the policy the
 // built-in TransformerPolicy, and the Trainer does rollouts, TRLOO, PPO and checkpoints.
@@ -26,7 +26,8 @@ using namespace turnrl;
 
 namespace {
 
-constexpr int kMaxTurns = 4;  // 4 halvings find any of 10 numbers: a perfect player always wins
+constexpr int kSecrets = 5;   // the hidden number is 0..4 (the policy may guess any digit)
+constexpr int kMaxTurns = 3;  // 3 halvings find any of 5 numbers: a perfect player always wins
 
 // The game's whole vocabulary, one token each.
 enum Token : int64_t { kPad = 0, kStart = 1, kHigher = 2, kLower = 3, kDigit0 = 4, kVocab = kDigit0 + 10 };
@@ -38,7 +39,7 @@ class GuessingGame : public Environment {
     turns_ = 0;
     done_ = false;
     // The compact form is what the codec reads; messages are there for people.
-    return {{{"user", "Guess my number, 0 to 9."}}, 0, "start"};
+    return {{{"user", "Guess my number, 0 to 4."}}, 0, "start"};
   }
 
   StepResult step(const Action& action) override {
@@ -106,7 +107,7 @@ int main(int argc, char** argv) {
         TransformerOptions().vocab(kVocab).d_model(32).layers(2).heads(2).max_seq(2 * kMaxTurns + 2));
     parts.environments = pool_of([] { return std::make_unique<GuessingGame>(); });
     parts.codec = std::make_shared<GuessCodec>();
-    for (int secret = 0; secret < 10; ++secret) {
+    for (int secret = 0; secret < kSecrets; ++secret) {
       Task task;
       task.id = "guess_" + std::to_string(secret);
       task.metadata["secret"] = std::to_string(secret);
@@ -115,13 +116,15 @@ int main(int argc, char** argv) {
     EngineOptions& o = parts.options;
     o.run.dir = (std::filesystem::temp_directory_path() / "turnrl_own_environment").string();
     o.trainer.steps = steps;
-    o.trainer.tasks_per_step = 10;
-    o.trainer.samples_per_task = 8;
+    o.trainer.tasks_per_step = kSecrets;
+    o.trainer.samples_per_task = 16;
     o.trainer.ppo_epochs = 4;  // four optimizer steps on each batch: a game this small learns in seconds
     o.trainer.seed = 1;
-    o.optimizer.lr = 3e-2;
+    o.optimizer.lr = 1e-2;
     o.estimator = "trloo";
     o.returns.gamma = 0.8;  // an early hit is worth more than a late one
+    o.policy_loss.loss_scale_factor = 1;  // the kernel recipe's 1000 is the recipe's, not PPO's
+    o.policy_loss.entropy_coef = 0.01;    // keeps exploring: a policy that stops guessing stops learning
     parts.stages = {std::make_shared<MeaningfulTurnMaskStage>(), std::make_shared<GroupFilterStage>(GroupFilterOptions())};
     Trainer trainer(std::move(parts));
 
