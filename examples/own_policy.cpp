@@ -67,7 +67,6 @@ int main(int argc, char** argv) {
     const std::vector<torch::Tensor> after = trainer.policy().parameters();
     for (size_t i = 0; i < after.size(); ++i) moved = std::max(moved, (after[i] - before[i]).abs().max().item<double>());
     std::printf("largest parameter change: %.3g\n", moved);
-    std::printf("sample response: %.80s\n", trainer.last_rollouts().actions.at(0).c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "own_policy: %s\n", e.what());
     return 1;
