@@ -11,7 +11,8 @@
 
 #include "turnrl/algo/advantage.h"
 #include "turnrl/reward/kernel_reward.h"
-#include "turnrl/trainer/trainer.h"
+#include "turnrl/trainer/kernel_recipe.h"
+#include "turnrl/trainer/kernel_stages.h"
 
 using namespace turnrl;
 
@@ -32,33 +33,34 @@ int main(int argc, char** argv) {
   overrides.push_back("advantage.estimator=trloo_damped_last");
 
   try {
-    Trainer trainer(load_config(config_file, overrides));
+    KernelTrainer trainer(load_config(config_file, overrides));
     const TrainConfig& c = trainer.config();
+    const uint64_t seed = uint64_t(c.trainer.seed);
     for (int64_t step = 0; step < c.trainer.steps; ++step) {
-      // 2. Rollouts and rewards, exactly as the built-in step does.
+      // 2. Rollouts (rewards come from the environment) and the recipe's stages before the old
+      //    log-probs (kernel metrics, meaningful-turn mask, group filters), as the built-in step.
       RolloutBatch r = trainer.collect_rollouts(trainer.step_tasks(step), c.trainer.samples_per_task,
-                                                rollout_sampling(c), stage_seed(uint64_t(c.trainer.seed), step, 2));
-      trainer.score(r);
-      const Metrics seen = rollout_metrics(r);
-      trainer.mask_void_turns(r);
-      trainer.filter_groups(r);
+                                                rollout_sampling(c), stage_seed(seed, step, StageSeed::rollout));
+      const double reward = rollout_metrics(r).at("reward/mean");
+      const Metrics seen = trainer.run_stages(r, BatchStage::Point::before_logp, step);
       if (r.batch.size() == 0) continue;
 
       // 3. Our own rule: no gradient for turns that did not compile (they still count in the
       //    baselines, like the paper's rejections).
       std::vector<uint8_t> compiled;
-      for (const EvalResult& e : r.evals) compiled.push_back(e.stage >= EvalStage::compiled);
+      for (const EvalResult& e : kernel_evals(r)) compiled.push_back(e.stage >= EvalStage::compiled);
       const torch::Tensor keep = torch::tensor(std::vector<int64_t>(compiled.begin(), compiled.end())).to(torch::kBool);
       r.batch.response_mask = r.batch.response_mask & keep.to(r.batch.response_mask.device()).unsqueeze(1);
 
       // 4. The rest of the built-in pipeline.
       trainer.recompute_old_logp(r.batch);
       const MismatchResult mismatch = trainer.correct_mismatch(r.batch);
-      trainer.reject_by_profile(r, stage_seed(uint64_t(c.trainer.seed), step, 3));
+      trainer.run_stages(r, BatchStage::Point::after_mismatch, step);  // PRS
       const torch::Tensor adv = trainer.advantages(r.batch);
-      const Metrics m = trainer.update(r.batch, adv, mismatch.weights, step);
+      const Metrics m = trainer.update(r.batch, adv, mismatch.weights, stage_seed(seed, step, StageSeed::epoch_order));
       fmt::print("step {}: reward {:.3f}  correct {:.2f}  fast@1.2 {:.2f}  trained turns {}\n", step + 1,
-                 seen.at("reward/mean"), seen.at("kernel/correct"), seen.at("kernel/fast@1.2"), m.at("actor/rows"));
+                 reward, seen.at("kernel/correct"), seen.at("kernel/fast@1.2"),
+                 m.at("actor/rows"));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "custom_trainer: %s\n", e.what());

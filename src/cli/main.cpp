@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "turnrl/core/error.h"
+#include "turnrl/env/builtin_tasks.h"
 #include "turnrl/env/kernel_env.h"
 #include "turnrl/env/kernel_plan.h"
 #include "turnrl/env/task.h"
@@ -20,9 +21,9 @@
 #include "turnrl/reward/kernel_reward.h"
 #include "turnrl/trainer/config.h"
 #include "turnrl/trainer/evaluation.h"
+#include "turnrl/trainer/kernel_recipe.h"
 #include "turnrl/trainer/metrics.h"
 #include "turnrl/trainer/plot.h"
-#include "turnrl/trainer/trainer.h"
 
 namespace {
 
@@ -112,7 +113,7 @@ int train(int argc, char** argv) {
       return launch_local_ranks(nproc, child);
     }
   }
-  Trainer trainer(load_config(a.positional[0], a.sets));
+  KernelTrainer trainer(load_config(a.positional[0], a.sets));
   const auto& c = trainer.config();
   if (trainer.rank() == 0)
     fmt::print(stderr, "turnrl: {} training tasks, {} x {} episodes a step, {} turns, estimator {}, {} rank(s), run dir {}\n",
@@ -128,12 +129,12 @@ int eval(int argc, char** argv) {
   const Args a = parse_args(argc, argv, 2, {"--checkpoint", "--json"}, {});
   if (a.positional.size() != 1 || !a.options.count("--checkpoint"))
     fail("eval needs CONFIG and --checkpoint DIR\n{}", kUsage);
-  Trainer trainer(load_config(a.positional[0], a.sets));
+  KernelTrainer trainer(load_config(a.positional[0], a.sets));
   trainer.load_policy(a.options.at("--checkpoint"));
   const std::string split = trainer.config().eval.split;
   TaskSet tasks = split == "train" ? trainer.train_tasks() : trainer.validation_tasks();
   if (split == "all") tasks.tasks.insert(tasks.tasks.begin(), trainer.train_tasks().tasks.begin(), trainer.train_tasks().tasks.end());
-  const EvalReport report = evaluate_policy(trainer, tasks);
+  const EvalReport report = evaluate_policy(trainer.policy(), trainer.collector(), tasks, trainer.config().eval);
   fmt::print("{}", report.to_text());
   if (a.options.count("--json")) std::ofstream(a.options.at("--json")) << metrics_to_json(report.to_metrics()) << "\n";
   return 0;
@@ -154,7 +155,7 @@ int evaluate_kernel(int argc, char** argv) {
   episode.reset(task);
   const std::string action = is_plan ? text : fmt::format("```{}\n{}\n```\n", task.language, text);
   const StepResult step = episode.step({action});
-  const EvalResult& e = *step.eval;
+  const EvalResult& e = kernel_verdict(step.payload.get()).eval;
   const KernelReward& r = episode.history().back().reward;
   fmt::print("task: {} (level {}, backend {})\ncandidate: {} ({})\n", task.id, task.level, task.backend,
              a.positional[1], is_plan ? "kernel plan" : "source");

@@ -72,6 +72,9 @@ void validate(const TurnBatch& b, const ValidateOptions& options) {
   check_token_tensor("response_mask", b.response_mask, n, {});
   check_token_tensor("tokens", b.tokens, n, b.response_mask);
   check_token_tensor("rollout_logp", b.rollout_logp, n, b.response_mask);
+  check_token_tensor("attention_mask", b.attention_mask, n, b.response_mask);
+  if (b.attention_mask.defined() && b.attention_mask.scalar_type() != at::kBool)
+    fail("TurnBatch.attention_mask: dtype {} not allowed; must be bool", c10::toString(b.attention_mask.scalar_type()));
   check_token_tensor("old_logp", b.old_logp, n, b.response_mask);
   check_token_tensor("ref_logp", b.ref_logp, n, b.response_mask);
   if (b.tokens.defined() && b.tokens.scalar_type() != at::kLong)

@@ -5,6 +5,8 @@
 #include "turnrl/core/config_reader.h"
 #include "turnrl/core/error.h"
 #include "turnrl/env/kernel_plan.h"
+#include "turnrl/eval/eval_codec.h"
+#include "turnrl/trainer/metrics.h"
 
 namespace turnrl {
 
@@ -222,7 +224,7 @@ StepResult KernelEnv::finish(TurnRecord record) {
   StepResult out;
   out.reward = record.reward.reward;
   out.feedback = record.feedback;
-  out.eval = e;
+  out.payload = std::make_shared<KernelVerdict>(e, record.reward);
   out.info = {{"correct", e.correct ? 1.0 : 0.0},
               {"speedup", e.speedup},
               {"coverage", e.coverage},
@@ -253,18 +255,9 @@ StepResult KernelEnv::finish(TurnRecord record) {
   return out;
 }
 
-StepResult KernelEnv::step(const Action& action) { return step_many({this}, {action}).front(); }
+StepResult KernelEnv::step(const Action& action) { return step_together({this}, {action}).front(); }
 
-std::vector<StepResult> KernelEnv::step_many(const std::vector<Environment*>& episodes,
-                                             const std::vector<Action>& actions) {
-  if (episodes.size() != actions.size())
-    fail("KernelEnv::step_many: {} episodes but {} actions", episodes.size(), actions.size());
-  std::vector<KernelEnv*> envs;
-  for (Environment* e : episodes) {
-    auto* k = dynamic_cast<KernelEnv*>(e);
-    if (!k) fail("KernelEnv::step_many: every episode must be a KernelEnv");
-    envs.push_back(k);
-  }
+std::vector<StepResult> KernelEnv::step_together(const std::vector<KernelEnv*>& envs, const std::vector<Action>& actions) {
   // One evaluate() call per distinct evaluator (normally one, shared by every episode).
   std::vector<TurnRecord> records(envs.size());
   std::map<KernelEvaluator*, std::vector<size_t>> by_evaluator;
@@ -285,6 +278,56 @@ std::vector<StepResult> KernelEnv::step_many(const std::vector<Environment*>& ep
   std::vector<StepResult> out;
   for (size_t i = 0; i < envs.size(); ++i) out.push_back(envs[i]->finish(std::move(records[i])));
   return out;
+}
+
+std::string KernelVerdict::serialize() const { return encode_result(eval); }
+
+std::string KernelVerdict::json_fields() const {
+  return fmt::format("\"outcome\": {}, \"speedup\": {}, \"coverage\": {}, \"hacking\": {}, \"message\": {}",
+                     json_string(to_string(reward.outcome)), eval.speedup, eval.coverage,
+                     json_string(hacking_flag_names(eval.hacking_flags)), json_string(eval.message.substr(0, 300)));
+}
+
+PayloadDecoder kernel_verdict_decoder(KernelRewardPolicy reward) {
+  return [reward](const std::string& bytes) -> std::shared_ptr<const StepPayload> {
+    EvalResult eval = decode_result(bytes);
+    const KernelReward score = reward.score(eval);
+    return std::make_shared<KernelVerdict>(std::move(eval), score);
+  };
+}
+
+const KernelVerdict& kernel_verdict(const StepPayload* payload) {
+  const auto* verdict = dynamic_cast<const KernelVerdict*>(payload);
+  if (!verdict) fail("kernel_verdict: the turn's payload is {}; kernel stages need the KernelVerdict of a KernelEnv",
+                     payload ? "another domain's" : "missing");
+  return *verdict;
+}
+
+std::vector<std::unique_ptr<Environment>> KernelEnvPool::as_environments(std::vector<std::unique_ptr<KernelEnv>> envs) {
+  std::vector<std::unique_ptr<Environment>> out;
+  for (auto& e : envs) out.push_back(std::move(e));
+  return out;
+}
+
+KernelEnvPool::KernelEnvPool(std::vector<std::unique_ptr<KernelEnv>> environments)
+    : EnvironmentPool(as_environments(std::move(environments))) {}
+
+std::vector<StepResult> KernelEnvPool::step(const std::vector<size_t>& episodes, const std::vector<Action>& actions) {
+  check_step(episodes, actions);
+  std::vector<KernelEnv*> envs;
+  // Every environment is a KernelEnv: the constructor takes nothing else.
+  for (size_t e : episodes) envs.push_back(&static_cast<KernelEnv&>(at(e)));
+  return KernelEnv::step_together(envs, actions);
+}
+
+EnvironmentPoolFactory kernel_env_pools(std::shared_ptr<KernelEvaluator> evaluator, KernelRewardPolicy reward,
+                                        KernelEnvOptions options) {
+  if (!evaluator) fail("kernel_env_pools: the evaluator is null");
+  return [evaluator, reward, options](size_t episodes) -> std::unique_ptr<EnvironmentPool> {
+    std::vector<std::unique_ptr<KernelEnv>> envs;
+    for (size_t i = 0; i < episodes; ++i) envs.push_back(std::make_unique<KernelEnv>(evaluator, reward, options));
+    return std::make_unique<KernelEnvPool>(std::move(envs));
+  };
 }
 
 }  // namespace turnrl

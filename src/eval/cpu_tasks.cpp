@@ -109,13 +109,6 @@ double unit(uint64_t& state) { return double(splitmix64(state) >> 11) * 0x1.0p-5
 
 }  // namespace
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 void register_cpu_task(CpuTask task) {
   require(!task.name.empty() && task.reference && !task.shape_sets.empty(),
           "register_cpu_task: a task needs a name, a reference and at least one shape set");

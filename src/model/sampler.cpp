@@ -90,7 +90,7 @@ Rollout sample(NextTokenModel& model, const torch::Tensor& prompts, const torch:
   const int64_t batch = prompts.size(0);
   // Uniforms are drawn on the CPU from the seed and copied: the same seed gives the same rollout
   // on any device, and inverse-CDF sampling needs nothing device-specific.
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(o.seed);
+  at::Generator generator = o.generator.defined() ? o.generator : at::make_generator<at::CPUGeneratorImpl>(o.seed);
   const torch::Tensor stops =
       torch::tensor(o.stop_tokens.empty() ? std::vector<int64_t>{-1} : o.stop_tokens, torch::kLong).to(device);
   torch::Tensor finished = torch::zeros({batch}, torch::TensorOptions(torch::kBool).device(device));

@@ -232,15 +232,6 @@ const char* to_string(RewardFunction v) {
 
 const char* to_string(SpeedupForm v) { return v == SpeedupForm::linear ? "linear" : "log"; }
 
-const char* to_string(CoverageSource v) {
-  switch (v) {
-    case CoverageSource::true_share: return "true_share";
-    case CoverageSource::reference: return "reference";
-    case CoverageSource::kernel_count: return "kernel_count";
-  }
-  return "?";
-}
-
 const char* to_string(RewardOutcome v) {
   switch (v) {
     case RewardOutcome::correct: return "correct";
@@ -263,12 +254,6 @@ SpeedupForm parse_speedup_form(const std::string& name, const std::string& field
   if (name == "linear") return SpeedupForm::linear;
   if (name == "log") return SpeedupForm::log;
   fail("{}: unknown value '{}'; allowed: linear, log", field, name);
-}
-
-CoverageSource parse_coverage_source(const std::string& name, const std::string& field) {
-  for (CoverageSource v : {CoverageSource::true_share, CoverageSource::reference, CoverageSource::kernel_count})
-    if (name == to_string(v)) return v;
-  fail("{}: unknown value '{}'; allowed: true_share, reference, kernel_count", field, name);
 }
 
 }  // namespace turnrl

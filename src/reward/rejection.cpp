@@ -96,18 +96,6 @@ void PrsOptions::validate() const {
     fail("rejection.prs.speedup_threshold: {} is out of range; allowed: [0, 1e6], or -1 for off", speedup_threshold);
 }
 
-PrsInputs prs_inputs(const std::vector<EvalResult>& results, CoverageSource source) {
-  std::vector<double> coverage, speedup;
-  std::vector<int64_t> correct;
-  for (const EvalResult& r : results) {
-    coverage.push_back(coverage_of(r, source));
-    speedup.push_back(std::isfinite(r.speedup) ? r.speedup : 0.0);
-    correct.push_back(classify(r) == RewardOutcome::correct);
-  }
-  return {at::tensor(coverage, at::kDouble), at::tensor(correct, at::kLong).to(at::kBool),
-          at::tensor(speedup, at::kDouble)};
-}
-
 torch::Tensor prs_keep_probability(const TurnBatch& b, const PrsInputs& in, const PrsOptions& o) {
   o.validate();
   const int64_t n = b.size();
@@ -342,6 +330,7 @@ TurnBatch select_rows(const TurnBatch& b, const torch::Tensor& keep) {
   out.group = take(b.group), out.traj = take(b.traj), out.turn = take(b.turn), out.reward = take(b.reward);
   out.turn_mask = take(b.turn_mask), out.tokens = take(b.tokens), out.response_mask = take(b.response_mask);
   out.rollout_logp = take(b.rollout_logp), out.old_logp = take(b.old_logp), out.ref_logp = take(b.ref_logp);
+  out.attention_mask = take(b.attention_mask);
   out.values = take(b.values);
   finalize(out, ValidateOptions().allow_nonfinite_masked(true));
   return out;
@@ -360,6 +349,7 @@ TurnBatch concat_batches(const TurnBatch& first, const TurnBatch& second) {
   out.tokens = cat_optional("tokens", first.tokens, second.tokens);
   out.response_mask = cat_optional("response_mask", first.response_mask, second.response_mask);
   out.rollout_logp = cat_optional("rollout_logp", first.rollout_logp, second.rollout_logp);
+  out.attention_mask = cat_optional("attention_mask", first.attention_mask, second.attention_mask);
   out.old_logp = cat_optional("old_logp", first.old_logp, second.old_logp);
   out.ref_logp = cat_optional("ref_logp", first.ref_logp, second.ref_logp);
   out.values = cat_optional("values", first.values, second.values);

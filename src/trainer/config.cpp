@@ -8,93 +8,148 @@
 namespace turnrl {
 namespace {
 
-void read_section(ConfigReader& r, RunConfig& o) {
-  r.text("dir", o.dir).integer("samples_per_step", o.samples_per_step, 0, 1 << 20).flag("progress", o.progress);
+// One description per options struct (gemma.cpp's ForEach): each field named once with its range
+// and help text. FieldReader reads the fields strictly from YAML, FieldWriter prints them (the
+// resolved config.yaml and `turnrl config --print-defaults`, which docs/configuration.md shows);
+// checks across fields follow in check().
+template <typename V>
+void describe(V& v, RunConfig& o) {
+  v.text("dir", o.dir, "run directory (created)");
+  v.integer("samples_per_step", o.samples_per_step, 0, 1 << 20, "episodes per step written to samples.jsonl; >= 0");
+  v.flag("progress", o.progress, "progress line on stderr");
+}
+
+template <typename V>
+void describe(V& v, TrainerConfig& o) {
+  v.integer("steps", o.steps, 1, int64_t(1) << 40, "RL steps; >= 1");
+  v.integer("tasks_per_step", o.tasks_per_step, 1, 1 << 20, "B: tasks (prompts) per step; >= 1");
+  v.integer("samples_per_task", o.samples_per_task, 1, 1 << 20, "n: episodes per task (group size); >= 1");
+  v.integer("ppo_epochs", o.ppo_epochs, 1, 1000, "optimizer steps per RL step over the whole batch; >= 1");
+  v.integer("micro_batch_size", o.micro_batch_size, 1, int64_t(1) << 30, "turns per forward/backward (gradient accumulation)");
+  v.integer("seed", o.seed, 0, INT64_MAX, "model init, task order, sampling and PRS draws");
+  v.integer("threads", o.threads, 0, 4096, "LibTorch intra-op threads; 0 = LibTorch default");
+}
+
+template <typename V>
+void describe(V& v, OptimizerConfig& o) {
+  v.number("lr", o.lr, 0.0, 10.0, "peak learning rate; [0, 10]");
+  v.unit_pair("betas", o.beta1, o.beta2, "Adam betas; each in [0, 1)");
+  v.number("eps", o.eps, 0.0, 1.0, "Adam epsilon");
+  v.number("weight_decay", o.weight_decay, 0.0, 10.0, "decoupled weight decay; [0, 10]");
+  v.choice("schedule", o.schedule, {"constant", "cosine"}, "constant | cosine");
+  v.integer("warmup_steps", o.warmup_steps, 0, int64_t(1) << 40, "optimizer steps of linear warm-up; 0 = none");
+  v.number("min_lr_ratio", o.min_lr_ratio, 0.0, 1.0, "cosine: final lr / lr; [0, 1]");
+  v.number("grad_clip", o.grad_clip, 0.0, 1e12, "max global gradient norm; 0 = off");
+}
+
+template <typename V>
+void describe(V& v, CheckpointConfig& o) {
+  v.integer("every", o.every, 0, int64_t(1) << 40, "steps between checkpoints; 0 = only at the end");
+  v.integer("keep_last", o.keep_last, 1, 1 << 20, "complete checkpoints kept; >= 1");
+}
+
+template <typename V>
+void describe(V& v, DistributedConfig& o) {
+  v.choice("backend", o.backend, {"auto", "nccl", "tcp"}, "auto | nccl | tcp; auto = nccl for model.device cuda when built with NCCL");
+  v.number("bucket_mb", o.bucket_mb, 1e-3, 1 << 20, "gradient all-reduce bucket size in MiB; > 0");
+  v.number("timeout_seconds", o.timeout_seconds, 1.0, 1e7, "rendezvous and collective deadline; >= 1");
+}
+
+template <typename V>
+void describe(V& v, ModelConfig& o) {
+  v.integer("d_model", o.d_model, 2, 1 << 16, "residual width; d_model / heads must be even");
+  v.integer("layers", o.layers, 1, 1024, "decoder blocks");
+  v.integer("heads", o.heads, 1, 1024, "attention heads");
+  v.integer("ffn", o.ffn, 0, 1 << 20, "SwiGLU width; 0 = 8/3 d_model rounded up to 64");
+  v.integer("max_seq", o.max_seq, 16, 1 << 20, "longest sequence; >= 16");
+  v.choice("device", o.device, {"cpu", "cuda"}, "cpu | cuda");
+  v.text("init", o.init, "model file to start from; \"\" = fresh weights");
+}
+
+template <typename V>
+void describe(V& v, RolloutSamplingConfig& o) {
+  v.number("temperature", o.temperature, 1e-3, 100.0, "> 0");
+  v.integer("top_k", o.top_k, 0, 1 << 20, "0 = off");
+  v.number("top_p", o.top_p, 1e-6, 1.0, "(0, 1]; 1 = off");
+  v.integer("max_new_tokens", o.max_new_tokens, 1, 1 << 20, "response tokens per turn (env.action: code)");
+}
+
+template <typename V>
+void describe(V& v, TasksConfig& o) {
+  v.choice("source", o.source, {"builtin", "file"}, "builtin | file");
+  v.text("file", o.file, "JSON Lines task file (source: file)");
+  v.texts("include", o.include, "task ids; [] = every task with a plan template");
+  v.number("validation_fraction", o.validation_fraction, 0.0, 1.0, "share held out for eval; [0, 1]");
+  v.integer("split_seed", o.split_seed, 0, INT64_MAX, "seed of the hash split");
+}
+
+template <typename V>
+void describe(V& v, EvalConfig& o) {
+  v.integer("samples", o.samples, 1, 1 << 20, "episodes per task");
+  v.number("temperature", o.temperature, 1e-3, 100.0, "> 0");
+  v.number("top_p", o.top_p, 1e-6, 1.0, "(0, 1]");
+  v.numbers("pass_k", o.pass_k, "pass@k for these k; integers in [1, samples]");
+  v.numbers("fast_p", o.fast_p, "fast@p thresholds");
+  v.choice("split", o.split, {"all", "validation", "train"}, "all | validation | train");
+  v.integer("seed", o.seed, 0, INT64_MAX, "sampling seed");
+}
+
+// Checks across the fields of a section, after reading (r names the keys).
+template <typename T>
+void check(const ConfigReader&, const T&) {}
+
+void check(const ConfigReader& r, const RunConfig& o) {
   if (o.dir.empty()) fail("{}: the run directory must not be empty", r.key_path("dir"));
 }
 
-void read_section(ConfigReader& r, TrainerConfig& o) {
-  r.integer("steps", o.steps, 1, int64_t(1) << 40)
-      .integer("tasks_per_step", o.tasks_per_step, 1, 1 << 20)
-      .integer("samples_per_task", o.samples_per_task, 1, 1 << 20)
-      .integer("ppo_epochs", o.ppo_epochs, 1, 1000)
-      .integer("micro_batch_size", o.micro_batch_size, 1, int64_t(1) << 30)
-      .integer("seed", o.seed, 0, INT64_MAX)
-      .integer("threads", o.threads, 0, 4096);
-}
-
-void read_section(ConfigReader& r, OptimizerConfig& o) {
-  std::vector<double> betas = {o.beta1, o.beta2};
-  r.number("lr", o.lr, 0.0, 10.0)
-      .numbers("betas", betas)
-      .number("eps", o.eps, 0.0, 1.0)
-      .number("weight_decay", o.weight_decay, 0.0, 10.0)
-      .choice("schedule", o.schedule, {"constant", "cosine"})
-      .integer("warmup_steps", o.warmup_steps, 0, int64_t(1) << 40)
-      .number("min_lr_ratio", o.min_lr_ratio, 0.0, 1.0)
-      .number("grad_clip", o.grad_clip, 0.0, 1e12);
-  if (betas.size() != 2 || !(betas[0] >= 0 && betas[0] < 1) || !(betas[1] >= 0 && betas[1] < 1))
-    fail("{}: expected two numbers in [0, 1), got [{}]", r.key_path("betas"), fmt::join(betas, ", "));
-  o.beta1 = betas[0];
-  o.beta2 = betas[1];
-}
-
-void read_section(ConfigReader& r, CheckpointConfig& o) {
-  r.integer("every", o.every, 0, int64_t(1) << 40).integer("keep_last", o.keep_last, 1, 1 << 20);
-}
-
-void read_section(ConfigReader& r, DistributedConfig& o) {
-  r.choice("backend", o.backend, {"auto", "nccl", "tcp"})
-      .number("bucket_mb", o.bucket_mb, 1e-3, 1 << 20)
-      .number("timeout_seconds", o.timeout_seconds, 1.0, 1e7);
-}
-
-void read_section(ConfigReader& r, ModelConfig& o) {
-  r.integer("d_model", o.d_model, 2, 1 << 16)
-      .integer("layers", o.layers, 1, 1024)
-      .integer("heads", o.heads, 1, 1024)
-      .integer("ffn", o.ffn, 0, 1 << 20)
-      .integer("max_seq", o.max_seq, 16, 1 << 20)
-      .choice("device", o.device, {"cpu", "cuda"})
-      .text("init", o.init);
+void check(const ConfigReader& r, const ModelConfig& o) {
   if (o.d_model % o.heads != 0 || (o.d_model / o.heads) % 2 != 0)
     fail("{}: {} heads do not split d_model {} into even head widths (rotary positions); allowed: d_model / heads "
          "an even integer",
          r.key_path("heads"), o.heads, o.d_model);
 }
 
-void read_section(ConfigReader& r, RolloutSamplingConfig& o) {
-  r.number("temperature", o.temperature, 1e-3, 100.0)
-      .integer("top_k", o.top_k, 0, 1 << 20)
-      .number("top_p", o.top_p, 1e-6, 1.0);
-}
-
-void read_section(ConfigReader& r, TasksConfig& o) {
-  r.choice("source", o.source, {"builtin", "file"})
-      .text("file", o.file)
-      .texts("include", o.include)
-      .number("validation_fraction", o.validation_fraction, 0.0, 1.0)
-      .integer("split_seed", o.split_seed, 0, INT64_MAX);
+void check(const ConfigReader& r, const TasksConfig& o) {
   if (o.source == "file" && o.file.empty())
     fail("{}: source 'file' needs a JSON Lines file; set {}", r.key_path("source"), r.key_path("file"));
 }
 
-void read_section(ConfigReader& r, EvaluatorConfig& o) { read_evaluator_config(r, o); }
-
-void read_section(ConfigReader& r, EvalConfig& o) {
-  r.integer("samples", o.samples, 1, 1 << 20)
-      .number("temperature", o.temperature, 1e-3, 100.0)
-      .number("top_p", o.top_p, 1e-6, 1.0)
-      .numbers("pass_k", o.pass_k)
-      .numbers("fast_p", o.fast_p)
-      .choice("split", o.split, {"all", "validation", "train"})
-      .integer("seed", o.seed, 0, INT64_MAX);
+void check(const ConfigReader& r, const EvalConfig& o) {
   for (double k : o.pass_k)
     if (!(k >= 1 && k <= double(o.samples) && k == double(int64_t(k))))
       fail("{}: {} is not allowed; allowed: integers in [1, eval.samples = {}]", r.key_path("pass_k"), k, o.samples);
   for (double p : o.fast_p)
     if (!(p > 0 && p < 1e6)) fail("{}: {} is not allowed; allowed: speedups > 0", r.key_path("fast_p"), p);
 }
+
+// Reads described fields through a ConfigReader (strict: types, ranges, allowed words).
+struct FieldReader {
+  ConfigReader& r;
+  void integer(const char* key, int64_t& v, int64_t lo, int64_t hi, const char*) { r.integer(key, v, lo, hi); }
+  void number(const char* key, double& v, double lo, double hi, const char*) { r.number(key, v, lo, hi); }
+  void flag(const char* key, bool& v, const char*) { r.flag(key, v); }
+  void text(const char* key, std::string& v, const char*) { r.text(key, v); }
+  void choice(const char* key, std::string& v, const std::vector<std::string>& allowed, const char*) { r.choice(key, v, allowed); }
+  void numbers(const char* key, std::vector<double>& v, const char*) { r.numbers(key, v); }
+  void texts(const char* key, std::vector<std::string>& v, const char*) { r.texts(key, v); }
+  // Two numbers in [0, 1) written as one list (Adam's betas).
+  void unit_pair(const char* key, double& first, double& second, const char*) {
+    std::vector<double> pair = {first, second};
+    r.numbers(key, pair);
+    if (pair.size() != 2 || !(pair[0] >= 0 && pair[0] < 1) || !(pair[1] >= 0 && pair[1] < 1))
+      fail("{}: expected two numbers in [0, 1), got [{}]", r.key_path(key), fmt::join(pair, ", "));
+    first = pair[0], second = pair[1];
+  }
+};
+
+template <typename T>
+void read_section(ConfigReader& r, T& o) {
+  FieldReader reader{r};
+  describe(reader, o);
+  check(r, o);
+}
+
+void read_section(ConfigReader& r, EvaluatorConfig& o) { read_evaluator_config(r, o); }
 
 // Reads one top-level section with `read` and rejects its unknown keys.
 template <typename Fn>
@@ -160,6 +215,30 @@ class Writer {
   int depth_ = 0;
   std::string out_;
 };
+
+// Prints described fields: choices as plain YAML words, texts quoted.
+struct FieldWriter {
+  Writer& w;
+  void integer(const char* key, int64_t& v, int64_t, int64_t, const char* help) { w.key(key, v, help); }
+  void number(const char* key, double& v, double, double, const char* help) { w.key(key, v, help); }
+  void flag(const char* key, bool& v, const char* help) { w.key(key, v, help); }
+  void text(const char* key, std::string& v, const char* help) { w.key(key, v, help); }
+  void choice(const char* key, std::string& v, const std::vector<std::string>&, const char* help) { w.key(key, v.c_str(), help); }
+  void numbers(const char* key, std::vector<double>& v, const char* help) { w.key(key, v, help); }
+  void texts(const char* key, std::vector<std::string>& v, const char* help) { w.key(key, v, help); }
+  void unit_pair(const char* key, double& first, double& second, const char* help) {
+    w.key(key, std::vector<double>{first, second}, help);
+  }
+};
+
+// A described section: its comment line, then its fields.
+template <typename T>
+void write_section(Writer& w, const char* name, const char* comment, T options) {
+  w.open(name, comment);
+  FieldWriter fields{w};
+  describe(fields, options);
+  w.close();
+}
 
 const char* singleton_name(SingletonAdvantage v) { return v == SingletonAdvantage::raw_return ? "raw_return" : "zero"; }
 const char* grouping_name(Grouping v) { return v == Grouping::turn ? "turn" : "trajectory"; }
@@ -237,72 +316,26 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   if (annotate)
     w.raw("# turnrl training config: every key with its default. Reference: docs/configuration.md");
 
-  w.open("run", "Where the run writes: resolved config, metrics.jsonl, samples.jsonl, checkpoints/.");
-  w.key("dir", c.run.dir, "run directory (created)");
-  w.key("samples_per_step", c.run.samples_per_step, "episodes per step written to samples.jsonl; >= 0");
-  w.key("progress", c.run.progress, "progress line on stderr");
-  w.close();
+  write_section(w, "run", "Where the run writes: resolved config, metrics.jsonl, samples.jsonl, checkpoints/.", c.run);
 
-  w.open("trainer", "RL loop sizes.");
-  w.key("steps", c.trainer.steps, "RL steps; >= 1");
-  w.key("tasks_per_step", c.trainer.tasks_per_step, "B: tasks (prompts) per step; >= 1");
-  w.key("samples_per_task", c.trainer.samples_per_task, "n: episodes per task (group size); >= 1");
-  w.key("ppo_epochs", c.trainer.ppo_epochs, "optimizer steps per RL step over the whole batch; >= 1");
-  w.key("micro_batch_size", c.trainer.micro_batch_size, "turns per forward/backward (gradient accumulation)");
-  w.key("seed", c.trainer.seed, "model init, task order, sampling and PRS draws");
-  w.key("threads", c.trainer.threads, "LibTorch intra-op threads; 0 = LibTorch default");
-  w.close();
+  write_section(w, "trainer", "RL loop sizes.", c.trainer);
 
-  w.open("optimizer", "AdamW with linear warm-up, then constant or cosine decay.");
-  w.key("lr", c.optimizer.lr, "peak learning rate; [0, 10]");
-  w.key("betas", std::vector<double>{c.optimizer.beta1, c.optimizer.beta2}, "Adam betas; each in [0, 1)");
-  w.key("eps", c.optimizer.eps, "Adam epsilon");
-  w.key("weight_decay", c.optimizer.weight_decay, "decoupled weight decay; [0, 10]");
-  w.key("schedule", c.optimizer.schedule.c_str(), "constant | cosine");
-  w.key("warmup_steps", c.optimizer.warmup_steps, "optimizer steps of linear warm-up; 0 = none");
-  w.key("min_lr_ratio", c.optimizer.min_lr_ratio, "cosine: final lr / lr; [0, 1]");
-  w.key("grad_clip", c.optimizer.grad_clip, "max global gradient norm; 0 = off");
-  w.close();
+  write_section(w, "optimizer", "AdamW with linear warm-up, then constant or cosine decay.", c.optimizer);
 
-  w.open("checkpoint", "Atomic checkpoints under run.dir/checkpoints/step_NNNNNNNN.");
-  w.key("every", c.checkpoint.every, "steps between checkpoints; 0 = only at the end");
-  w.key("keep_last", c.checkpoint.keep_last, "complete checkpoints kept; >= 1");
-  w.close();
+  write_section(w, "checkpoint", "Atomic checkpoints under run.dir/checkpoints/step_NNNNNNNN.", c.checkpoint);
 
-  w.open("distributed", "Data parallel over ranks from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (turnrl train --nproc N).");
-  w.key("backend", c.distributed.backend, "auto | nccl | tcp; auto = nccl for model.device cuda when built with NCCL");
-  w.key("bucket_mb", c.distributed.bucket_mb, "gradient all-reduce bucket size in MiB; > 0");
-  w.key("timeout_seconds", c.distributed.timeout_seconds, "rendezvous and collective deadline; >= 1");
-  w.close();
+  write_section(w, "distributed", "Data parallel over ranks from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (turnrl train --nproc N).", c.distributed);
 
-  w.open("model", "The built-in policy: a small decoder-only transformer.");
-  w.key("d_model", c.model.d_model, "residual width; d_model / heads must be even");
-  w.key("layers", c.model.layers, "decoder blocks");
-  w.key("heads", c.model.heads, "attention heads");
-  w.key("ffn", c.model.ffn, "SwiGLU width; 0 = 8/3 d_model rounded up to 64");
-  w.key("max_seq", c.model.max_seq, "longest sequence; >= 16");
-  w.key("device", c.model.device.c_str(), "cpu | cuda");
-  w.key("init", c.model.init, "model file to start from; \"\" = fresh weights");
-  w.close();
+  write_section(w, "model", "The built-in policy: a small decoder-only transformer.", c.model);
 
-  w.open("sampling", "Rollout sampling of plan choices (rollout log-probs are recorded under it).");
-  w.key("temperature", c.sampling.temperature, "> 0");
-  w.key("top_k", c.sampling.top_k, "0 = off");
-  w.key("top_p", c.sampling.top_p, "(0, 1]; 1 = off");
-  w.close();
+  write_section(w, "sampling", "Rollout sampling (rollout log-probs are recorded under it).", c.sampling);
 
-  w.open("tasks", "Which tasks train.");
-  w.key("source", c.tasks.source.c_str(), "builtin | file");
-  w.key("file", c.tasks.file, "JSON Lines task file (source: file)");
-  w.key("include", c.tasks.include, "task ids; [] = every task with a plan template");
-  w.key("validation_fraction", c.tasks.validation_fraction, "share held out for eval; [0, 1]");
-  w.key("split_seed", c.tasks.split_seed, "seed of the hash split");
-  w.close();
+  write_section(w, "tasks", "Which tasks train.", c.tasks);
 
   w.open("env", "The multi-turn kernel environment (env/kernel_env.h).");
   w.key("max_turns", c.env.max_turns, "T: turns per episode; [1, 64]");
   w.key("target_speedup", c.env.target_speedup.value_or(0.0), "stop once correct with speedup >= this; 0 = off");
-  w.key("action", to_string(c.env.action), "plan (the built-in trainer) | code");
+  w.key("action", to_string(c.env.action), "plan (kernel plans) | code (a fenced code block, chat codec)");
   w.key("feedback_chars", int64_t(c.env.feedback_chars), "feedback messages trimmed to this");
   w.key("correctness_trials", c.env.correctness_trials, "correctness runs per evaluation");
   w.key("timing_trials", c.env.timing_trials, "timed runs per evaluation");
@@ -452,15 +485,7 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   w.key("fused", p.fused, "hand-written backward");
   w.close();
 
-  w.open("eval", "`turnrl eval`: sampling and statistics.");
-  w.key("samples", c.eval.samples, "episodes per task");
-  w.key("temperature", c.eval.temperature, "> 0");
-  w.key("top_p", c.eval.top_p, "(0, 1]");
-  w.key("pass_k", c.eval.pass_k, "pass@k for these k; integers in [1, samples]");
-  w.key("fast_p", c.eval.fast_p, "fast@p thresholds");
-  w.key("split", c.eval.split.c_str(), "all | validation | train");
-  w.key("seed", c.eval.seed, "sampling seed");
-  w.close();
+  write_section(w, "eval", "`turnrl eval`: sampling and statistics.", c.eval);
   return w.str();
 }
 

@@ -7,6 +7,7 @@
 
 #include "turnrl/core/error.h"
 #include "turnrl/reward/kernel_reward.h"
+#include "turnrl/trainer/kernel_stages.h"
 
 namespace turnrl {
 
@@ -23,8 +24,9 @@ EvalReport summarize_rollouts(const RolloutBatch& r, const std::vector<int64_t>&
   const torch::Tensor traj = r.batch.traj.cpu().contiguous(), group = r.batch.group.cpu().contiguous();
   const torch::Tensor reward = r.batch.reward.to(torch::kCPU, torch::kDouble).contiguous();
   std::map<int, std::pair<double, int64_t>> reward_by_level;
+  const std::vector<EvalResult> evals = kernel_evals(r);
   for (int64_t i = 0; i < rows; ++i) {
-    const EvalResult& e = r.evals[size_t(i)];
+    const EvalResult& e = evals[size_t(i)];
     const int64_t g = group.data_ptr<int64_t>()[i];
     Episode& ep = episodes[traj.data_ptr<int64_t>()[i]];
     ep.group = g;
@@ -74,12 +76,11 @@ EvalReport summarize_rollouts(const RolloutBatch& r, const std::vector<int64_t>&
   return report;
 }
 
-EvalReport evaluate_policy(Trainer& trainer, const TaskSet& tasks) {
-  const EvalConfig& e = trainer.config().eval;
+EvalReport evaluate_policy(Policy& policy, const RolloutCollector& collector, const TaskSet& tasks,
+                           const EvalConfig& e) {
   require(!tasks.tasks.empty(), "evaluate_policy: the task set is empty (check eval.split and tasks.validation_fraction)");
   const SamplingOptions sampling = SamplingOptions().temp(e.temperature).topp(e.top_p);
-  RolloutBatch r = trainer.collect_rollouts(tasks.tasks, e.samples, sampling, uint64_t(e.seed));
-  trainer.score(r);
+  const RolloutBatch r = collector.collect(policy, tasks.tasks, e.samples, sampling, uint64_t(e.seed));
   std::vector<int64_t> k;
   for (double v : e.pass_k) k.push_back(int64_t(v));
   return summarize_rollouts(r, k, e.fast_p);

@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "turnrl/core/error.h"
@@ -123,6 +124,60 @@ TokenLogp plan_token_logp(const torch::Tensor& logits, const torch::Tensor& toke
   const torch::Tensor zero_col = torch::zeros({tokens.size(0), 1}, pred.options());
   return {torch::cat({zero_col, torch::where(mask, logp, torch::zeros_like(logp))}, 1),
           torch::cat({zero_col, torch::where(mask, entropy, torch::zeros_like(entropy))}, 1)};
+}
+
+PlanActionCodec::PlanActionCodec(std::shared_ptr<const PlanActionSpace> space) : space_(std::move(space)) {
+  if (!space_) fail("PlanActionCodec: the action space is null");
+}
+
+TokenIds PlanActionCodec::prompt(const EpisodeTokens&, const Observation& observation) const {
+  return space_->prompt(observation.compact);
+}
+
+std::string PlanActionCodec::action_text(const TokenIds& response) const {
+  if (int64_t(response.size()) != space_->slots())
+    fail("PlanActionCodec: a response of {} tokens; a plan has {}", response.size(), space_->slots());
+  return space_->plan_text(response.data());
+}
+
+SamplingOptions PlanActionCodec::sampling(const SamplingOptions& base) const {
+  SamplingOptions out = base;
+  return out.pad(Tokenizer::kPad);
+}
+
+PlanPolicy::PlanPolicy(std::shared_ptr<const PlanActionSpace> space, std::unique_ptr<TransformerPolicy> model)
+    : space_(std::move(space)), model_(std::move(model)) {
+  if (!space_ || !model_) fail("PlanPolicy: the action space and the model must both be given");
+  if (model_->options().vocab() < space_->vocab_size())
+    fail("PlanPolicy: the model's vocab {} is smaller than the plan vocabulary ({} tokens)", model_->options().vocab(),
+         space_->vocab_size());
+}
+
+TokenLogp PlanPolicy::forward_logp(const torch::Tensor& tokens, const torch::Tensor& attention_mask,
+                                   const torch::Tensor& response_mask) {
+  const torch::Tensor attention = attention_mask.defined() ? attention_mask : plan_attention_mask(tokens);
+  torch::Tensor response = response_mask;
+  if (!response.defined()) {
+    response = torch::zeros_like(tokens, torch::kBool);
+    response.narrow(1, tokens.size(1) - space_->slots(), space_->slots()).fill_(true);
+  }
+  return plan_token_logp(model_->model()->forward(tokens, attention), tokens, response, *space_);
+}
+
+Rollout PlanPolicy::generate(const torch::Tensor& prompts, const torch::Tensor&, const SamplingOptions& options) {
+  at::Generator generator =
+      options.generator.defined() ? options.generator : at::make_generator<at::CPUGeneratorImpl>(options.seed);
+  Transformer& model = model_->model();
+  const LogitsFn logits = [&model](const torch::Tensor& t, const torch::Tensor& m) { return model->forward(t, m); };
+  PlanSample sample = sample_plans(logits, *space_, prompts, options, generator);
+  Rollout out;
+  out.attention_mask = plan_attention_mask(sample.tokens);
+  out.tokens = std::move(sample.tokens);
+  out.response_mask = std::move(sample.response_mask);
+  out.logp = std::move(sample.logp);
+  out.prompt_length = prompts.size(1);
+  out.num_generated = torch::full({prompts.size(0)}, space_->slots(), torch::kLong);
+  return out;
 }
 
 }  // namespace turnrl

@@ -7,25 +7,20 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
-#include <sstream>
 
-#include <torch/cuda.h>
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 #include <torch/serialize.h>
+#include <torch/utils.h>
 
 #include "turnrl/algo/advantage.h"
 #include "turnrl/algo/policy_loss.h"
 #include "turnrl/algo/returns.h"
+#include "turnrl/core/byte_io.h"
 #include "turnrl/core/error.h"
-#include "turnrl/env/kernel_env.h"
-#include "turnrl/env/kernel_plan.h"
-#include "turnrl/eval/cpu_backend.h"
-#include "turnrl/eval/cpu_protocol.h"
-#include "turnrl/eval/cpu_tasks.h"
-#include "turnrl/eval/eval_codec.h"
-#include "turnrl/reward/rejection.h"
+#include "turnrl/core/random.h"
 #include "turnrl/trainer/checkpoint.h"
 #include "turnrl/trainer/distributed.h"
 #include "turnrl/trainer/progress.h"
@@ -36,9 +31,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// Stages that draw random numbers, for stage_seed.
-enum Stage : uint64_t { kTaskOrder = 1, kRollout = 2, kPrs = 3, kGroupFilter = 4, kEpochOrder = 5 };
 
 void merge(Metrics& into, const Metrics& from) {
   for (const auto& [k, v] : from) into[k] = v;
@@ -72,11 +64,11 @@ torch::Tensor tensor_from_bytes(const std::string& bytes, torch::ScalarType dtyp
 
 // Sums metric maps over ranks (rank order, the same on every rank).
 Metrics sum_over_ranks(Communicator& comm, const Metrics& mine) {
-  cpu_detail::Writer w;
+  ByteWriter w;
   for (const auto& [k, v] : mine) w.str(k), w.pod(v);
   Metrics total;
   for (const std::string& part : comm.all_gather(w.data()))
-    for (cpu_detail::Reader r(part); !r.at_end();) {
+    for (ByteReader r(part); !r.at_end();) {
       const std::string key = r.str();
       total[key] += r.pod<double>();
     }
@@ -88,35 +80,14 @@ std::pair<int64_t, int64_t> shard_of(int64_t count, int rank, int world) {
   return {count * rank / world, count * (rank + 1) / world};
 }
 
+// The attention mask of `rows` of a batch (all valid when the batch has none).
+torch::Tensor attention_rows(const TurnBatch& batch, const torch::Tensor& rows) {
+  return batch.attention_mask.defined() ? batch.attention_mask.index_select(0, rows)
+                                        : torch::ones({rows.size(0), batch.tokens.size(1)},
+                                                      torch::dtype(torch::kBool).device(batch.tokens.device()));
+}
+
 }  // namespace
-
-uint64_t stage_seed(uint64_t seed, int64_t step, uint64_t stage) {
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull ^ (uint64_t(step) + 1) * 0xBF58476D1CE4E5B9ull ^ stage * 0x94D049BB133111EBull;
-  return splitmix64(state);
-}
-
-SamplingOptions rollout_sampling(const TrainConfig& c) {
-  return SamplingOptions().temp(c.sampling.temperature).topk(c.sampling.top_k).topp(c.sampling.top_p);
-}
-
-std::shared_ptr<KernelEvaluator> make_evaluator(const TrainConfig& c) { return make_evaluator(c.evaluator); }
-
-std::pair<TaskSet, TaskSet> load_task_sets(const TrainConfig& c) {
-  const TaskSet all = c.tasks.source == "file" ? load_tasks_jsonl(c.tasks.file) : builtin_tasks(c.evaluator.backend);
-  TaskSet chosen;
-  if (c.tasks.include.empty()) {
-    const std::vector<std::string> planned = plan_task_names(c.evaluator.backend);
-    for (const Task& t : all.tasks)
-      if (std::find(planned.begin(), planned.end(), t.id) != planned.end()) chosen.tasks.push_back(t);
-  } else {
-    for (const std::string& id : c.tasks.include) chosen.tasks.push_back(all.find(id));
-  }
-  if (chosen.tasks.empty()) fail("tasks: no task selected (source '{}', include [{}])", c.tasks.source, fmt::join(c.tasks.include, ", "));
-  auto [train, validation] = chosen.split(c.tasks.validation_fraction, uint64_t(c.tasks.split_seed));
-  if (train.tasks.empty())
-    fail("tasks.validation_fraction: {} leaves no training task out of {}", c.tasks.validation_fraction, chosen.size());
-  return {train, validation};
-}
 
 double scheduled_lr(const OptimizerConfig& o, int64_t step, int64_t total) {
   if (o.warmup_steps > 0 && step < o.warmup_steps) return o.lr * double(step + 1) / double(o.warmup_steps);
@@ -127,88 +98,11 @@ double scheduled_lr(const OptimizerConfig& o, int64_t step, int64_t total) {
   return o.lr * (o.min_lr_ratio + (1.0 - o.min_lr_ratio) * cosine);
 }
 
-RolloutBatch select_rollout_rows(const RolloutBatch& r, const torch::Tensor& keep) {
-  RolloutBatch out = r;
-  out.batch = select_rows(r.batch, keep);
-  const torch::Tensor host = keep.to(torch::kCPU, torch::kBool).contiguous();
-  const bool* k = host.data_ptr<bool>();
-  out.evals.clear();
-  out.observations.clear();
-  out.actions.clear();
-  for (int64_t i = 0; i < host.size(0); ++i)
-    if (k[i]) {
-      out.evals.push_back(r.evals[size_t(i)]);
-      out.observations.push_back(r.observations[size_t(i)]);
-      out.actions.push_back(r.actions[size_t(i)]);
-    }
-  return out;
-}
-
-Metrics rollout_metrics(const RolloutBatch& r, const std::vector<double>& fast_p) {
-  Metrics m;
-  const int64_t rows = r.batch.size();
-  m["rollout/turns"] = double(rows);
-  m["rollout/episodes"] = double(r.episodes);
-  m["rollout/mean_turns"] = r.episodes ? double(rows) / double(r.episodes) : 0.0;
-  if (rows == 0) return m;
-  const torch::Tensor reward = r.batch.reward.to(torch::kCPU, torch::kDouble).contiguous();
-  const torch::Tensor traj = r.batch.traj.to(torch::kCPU).contiguous();
-  const double* rw = reward.data_ptr<double>();
-  const int64_t* tj = traj.data_ptr<int64_t>();
-  std::map<int64_t, double> best_speedup, best_reward, last_reward;
-  std::map<int64_t, bool> any_correct;
-  double reward_sum = 0, speedup_sum = 0, coverage_sum = 0;
-  int64_t correct = 0;
-  std::map<RewardOutcome, int64_t> outcomes;
-  for (int64_t i = 0; i < rows; ++i) {
-    const EvalResult& e = r.evals[size_t(i)];
-    const RewardOutcome o = classify(e);
-    ++outcomes[o];
-    reward_sum += rw[i];
-    const bool ok = o == RewardOutcome::correct;
-    if (!best_reward.count(tj[i])) best_reward[tj[i]] = rw[i], best_speedup[tj[i]] = 0, any_correct[tj[i]] = false;
-    best_reward[tj[i]] = std::max(best_reward[tj[i]], rw[i]);
-    last_reward[tj[i]] = rw[i];  // rows are ordered by (traj, turn)
-    if (ok) {
-      ++correct;
-      speedup_sum += e.speedup;
-      coverage_sum += e.coverage;
-      best_speedup[tj[i]] = std::max(best_speedup[tj[i]], e.speedup);
-      any_correct[tj[i]] = true;
-    }
-  }
-  auto mean_of = [](const std::map<int64_t, double>& v) {
-    double s = 0;
-    for (const auto& kv : v) s += kv.second;
-    return v.empty() ? 0.0 : s / double(v.size());
-  };
-  m["reward/mean"] = reward_sum / double(rows);
-  m["reward/best_mean"] = mean_of(best_reward);
-  m["reward/last_turn_mean"] = mean_of(last_reward);
-  m["kernel/correct"] = double(correct) / double(rows);
-  m["kernel/speedup"] = correct ? speedup_sum / double(correct) : 0.0;
-  m["kernel/coverage"] = correct ? coverage_sum / double(correct) : 0.0;
-  for (RewardOutcome o : {RewardOutcome::format, RewardOutcome::compile, RewardOutcome::runtime, RewardOutcome::incorrect,
-                          RewardOutcome::hacking})
-    m[std::string("kernel/") + to_string(o)] = double(outcomes[o]);
-  int64_t solved = 0;
-  for (const auto& kv : any_correct) solved += kv.second;
-  m["kernel/episode_correct"] = double(solved) / double(any_correct.size());
-  std::vector<double> best;
-  for (const auto& kv : best_speedup) best.push_back(kv.second);
-  for (double p : fast_p) m[fmt::format("kernel/fast@{}", p)] = fast_at_p(best, p);
-  return m;
-}
-
 // ---------------------------------------------------------------------------------------------
 
 struct Trainer::State {
-  TrainConfig config;
-  TaskSet train_tasks, validation_tasks;
-  std::shared_ptr<KernelEvaluator> evaluator;
-  KernelRewardPolicy reward;
-  std::unique_ptr<PlanActionSpace> space;
-  std::unique_ptr<TransformerPolicy> policy;
+  TrainerParts parts;
+  std::unique_ptr<RolloutCollector> collector;
   std::unique_ptr<torch::optim::AdamW> optimizer;
   torch::Device device = torch::kCPU;
   int64_t step = 0;
@@ -218,75 +112,38 @@ struct Trainer::State {
   std::unique_ptr<GradientBuckets> buckets;  // with comm
   int rank = 0, world = 1;
 
-  LogitsFn logits() {
-    TransformerPolicy* p = policy.get();
-    return [p](const torch::Tensor& t, const torch::Tensor& m) { return p->model()->forward(t, m); };
-  }
-  std::string checkpoint_root() const { return (fs::path(config.run.dir) / "checkpoints").string(); }
+  std::string checkpoint_root() const { return (fs::path(parts.options.run.dir) / "checkpoints").string(); }
 };
 
-Trainer::Trainer(TrainConfig config, std::shared_ptr<KernelEvaluator> evaluator, std::shared_ptr<Communicator> comm)
-    : s_(std::make_unique<State>()) {
+Trainer::Trainer(TrainerParts parts, std::shared_ptr<Communicator> comm) : s_(std::make_unique<State>()) {
   State& s = *s_;
-  s.config = std::move(config);
-  const TrainConfig& c = s.config;
-  s.evaluator = evaluator ? std::move(evaluator) : make_evaluator(c);
-  if (c.env.action != ActionFormat::plan)
-    fail("env.action: '{}' is not supported by the built-in Trainer (its policy writes kernel plans); allowed: plan",
-         to_string(c.env.action));
-  if (c.rejection.groups.target_groups != 0)
-    fail("rejection.group_filter.target_groups: {} is not supported by the built-in Trainer (it trains on every "
-         "surviving group each step; use GroupCarryOver in a custom loop); allowed: 0",
-         c.rejection.groups.target_groups);
+  s.parts = std::move(parts);
+  const EngineOptions& c = s.parts.options;
+  if (!s.parts.policy) fail("Trainer: TrainerParts.policy is null");
+  if (s.parts.tasks.empty()) fail("Trainer: TrainerParts.tasks is empty; give at least one training task");
+  for (size_t i = 0; i < s.parts.stages.size(); ++i)
+    if (!s.parts.stages[i]) fail("Trainer: TrainerParts.stages[{}] is null", i);
   if (c.policy_loss.kl_loss_coef != 0)
-    fail("policy_loss.kl_loss_coef: {} needs a reference policy, which the built-in Trainer does not keep; allowed: 0",
+    fail("policy_loss.kl_loss_coef: {} needs a reference policy, which the Trainer does not keep; allowed: 0",
          c.policy_loss.kl_loss_coef);
-  if (c.model.device == "cuda" && !torch::cuda::is_available())
-    fail("model.device: 'cuda' but LibTorch sees no CUDA device; allowed here: cpu");
-  s.device = c.model.device == "cuda" ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
+  s.collector = std::make_unique<RolloutCollector>(s.parts.environments, s.parts.codec);
+  s.device = s.parts.policy->device();
   const DistributedEnv env = comm ? DistributedEnv{comm->rank(), comm->world_size(), comm->rank()}
                                   : distributed_env_from_environment();
-  // One process per GPU: rank r trains on GPU LOCAL_RANK (mod the visible count).
-  if (env.world_size > 1 && s.device.is_cuda())
-    s.device = torch::Device(torch::kCUDA, c10::DeviceIndex(env.local_rank % int(torch::cuda::device_count())));
   if (comm)
     s.comm = std::move(comm);
   else if (env.world_size > 1)
     s.comm = make_communicator(env, s.device, CommunicatorOptions{c.distributed.backend, c.distributed.timeout_seconds});
   if (s.comm) s.rank = s.comm->rank(), s.world = s.comm->world_size();
   if (c.trainer.threads > 0) torch::set_num_threads(int(c.trainer.threads));
-
-  std::tie(s.train_tasks, s.validation_tasks) = load_task_sets(c);
-  for (const TaskSet* set : {&s.train_tasks, &s.validation_tasks})
-    for (const Task& t : set->tasks) {
-      const std::vector<std::string> planned = plan_task_names(t.backend);
-      if (std::find(planned.begin(), planned.end(), t.id) == planned.end())
-        fail("tasks.include: task '{}' (backend {}) has no kernel-plan template; allowed: {}", t.id, t.backend,
-             fmt::join(planned, ", "));
-    }
-  TaskSet all = s.train_tasks;
-  all.tasks.insert(all.tasks.end(), s.validation_tasks.tasks.begin(), s.validation_tasks.tasks.end());
-  s.space = std::make_unique<PlanActionSpace>(all, c.env.max_turns);
-  if (c.model.max_seq < s.space->sequence_length())
-    fail("model.max_seq: {} is shorter than a plan turn ({} tokens); allowed: >= {}", c.model.max_seq,
-         s.space->sequence_length(), s.space->sequence_length());
-
-  s.reward = KernelRewardPolicy(c.reward);
-
-  torch::manual_seed(uint64_t(c.trainer.seed));
-  TransformerOptions mo;
-  mo.vocab(s.space->vocab_size()).d_model(c.model.d_model).layers(c.model.layers).heads(c.model.heads).ffn(c.model.ffn)
-      .max_seq(c.model.max_seq);
-  validate(mo);
-  s.policy = std::make_unique<TransformerPolicy>(mo, s.device);
-  if (!c.model.init.empty()) s.policy->load(c.model.init);
   s.optimizer = std::make_unique<torch::optim::AdamW>(
-      s.policy->parameters(), torch::optim::AdamWOptions(c.optimizer.lr)
-                                  .betas(std::make_tuple(c.optimizer.beta1, c.optimizer.beta2))
-                                  .eps(c.optimizer.eps)
-                                  .weight_decay(c.optimizer.weight_decay));
+      s.parts.policy->parameters(), torch::optim::AdamWOptions(c.optimizer.lr)
+                                        .betas(std::make_tuple(c.optimizer.beta1, c.optimizer.beta2))
+                                        .eps(c.optimizer.eps)
+                                        .weight_decay(c.optimizer.weight_decay));
   if (s.world > 1) {
-    s.buckets = std::make_unique<GradientBuckets>(s.policy->parameters(), int64_t(c.distributed.bucket_mb * double(1 << 20)));
+    s.buckets = std::make_unique<GradientBuckets>(s.parts.policy->parameters(),
+                                                  int64_t(c.distributed.bucket_mb * double(1 << 20)));
     check_ranks_agree();
   }
 }
@@ -298,9 +155,9 @@ void Trainer::check_ranks_agree() {
   double checksum = 0;
   {
     torch::NoGradGuard no_grad;
-    for (const auto& p : s.policy->parameters()) checksum += p.to(torch::kCPU, torch::kDouble).sum().item<double>();
+    for (const auto& p : s.parts.policy->parameters()) checksum += p.to(torch::kCPU, torch::kDouble).sum().item<double>();
   }
-  const std::vector<std::string> seen = s.comm->all_gather(fmt::format("{:a}\n{}", checksum, config_to_yaml(s.config)));
+  const std::vector<std::string> seen = s.comm->all_gather(fmt::format("{:a}\n{}", checksum, s.parts.resolved_config));
   for (int r = 1; r < s.world; ++r)
     if (seen[size_t(r)] != seen[0])
       fail("distributed: rank {} has a different config or initial model than rank 0 (every rank must load the same "
@@ -312,19 +169,16 @@ Trainer::~Trainer() = default;
 
 int64_t Trainer::step() const { return s_->step; }
 int64_t Trainer::optimizer_steps() const { return s_->optimizer_steps; }
-TransformerPolicy& Trainer::policy() { return *s_->policy; }
-const PlanActionSpace& Trainer::action_space() const { return *s_->space; }
-const TrainConfig& Trainer::config() const { return s_->config; }
-const TaskSet& Trainer::train_tasks() const { return s_->train_tasks; }
-const TaskSet& Trainer::validation_tasks() const { return s_->validation_tasks; }
-KernelEvaluator& Trainer::evaluator() { return *s_->evaluator; }
+Policy& Trainer::policy() { return *s_->parts.policy; }
+const RolloutCollector& Trainer::collector() const { return *s_->collector; }
+const EngineOptions& Trainer::options() const { return s_->parts.options; }
 const RolloutBatch& Trainer::last_rollouts() const { return s_->last_rollouts; }
 int Trainer::rank() const { return s_->rank; }
 int Trainer::world_size() const { return s_->world; }
 
 std::vector<Task> Trainer::step_tasks(int64_t step) const {
-  const auto& tasks = s_->train_tasks.tasks;
-  const int64_t count = int64_t(tasks.size()), per_step = s_->config.trainer.tasks_per_step;
+  const auto& tasks = s_->parts.tasks;
+  const int64_t count = int64_t(tasks.size()), per_step = s_->parts.options.trainer.tasks_per_step;
   std::vector<Task> out;
   std::vector<size_t> order;
   int64_t order_pass = -1;
@@ -333,7 +187,7 @@ std::vector<Task> Trainer::step_tasks(int64_t step) const {
     if (pass != order_pass) {
       order.resize(tasks.size());
       std::iota(order.begin(), order.end(), size_t(0));
-      uint64_t state = stage_seed(uint64_t(s_->config.trainer.seed), pass, kTaskOrder);
+      uint64_t state = stage_seed(uint64_t(s_->parts.options.trainer.seed), pass, StageSeed::task_order);
       for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[splitmix64(state) % i]);
       order_pass = pass;
     }
@@ -350,131 +204,52 @@ RolloutBatch Trainer::collect_rollouts(const std::vector<Task>& tasks, int64_t s
 RolloutBatch Trainer::collect_rollout_shard(const std::vector<Task>& tasks, int64_t samples_per_task,
                                             int64_t first_episode, int64_t end_episode, const SamplingOptions& sampling,
                                             uint64_t seed) {
-  State& s = *s_;
-  const PlanActionSpace& space = *s.space;
-  const int64_t all_episodes = int64_t(tasks.size()) * samples_per_task;
-  if (samples_per_task < 1 || first_episode < 0 || first_episode > end_episode || end_episode > all_episodes)
-    fail("collect_rollout_shard: episodes [{}, {}) are not inside the {} x {} episodes of the step", first_episode,
-         end_episode, tasks.size(), samples_per_task);
-  const int64_t episodes = end_episode - first_episode;
-  // Indexed by e - first_episode.
-  std::vector<std::unique_ptr<KernelEnv>> envs;
-  std::vector<Observation> obs;
-  for (int64_t e = first_episode; e < end_episode; ++e) {
-    envs.push_back(std::make_unique<KernelEnv>(s.evaluator, s.reward, s.config.env));
-    obs.push_back(envs.back()->reset(tasks[size_t(e / samples_per_task)]));
-  }
-  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  RolloutBatch r;
-  r.episodes = episodes;
-  for (const Task& t : tasks) r.task_ids.push_back(t.id), r.task_levels.push_back(t.level);
-  std::vector<int64_t> group, traj, turn;
-  std::vector<torch::Tensor> tokens, rmask, logp;
-  std::vector<int64_t> live(static_cast<size_t>(episodes));
-  std::iota(live.begin(), live.end(), first_episode);
-  s.policy->eval();
-  for (int t = 0; !live.empty(); ++t) {
-    std::vector<TokenIds> prompts;
-    for (int64_t e : live) prompts.push_back(space.prompt(obs[size_t(e - first_episode)].compact));
-    torch::Tensor prompt_tensor = torch::empty({int64_t(live.size()), space.prompt_length()}, torch::kLong);
-    for (size_t i = 0; i < prompts.size(); ++i)
-      std::copy(prompts[i].begin(), prompts[i].end(), prompt_tensor[int64_t(i)].data_ptr<int64_t>());
-    const auto t0 = Clock::now();
-    const PlanSample sample = sample_plans(s.logits(), space, prompt_tensor.to(s.device), sampling, generator);
-    r.generate_seconds += seconds_since(t0);
-    std::vector<Environment*> stepping;
-    std::vector<Action> actions;
-    for (size_t i = 0; i < live.size(); ++i) {
-      stepping.push_back(envs[size_t(live[i] - first_episode)].get());
-      actions.push_back({sample.plans[i]});
-    }
-    const auto t1 = Clock::now();
-    std::vector<StepResult> results = step_batch(stepping, actions);
-    r.eval_seconds += seconds_since(t1);
-    tokens.push_back(sample.tokens.cpu());
-    rmask.push_back(sample.response_mask.cpu());
-    logp.push_back(sample.logp.cpu());
-    std::vector<int64_t> next;
-    for (size_t i = 0; i < live.size(); ++i) {
-      const int64_t e = live[i];
-      group.push_back(e / samples_per_task);
-      traj.push_back(e);
-      turn.push_back(t);
-      r.evals.push_back(results[i].eval.value_or(EvalResult{}));
-      r.observations.push_back(obs[size_t(e - first_episode)].compact);
-      r.actions.push_back(sample.plans[i]);
-      obs[size_t(e - first_episode)] = results[i].observation;
-      if (!results[i].done) next.push_back(e);
-    }
-    live = std::move(next);
-  }
-  s.policy->train();
-  // Rows in (trajectory, turn) order.
-  std::vector<int64_t> order(group.size());
-  std::iota(order.begin(), order.end(), int64_t(0));
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return traj[size_t(a)] < traj[size_t(b)]; });
-  auto permute = [&](const std::vector<int64_t>& v) {
-    std::vector<int64_t> out;
-    for (int64_t i : order) out.push_back(v[size_t(i)]);
-    return torch::tensor(out, torch::kLong);
-  };
-  auto permute_strings = [&](std::vector<std::string>& v) {
-    std::vector<std::string> out;
-    for (int64_t i : order) out.push_back(std::move(v[size_t(i)]));
-    v = std::move(out);
-  };
-  std::vector<EvalResult> evals;
-  for (int64_t i : order) evals.push_back(std::move(r.evals[size_t(i)]));
-  r.evals = std::move(evals);
-  permute_strings(r.observations);
-  permute_strings(r.actions);
-  const torch::Tensor index = torch::tensor(order, torch::kLong);
-  TurnBatch& b = r.batch;
-  b.group = permute(group).to(s.device);
-  b.traj = permute(traj).to(s.device);
-  b.turn = permute(turn).to(s.device);
-  b.reward = torch::zeros({int64_t(order.size())}, torch::dtype(torch::kFloat).device(s.device));
-  b.turn_mask = torch::ones({int64_t(order.size())}, torch::dtype(torch::kBool).device(s.device));
-  if (tokens.empty()) {  // an empty shard (more ranks than episodes)
-    const int64_t width = space.sequence_length();
-    tokens.push_back(torch::zeros({0, width}, torch::kLong));
-    rmask.push_back(torch::zeros({0, width}, torch::kBool));
-    logp.push_back(torch::zeros({0, width}, torch::kFloat));
-  }
-  b.tokens = torch::cat(tokens).index_select(0, index).to(s.device);
-  b.response_mask = torch::cat(rmask).index_select(0, index).to(s.device);
-  b.rollout_logp = torch::cat(logp).index_select(0, index).to(s.device);
-  finalize(b);
-  return r;
+  return s_->collector->collect(*s_->parts.policy, tasks, samples_per_task, first_episode, end_episode, sampling, seed);
 }
 
 RolloutBatch Trainer::gather_rollouts(const RolloutBatch& shard) {
   State& s = *s_;
   if (s.world == 1) return shard;
   const TurnBatch& b = shard.batch;
-  const int64_t width = s.space->sequence_length();
-  // Length-prefixed fields in the CPU evaluator's wire encoding.
-  cpu_detail::Writer w;
-  for (const torch::Tensor* t : {&b.group, &b.traj, &b.turn, &b.tokens, &b.response_mask, &b.rollout_logp})
+  // Length-prefixed fields (core/byte_io.h): the row width first (ranks' widths may differ: chat rows grow with
+  // the conversation), then the tensors, then per row the payload and texts.
+  ByteWriter w;
+  w.pod(b.tokens.size(1));
+  for (const torch::Tensor* t : {&b.group, &b.traj, &b.turn, &b.reward, &b.tokens, &b.attention_mask, &b.response_mask,
+                                 &b.rollout_logp})
     w.str(tensor_bytes(*t));
-  for (size_t i = 0; i < shard.evals.size(); ++i)
-    w.str(encode_result(shard.evals[i])), w.str(shard.observations[i]), w.str(shard.actions[i]);
+  for (size_t i = 0; i < shard.observations.size(); ++i) {
+    const bool has_payload = shard.payloads[i] != nullptr;
+    w.pod(has_payload);
+    if (has_payload) w.str(shard.payloads[i]->serialize());
+    w.str(shard.observations[i]), w.str(shard.actions[i]);
+  }
   w.pod(shard.episodes), w.pod(shard.generate_seconds), w.pod(shard.eval_seconds);
   const std::vector<std::string> parts = s.comm->all_gather(w.data());
   RolloutBatch r;
   r.task_ids = shard.task_ids;
   r.task_levels = shard.task_levels;
-  std::vector<torch::Tensor> group, traj, turn, tokens, rmask, logp;
+  std::vector<torch::Tensor> group, traj, turn, reward, tokens, amask, rmask, logp;
+  int64_t widest = 0;
   for (const std::string& part : parts) {
-    cpu_detail::Reader in(part);
+    ByteReader in(part);
+    const auto width = in.pod<int64_t>();
+    widest = std::max(widest, width);
     group.push_back(tensor_from_bytes(in.str(), torch::kLong, 0));
     traj.push_back(tensor_from_bytes(in.str(), torch::kLong, 0));
     turn.push_back(tensor_from_bytes(in.str(), torch::kLong, 0));
+    reward.push_back(tensor_from_bytes(in.str(), torch::kFloat, 0));
     tokens.push_back(tensor_from_bytes(in.str(), torch::kLong, width));
+    amask.push_back(tensor_from_bytes(in.str(), torch::kBool, width));
     rmask.push_back(tensor_from_bytes(in.str(), torch::kBool, width));
     logp.push_back(tensor_from_bytes(in.str(), torch::kFloat, width));
     for (int64_t i = 0; i < group.back().size(0); ++i) {
-      r.evals.push_back(decode_result(in.str()));
+      std::shared_ptr<const StepPayload> payload;
+      if (in.pod<bool>()) {
+        const std::string bytes = in.str();
+        if (s.parts.decode_payload) payload = s.parts.decode_payload(bytes);
+      }
+      r.payloads.push_back(std::move(payload));
       r.observations.push_back(in.str());
       r.actions.push_back(in.str());
     }
@@ -484,55 +259,49 @@ RolloutBatch Trainer::gather_rollouts(const RolloutBatch& shard) {
     r.eval_seconds = std::max(r.eval_seconds, in.pod<double>());
     if (!in.at_end()) fail("distributed: unread bytes after a rank's rollout shard");
   }
+  // The pad of the token rows: any pad the ranks used is masked out everywhere (attention and
+  // response false), so the value only has to be a valid id.
+  auto widened = [widest](std::vector<torch::Tensor>& blocks) {
+    for (torch::Tensor& t : blocks) t = pad_columns(t, widest, 0);
+    return torch::cat(blocks);
+  };
   // Rank r's shard holds episodes before rank r+1's, each in (traj, turn) order: so does the whole.
   TurnBatch& g = r.batch;
   g.group = torch::cat(group).to(s.device);
   g.traj = torch::cat(traj).to(s.device);
   g.turn = torch::cat(turn).to(s.device);
-  g.tokens = torch::cat(tokens).to(s.device);
-  g.response_mask = torch::cat(rmask).to(s.device);
-  g.rollout_logp = torch::cat(logp).to(s.device);
-  g.reward = torch::zeros({g.group.size(0)}, torch::dtype(torch::kFloat).device(s.device));
+  g.reward = torch::cat(reward).to(s.device);
+  g.tokens = widened(tokens).to(s.device);
+  g.attention_mask = widened(amask).to(s.device);
+  g.response_mask = widened(rmask).to(s.device);
+  g.rollout_logp = widened(logp).to(s.device);
   g.turn_mask = torch::ones({g.group.size(0)}, torch::dtype(torch::kBool).device(s.device));
   finalize(g);
   return r;
 }
 
-void Trainer::score(RolloutBatch& r) const {
-  const std::vector<double> rewards = s_->reward.rewards(r.evals);
-  r.batch.reward = torch::tensor(rewards, torch::kDouble).to(torch::kFloat).to(s_->device);
-}
-
-Metrics Trainer::mask_void_turns(RolloutBatch& r) const {
-  if (!s_->config.rejection.mask_void_turns) return {{"filter/void_turns", 0.0}};
-  const TurnMaskReport report = apply_meaningful_turn_mask(r.batch);
-  return {{"filter/void_turns", double(report.masked)}};
-}
-
-Metrics Trainer::filter_groups(RolloutBatch& r) const {
-  at::Generator generator =
-      at::make_generator<at::CPUGeneratorImpl>(stage_seed(s_->config.rejection.groups.seed, s_->step, kGroupFilter));
-  const GroupFilterReport report = ::turnrl::filter_groups(r.batch, s_->config.rejection.groups, generator);
-  Metrics m = {{"filter/groups_kept", double(report.kept.size())},
-               {"filter/groups_low_std", double(report.low_std.size())},
-               {"filter/groups_all_equal", double(report.all_equal.size())},
-               {"filter/groups_too_small", double(report.too_small.size())}};
-  if (int64_t(report.kept.size()) != int64_t(r.task_ids.size())) r = select_rollout_rows(r, report.keep_rows);
+Metrics Trainer::run_stages(RolloutBatch& r, BatchStage::Point point, int64_t step) {
+  const StageContext context{step, uint64_t(s_->parts.options.trainer.seed)};
+  Metrics m;
+  for (const auto& stage : s_->parts.stages)
+    if (stage->point() == point) merge(m, stage->apply(r, context));
   return m;
 }
 
 void Trainer::recompute_old_logp(TurnBatch& batch) {
   State& s = *s_;
   torch::NoGradGuard no_grad;
-  const int64_t micro = s.config.trainer.micro_batch_size;
+  const int64_t micro = s.parts.options.trainer.micro_batch_size;
   // Data parallel: each rank its contiguous share of the rows, then all-gathered.
   const auto [first, end] = shard_of(batch.size(), s.rank, s.world);
   std::vector<torch::Tensor> parts;
   for (int64_t start = first; start < end; start += micro) {
     const int64_t len = std::min(micro, end - start);
-    const torch::Tensor tokens = batch.tokens.narrow(0, start, len);
-    const torch::Tensor logits = s.policy->model()->forward(tokens, plan_attention_mask(tokens));
-    parts.push_back(plan_token_logp(logits, tokens, batch.response_mask.narrow(0, start, len), *s.space).logp);
+    const torch::Tensor rows = torch::arange(start, start + len, torch::dtype(torch::kLong).device(batch.tokens.device()));
+    parts.push_back(s.parts.policy
+                        ->forward_logp(batch.tokens.narrow(0, start, len), attention_rows(batch, rows),
+                                       batch.response_mask.narrow(0, start, len))
+                        .logp);
   }
   torch::Tensor mine = parts.empty() ? torch::zeros({0, batch.rollout_logp.size(1)}, batch.rollout_logp.options())
                                      : torch::cat(parts);
@@ -546,29 +315,22 @@ void Trainer::recompute_old_logp(TurnBatch& batch) {
 }
 
 MismatchResult Trainer::correct_mismatch(TurnBatch& batch) const {
-  MismatchResult result = compute_mismatch(batch, s_->config.mismatch);
+  MismatchResult result = compute_mismatch(batch, s_->parts.options.mismatch);
   batch.response_mask = result.response_mask;
   return result;
 }
 
-Metrics Trainer::reject_by_profile(RolloutBatch& r, uint64_t seed) const {
-  const PrsOptions& o = s_->config.rejection.prs;
-  const PrsReport report = apply_prs(r.batch, prs_inputs(r.evals, o.coverage_source), o, seed);
-  return {{"prs/subject", double(report.subject)},
-          {"prs/dropped", double(report.dropped)},
-          {"prs/drop_rate", report.subject ? double(report.dropped) / double(report.subject) : 0.0}};
-}
-
 torch::Tensor Trainer::advantages(const TurnBatch& batch, torch::Tensor* returns_out) const {
-  const torch::Tensor returns = compute_returns(batch, s_->config.returns);
+  const EngineOptions& c = s_->parts.options;
+  const torch::Tensor returns = compute_returns(batch, c.returns);
   if (returns_out) *returns_out = returns;
-  return advantage_estimator(s_->config.estimator)(batch, returns, s_->config.advantage);
+  return advantage_estimator(c.estimator)(batch, returns, c.advantage);
 }
 
 Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages, const torch::Tensor& weights,
                         uint64_t seed) {
   State& s = *s_;
-  const TrainConfig& c = s.config;
+  const EngineOptions& c = s.parts.options;
   const torch::Tensor rows = batch.response_mask.any(1).nonzero().squeeze(1);
   const int64_t n = rows.size(0);
   Metrics m = {{"actor/rows", double(n)}};
@@ -577,11 +339,12 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
     return m;
   }
   const torch::Tensor tokens = batch.tokens.index_select(0, rows), mask = batch.response_mask.index_select(0, rows),
+                      attention = attention_rows(batch, rows),
                       old_logp = batch.old_logp.index_select(0, rows), adv = advantages.index_select(0, rows);
   const torch::Tensor w = weights.defined() ? weights.index_select(0, rows) : torch::Tensor();
   const bool need_entropy = c.policy_loss.entropy_coef != 0;
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  std::vector<torch::Tensor> params = s.policy->parameters();
+  std::vector<torch::Tensor> params = s.parts.policy->parameters();
   const double share_per_epoch = 1.0 / double(c.trainer.ppo_epochs);
   Metrics sums;
   double loss_sum = 0, grad_norm_sum = 0;
@@ -597,8 +360,7 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
       const int64_t len = std::min(c.trainer.micro_batch_size, n - start);
       const torch::Tensor sel = order.narrow(0, start, len).to(tokens.device());
       const torch::Tensor t = tokens.index_select(0, sel);
-      const torch::Tensor logits = s.policy->model()->forward(t, plan_attention_mask(t));
-      const TokenLogp tl = plan_token_logp(logits, t, mask.index_select(0, sel), *s.space);
+      const TokenLogp tl = s.parts.policy->forward_logp(t, attention.index_select(0, sel), mask.index_select(0, sel));
       PolicyLossInputs in;
       in.logp = tl.logp;
       in.old_logp = old_logp.index_select(0, sel);
@@ -634,13 +396,11 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
 
 Metrics Trainer::learn(RolloutBatch& r) {
   State& s = *s_;
-  const TrainConfig& c = s.config;
+  const EngineOptions& c = s.parts.options;
   Metrics m;
-  score(r);
   s.last_rollouts = r;
-  merge(m, rollout_metrics(r, c.eval.fast_p));
-  merge(m, mask_void_turns(r));
-  merge(m, filter_groups(r));
+  merge(m, rollout_metrics(r));
+  merge(m, run_stages(r, BatchStage::Point::before_logp, s.step));
   if (r.batch.size() > 0) {
     // Bypass trusts the rollout engine's log-probs as the proximal policy (verl's bypass_mode):
     // one forward pass fewer per step, and the mismatch weights are 1 by construction.
@@ -650,13 +410,13 @@ Metrics Trainer::learn(RolloutBatch& r) {
       recompute_old_logp(r.batch);
     const MismatchResult mismatch = correct_mismatch(r.batch);
     merge(m, mismatch.diagnostics.to_map());
-    merge(m, reject_by_profile(r, stage_seed(uint64_t(c.trainer.seed), s.step, kPrs)));
+    merge(m, run_stages(r, BatchStage::Point::after_mismatch, s.step));
     torch::Tensor returns;
     const torch::Tensor adv = advantages(r.batch, &returns);
     const torch::Tensor valid = r.batch.turn_mask_or_all();
     m["adv/abs_mean"] = adv.abs().masked_select(valid).mean().item<double>();
     m["returns/mean"] = returns.masked_select(valid).mean().item<double>();
-    merge(m, update(r.batch, adv, mismatch.weights, stage_seed(uint64_t(c.trainer.seed), s.step, kEpochOrder)));
+    merge(m, update(r.batch, adv, mismatch.weights, stage_seed(uint64_t(c.trainer.seed), s.step, StageSeed::epoch_order)));
   } else {
     m["update/skipped"] = 1;
   }
@@ -665,14 +425,14 @@ Metrics Trainer::learn(RolloutBatch& r) {
 
 Metrics Trainer::train_step() {
   State& s = *s_;
-  const TrainConfig& c = s.config;
+  const EngineOptions& c = s.parts.options;
   const auto t0 = Clock::now();
   Metrics m = {{"step", double(s.step + 1)}};
   const std::vector<Task> tasks = step_tasks(s.step);
   const auto [first, end] = shard_of(int64_t(tasks.size()) * c.trainer.samples_per_task, s.rank, s.world);
   // Rank 0 draws what the one-process trainer draws; other ranks their own streams.
-  uint64_t seed = stage_seed(uint64_t(c.trainer.seed), s.step, kRollout);
-  if (s.rank > 0) seed = stage_seed(seed, s.rank, kRollout);
+  uint64_t seed = stage_seed(uint64_t(c.trainer.seed), s.step, StageSeed::rollout);
+  if (s.rank > 0) seed = stage_seed(seed, s.rank, StageSeed::rollout);
   const RolloutBatch shard = collect_rollout_shard(tasks, c.trainer.samples_per_task, first, end, rollout_sampling(c), seed);
   const auto t_gather = Clock::now();
   RolloutBatch r = gather_rollouts(shard);
@@ -702,23 +462,23 @@ std::string Trainer::save_checkpoint() {
   return write_checkpoint(
       s.checkpoint_root(), s.step,
       [&](const std::string& dir) {
-        s.policy->save(dir + "/policy.pt");
+        s.parts.policy->save(dir + "/policy.pt");
         torch::save(*s.optimizer, dir + "/optimizer.pt");
         torch::serialize::OutputArchive state;
         state.write("step", torch::tensor(s.step, torch::kLong));
         state.write("optimizer_steps", torch::tensor(s.optimizer_steps, torch::kLong));
-        state.write("seed", torch::tensor(s.config.trainer.seed, torch::kLong));
+        state.write("seed", torch::tensor(s.parts.options.trainer.seed, torch::kLong));
         state.write("torch_rng", at::detail::getDefaultCPUGenerator().get_state());
         state.save_to(dir + "/trainer_state.pt");
-        std::ofstream(dir + "/config.yaml") << config_to_yaml(s.config);
+        if (!s.parts.resolved_config.empty()) std::ofstream(dir + "/config.yaml") << s.parts.resolved_config;
       },
-      s.config.checkpoint.keep_last);
+      s.parts.options.checkpoint.keep_last);
 }
 
 void Trainer::load_policy(const std::string& path) {
   const std::string file = fs::is_directory(path) ? (fs::path(path) / "policy.pt").string() : path;
   if (!fs::exists(file)) fail("checkpoint: no policy file '{}'", file);
-  s_->policy->load(file);
+  s_->parts.policy->load(file);
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {
@@ -734,9 +494,9 @@ void Trainer::load_checkpoint(const std::string& dir) {
   state.read("optimizer_steps", optimizer_steps);
   state.read("seed", seed);
   state.read("torch_rng", rng);
-  if (seed.item<int64_t>() != s.config.trainer.seed)
+  if (seed.item<int64_t>() != s.parts.options.trainer.seed)
     fail("checkpoint '{}': written with trainer.seed {}, the config says {}; resume with the same seed", dir,
-         seed.item<int64_t>(), s.config.trainer.seed);
+         seed.item<int64_t>(), s.parts.options.trainer.seed);
   s.step = step.item<int64_t>();
   s.optimizer_steps = optimizer_steps.item<int64_t>();
   at::Generator global = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
@@ -757,6 +517,8 @@ bool Trainer::resume() {
 
 namespace {
 
+// samples.jsonl: one line per episode, each turn with its observation, action, reward and the
+// payload's own fields (StepPayload::json_fields).
 std::string sample_lines(const RolloutBatch& r, int64_t step, int64_t max_episodes) {
   std::string out;
   const torch::Tensor traj = r.batch.traj.cpu().contiguous(), group = r.batch.group.cpu().contiguous();
@@ -767,14 +529,11 @@ std::string sample_lines(const RolloutBatch& r, int64_t step, int64_t max_episod
     const int64_t e = traj.data_ptr<int64_t>()[i], g = group.data_ptr<int64_t>()[i];
     std::string turns;
     for (; i < rows && traj.data_ptr<int64_t>()[i] == e; ++i) {
-      const EvalResult& ev = r.evals[size_t(i)];
       if (!turns.empty()) turns += ", ";
-      turns += fmt::format(
-          "{{\"observation\": {}, \"plan\": {}, \"reward\": {}, \"outcome\": {}, \"speedup\": {}, \"coverage\": {}, "
-          "\"hacking\": {}, \"message\": {}}}",
-          json_string(r.observations[size_t(i)]), json_string(r.actions[size_t(i)]), reward.data_ptr<double>()[i],
-          json_string(to_string(classify(ev))), ev.speedup, ev.coverage, json_string(hacking_flag_names(ev.hacking_flags)),
-          json_string(ev.message.substr(0, 300)));
+      const std::string extra = r.payloads[size_t(i)] ? r.payloads[size_t(i)]->json_fields() : std::string();
+      turns += fmt::format("{{\"observation\": {}, \"action\": {}, \"reward\": {}{}{}}}",
+                           json_string(r.observations[size_t(i)]), json_string(r.actions[size_t(i)]),
+                           reward.data_ptr<double>()[i], extra.empty() ? "" : ", ", extra);
     }
     out += fmt::format("{{\"step\": {}, \"task\": {}, \"episode\": {}, \"turns\": [{}]}}\n", step,
                        json_string(r.task_ids[size_t(g)]), e, turns);
@@ -787,7 +546,7 @@ std::string sample_lines(const RolloutBatch& r, int64_t step, int64_t max_episod
 
 void Trainer::train(bool resume_run) {
   State& s = *s_;
-  const TrainConfig& c = s.config;
+  const EngineOptions& c = s.parts.options;
   const bool writer = s.rank == 0;  // data parallel: rank 0 alone writes the run directory
   if (writer) fs::create_directories(c.run.dir);
   const std::string metrics_path = (fs::path(c.run.dir) / "metrics.jsonl").string();
@@ -803,7 +562,8 @@ void Trainer::train(bool resume_run) {
   if (writer) {
     truncate_metrics_after(metrics_path, s.step);
     truncate_metrics_after(samples_path, s.step);
-    write_text_atomically((fs::path(c.run.dir) / "config.yaml").string(), config_to_yaml(c));
+    if (!s.parts.resolved_config.empty())
+      write_text_atomically((fs::path(c.run.dir) / "config.yaml").string(), s.parts.resolved_config);
     metrics = JsonlWriter(metrics_path);
     samples = JsonlWriter(samples_path);
   }

@@ -17,6 +17,7 @@
 #include <nvrtc.h>
 #endif
 
+#include "turnrl/env/builtin_tasks.h"
 #include "turnrl/eval/sandbox.h"
 #include "turnrl/env/kernel_plan.h"
 #include "turnrl/env/task.h"

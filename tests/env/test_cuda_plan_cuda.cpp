@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "env/plan_words.h"
+#include "turnrl/env/builtin_tasks.h"
 #include "turnrl/env/kernel_plan.h"
 #include "turnrl/env/task.h"
 #include "turnrl/eval/cuda_backend.h"

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "turnrl/core/error.h"
+#include "turnrl/env/builtin_tasks.h"
 #include "turnrl/env/kernel_env.h"
 #include "turnrl/env/kernel_plan.h"
 #include "turnrl/eval/cpu_backend.h"
@@ -160,33 +161,60 @@ TEST_CASE("episodes stop early on the target speedup, at max turns, and refuse s
   }
 }
 
-TEST_CASE("a batch of 64 episodes steps through the real CPU evaluator pool, results in order", "[env][batch]") {
-  auto evaluator = std::make_shared<CpuEvaluator>(CpuEvalOptions().num_workers(2));
+namespace {
+
+// Forwards to another evaluator and counts the evaluate() calls (a pool step must make one).
+class CountingEvaluator : public KernelEvaluator {
+ public:
+  explicit CountingEvaluator(std::shared_ptr<KernelEvaluator> inner) : inner_(std::move(inner)) {}
+  std::vector<EvalResult> evaluate(const std::vector<EvalRequest>& requests) override {
+    ++calls;
+    return inner_->evaluate(requests);
+  }
+  int calls = 0;
+
+ private:
+  std::shared_ptr<KernelEvaluator> inner_;
+};
+
+}  // namespace
+
+TEST_CASE("a pool of 64 episodes steps through the real CPU evaluator in one call, results in order", "[env][batch]") {
+  auto evaluator = std::make_shared<CountingEvaluator>(std::make_shared<CpuEvaluator>(CpuEvalOptions().num_workers(2)));
   const KernelEnvOptions options = KernelEnvOptions().with_max_turns(2).with_action(ActionFormat::plan).with_timing_trials(3);
   const Task task = relu_task();
-  std::vector<std::unique_ptr<KernelEnv>> envs;
-  std::vector<Environment*> episodes;
+  std::unique_ptr<EnvironmentPool> pool = kernel_env_pools(evaluator, KernelRewardPolicy{}, options)(64);
+  REQUIRE(pool->size() == 64);
+  std::vector<size_t> episodes;
   std::vector<Action> actions;
   const std::string honest = "fusion=fused vec=4 unroll=2 acc=f32 fallback=none bounds=checked shortcut=none";
   const std::string unchecked = "fusion=fused vec=8 unroll=1 acc=f32 fallback=none bounds=unchecked shortcut=none";
-  for (int i = 0; i < 64; ++i) {
-    envs.push_back(std::make_unique<KernelEnv>(evaluator, KernelRewardPolicy{}, options));
-    envs.back()->reset(task);
-    episodes.push_back(envs.back().get());
+  for (size_t i = 0; i < 64; ++i) {
+    pool->reset(i, task);
+    episodes.push_back(i);
     actions.push_back({i % 4 == 3 ? "not a plan" : i % 2 ? unchecked : honest});
   }
-  const std::vector<StepResult> results = step_batch(episodes, actions);
+  const std::vector<StepResult> results = pool->step(episodes, actions);
+  CHECK(evaluator->calls == 1);
   REQUIRE(results.size() == 64);
-  for (int i = 0; i < 64; ++i) {
-    INFO("episode " << i << ": " << results[size_t(i)].feedback);
+  for (size_t i = 0; i < 64; ++i) {
+    INFO("episode " << i << ": " << results[i].feedback);
+    const EvalResult& e = kernel_verdict(results[i].payload.get()).eval;
     if (i % 4 == 3) {
-      REQUIRE(results[size_t(i)].eval->error == EvalError::format);
+      REQUIRE(e.error == EvalError::format);
     } else if (i % 2) {
-      REQUIRE_FALSE(results[size_t(i)].eval->correct);  // passes the shown shape, not the others
+      REQUIRE_FALSE(e.correct);  // passes the shown shape, not the others
     } else {
-      REQUIRE(results[size_t(i)].eval->correct);
-      REQUIRE(results[size_t(i)].reward > 0.5);
+      REQUIRE(e.correct);
+      REQUIRE(results[i].reward > 0.5);
     }
-    REQUIRE_FALSE(results[size_t(i)].done);
+    REQUIRE_FALSE(results[i].done);
   }
+  // The payload crosses ranks as bytes and comes back equal.
+  const KernelVerdict& first = kernel_verdict(results[0].payload.get());
+  const auto decoded = kernel_verdict_decoder(KernelRewardPolicy{})(first.serialize());
+  CHECK(kernel_verdict(decoded.get()).eval.speedup == first.eval.speedup);
+  CHECK(kernel_verdict(decoded.get()).reward.reward == first.reward.reward);
+  CHECK_THROWS_WITH(pool->step({0, 0}, {actions[0], actions[0]}), Catch::Contains("listed twice"));
+  CHECK_THROWS_WITH(pool->step({64}, {actions[0]}), Catch::Contains("out of range"));
 }

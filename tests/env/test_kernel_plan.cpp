@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 
+#include "turnrl/env/builtin_tasks.h"
 #include "turnrl/env/kernel_plan.h"
 #include "turnrl/env/task.h"
 #include "turnrl/eval/cpu_backend.h"

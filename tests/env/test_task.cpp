@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "turnrl/core/error.h"
+#include "turnrl/env/builtin_tasks.h"
 #include "turnrl/env/task.h"
 
 using namespace turnrl;

@@ -19,7 +19,8 @@
 
 #include "support/loopback.h"
 #include "trainer/trainer_test_support.h"
-#include "turnrl/trainer/trainer.h"
+#include "turnrl/trainer/kernel_recipe.h"
+#include "turnrl/trainer/kernel_stages.h"
 
 extern char** environ;
 
@@ -69,7 +70,7 @@ inline std::vector<int> run_ranks(const std::string& tag, int world, const std::
   return statuses;
 }
 
-inline RolloutBatch whole_batch(Trainer& t) {
+inline RolloutBatch whole_batch(KernelTrainer& t) {
   const TrainConfig& c = t.config();
   return t.collect_rollouts(t.step_tasks(0), c.trainer.samples_per_task, rollout_sampling(c), kDpRolloutSeed);
 }
@@ -79,7 +80,7 @@ inline RolloutBatch whole_batch(Trainer& t) {
 inline void dp_rank_child(const TrainConfig& config) {
   const char* dir = std::getenv("TURNRL_DP_DIR");
   REQUIRE(dir);
-  Trainer t(config, std::make_shared<PlanRuleEvaluator>());
+  KernelTrainer t(config, std::make_shared<PlanRuleEvaluator>());
   REQUIRE(t.world_size() == 2);
   const RolloutBatch whole = whole_batch(t);
   const int64_t episodes = int64_t(whole.task_ids.size()) * t.config().trainer.samples_per_task;
@@ -98,7 +99,10 @@ inline void dp_rank_child(const TrainConfig& config) {
   CHECK(gathered.actions == whole.actions);
   CHECK(gathered.observations == whole.observations);
   CHECK(gathered.episodes == episodes);
-  for (size_t i = 0; i < whole.evals.size(); ++i) CHECK(gathered.evals[i].speedup == whole.evals[i].speedup);
+  CHECK(torch::equal(gathered.batch.reward, whole.batch.reward));
+  CHECK(torch::equal(gathered.batch.attention_mask, whole.batch.attention_mask));
+  const std::vector<EvalResult> gathered_evals = kernel_evals(gathered), whole_evals = kernel_evals(whole);
+  for (size_t i = 0; i < whole_evals.size(); ++i) CHECK(gathered_evals[i].speedup == whole_evals[i].speedup);
   const Metrics m = t.learn(gathered);
   torch::save(parameters_of(t), rank_file(dir, t.rank(), "params.pt"));
   std::ofstream(rank_file(dir, t.rank(), "metrics.json")) << metrics_to_json(m) << "\n";
@@ -107,7 +111,7 @@ inline void dp_rank_child(const TrainConfig& config) {
 // The parent: the ranks' parameters equal each other bit for bit (every rank applies the same
 // summed gradient) and one process's on the whole batch to fp32 tolerance; metrics agree.
 inline void check_two_ranks_match_one(const std::string& dir, const TrainConfig& one_config) {
-  Trainer one(one_config, std::make_shared<PlanRuleEvaluator>());
+  KernelTrainer one(one_config, std::make_shared<PlanRuleEvaluator>());
   REQUIRE(one.world_size() == 1);
   const std::vector<torch::Tensor> initial = parameters_of(one);
   RolloutBatch whole = whole_batch(one);

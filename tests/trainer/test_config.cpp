@@ -1,6 +1,10 @@
 // TrainConfig: defaults round-trip through YAML, overrides, and strict errors naming the key.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+#include <iterator>
+#include <string>
+
 #include "turnrl/core/config_reader.h"
 #include "turnrl/core/error.h"
 #include "turnrl/trainer/config.h"
@@ -100,4 +104,23 @@ TEST_CASE("the shipped configs load", "[trainer][config]") {
   }
   const TrainConfig grpo = load_config(std::string(TURNRL_SOURCE_DIR) + "/configs/grpo_baseline.yaml");
   CHECK(grpo.estimator == "grpo");
+}
+
+TEST_CASE("docs/configuration.md shows the defaults the code prints", "[trainer][config]") {
+  std::ifstream in(std::string(TURNRL_SOURCE_DIR) + "/docs/configuration.md");
+  REQUIRE(in);
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t open = doc.find("```yaml\n");
+  REQUIRE(open != std::string::npos);
+  const size_t start = open + 8, close = doc.find("```", start);
+  REQUIRE(close != std::string::npos);
+  // The list of evaluator backends built into this binary differs between builds; the doc says so
+  // in its place.
+  const auto without_built = [](std::string text) {
+    const size_t at = text.find("| remote (");
+    if (at != std::string::npos) text.erase(at + 8, text.find(')', at) + 1 - (at + 8));
+    return text;
+  };
+  INFO("regenerate the block with `turnrl config --print-defaults`");
+  CHECK(without_built(doc.substr(start, close - start)) == without_built(default_config_yaml()));
 }

@@ -4,6 +4,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include "turnrl/env/builtin_tasks.h"
 #include "turnrl/env/kernel_env.h"
 #include "turnrl/env/kernel_plan.h"
 #include "turnrl/model/transformer.h"

@@ -16,7 +16,8 @@
 #include "turnrl/core/error.h"
 #include "turnrl/trainer/checkpoint.h"
 #include "turnrl/trainer/evaluation.h"
-#include "turnrl/trainer/trainer.h"
+#include "turnrl/trainer/kernel_recipe.h"
+#include "turnrl/trainer/kernel_stages.h"
 #include "trainer/trainer_test_support.h"
 
 extern char** environ;
@@ -55,7 +56,7 @@ TEST_CASE("one full training step through the real CPU evaluator writes a comple
   c.evaluator.workers = 1;
   c.evaluator.warmup = 0;
   c.tasks.include = {"relu_bias"};
-  Trainer trainer(c);
+  KernelTrainer trainer(c);
   trainer.train();
   CHECK(trainer.step() == 1);
   const auto rows = metrics_of(c.run.dir);
@@ -67,9 +68,9 @@ TEST_CASE("one full training step through the real CPU evaluator writes a comple
   for (const char* key : {"reward/mean", "kernel/correct", "kernel/fast@1.2", "mismatch/mismatch_kl", "prs/drop_rate",
                           "time/step_s", "perf/evals_per_s"})
     CHECK(m.count(key) == 1);
-  const Trainer& t = trainer;
+  const KernelTrainer& t = trainer;
   // The evaluations were real: every turn reached at least compilation or a classified failure.
-  for (const EvalResult& e : t.last_rollouts().evals) CHECK(e.stage != EvalStage::none);
+  for (const EvalResult& e : kernel_evals(t.last_rollouts())) CHECK(e.stage != EvalStage::none);
   CHECK(fs::exists(c.run.dir + "/config.yaml"));
   CHECK(load_config(c.run.dir + "/config.yaml").trainer.steps == 1);
   CHECK(read_metrics_jsonl(c.run.dir + "/samples.jsonl").size() == 2);
@@ -78,7 +79,7 @@ TEST_CASE("one full training step through the real CPU evaluator writes a comple
 }
 
 TEST_CASE("the stages compose by hand into a step and the batch is shaped as documented", "[trainer][stages]") {
-  Trainer trainer(test::tiny_config(test::fresh_dir("stages")), rules());
+  KernelTrainer trainer(test::tiny_config(test::fresh_dir("stages")), rules());
   const auto tasks = trainer.step_tasks(0);
   REQUIRE(tasks.size() == 2);
   CHECK(tasks[0].id != tasks[1].id);
@@ -91,16 +92,20 @@ TEST_CASE("the stages compose by hand into a step and the batch is shaped as doc
   CHECK(b.group.max().item<int64_t>() == 1);
   CHECK(torch::equal(b.turn.narrow(0, 0, 4), torch::tensor({0, 1, 0, 1}, torch::kLong)));
   CHECK(r.observations[1].find("turn=1") != std::string::npos);
-  trainer.score(r);
+  // Rewards come from the environment: the reward policy's score of each turn's verdict.
+  const std::vector<double> expected = KernelRewardPolicy(trainer.config().reward).rewards(kernel_evals(r));
   CHECK(r.batch.reward.abs().sum().item<double>() > 0);
-  trainer.mask_void_turns(r);
-  trainer.filter_groups(r);
+  CHECK(torch::allclose(r.batch.reward, torch::tensor(expected, torch::kDouble).to(torch::kFloat)));
+  const Metrics before = trainer.run_stages(r, BatchStage::Point::before_logp, 0);
+  CHECK(before.count("kernel/correct") == 1);
+  CHECK(before.count("filter/void_turns") == 1);
+  CHECK(before.count("filter/groups_kept") == 1);
   trainer.recompute_old_logp(r.batch);
   // Rollout and trainer log-probs come from the same weights: they agree to rounding.
   CHECK(torch::allclose(r.batch.old_logp, r.batch.rollout_logp, 1e-5, 1e-5));
   const MismatchResult mm = trainer.correct_mismatch(r.batch);
   CHECK(mm.diagnostics.rejected_row_fraction.item<double>() == 0.0);
-  trainer.reject_by_profile(r, 5);
+  CHECK(trainer.run_stages(r, BatchStage::Point::after_mismatch, 0).count("prs/drop_rate") == 1);
   const torch::Tensor adv = trainer.advantages(r.batch);
   CHECK(adv.size(0) == r.batch.size());
   const Metrics m = trainer.update(r.batch, adv, mm.weights, 1);
@@ -114,9 +119,8 @@ TEST_CASE("PPO updates on a fixed batch lower its loss", "[trainer][loss]") {
   c.optimizer.lr = 3e-3;
   c.optimizer.weight_decay = 0;
   c.policy_loss.loss_scale_factor = 1;
-  Trainer trainer(c, rules());
+  KernelTrainer trainer(c, rules());
   RolloutBatch r = trainer.collect_rollouts(trainer.step_tasks(0), 4, rollout_sampling(c), 3);
-  trainer.score(r);
   trainer.recompute_old_logp(r.batch);
   const MismatchResult mm = trainer.correct_mismatch(r.batch);
   const torch::Tensor adv = trainer.advantages(r.batch);
@@ -129,15 +133,15 @@ TEST_CASE("PPO updates on a fixed batch lower its loss", "[trainer][loss]") {
 }
 
 TEST_CASE("4 steps straight equal 2 steps, a resume and 2 more, bit for bit", "[trainer][resume]") {
-  Trainer straight(test::tiny_config(test::fresh_dir("straight"), 4), rules());
+  KernelTrainer straight(test::tiny_config(test::fresh_dir("straight"), 4), rules());
   straight.train();
   const std::string dir = test::fresh_dir("resumed");
   {
-    Trainer first(test::tiny_config(dir, 2), rules());
+    KernelTrainer first(test::tiny_config(dir, 2), rules());
     first.train();
     CHECK(first.step() == 2);
   }
-  Trainer second(test::tiny_config(dir, 4), rules());
+  KernelTrainer second(test::tiny_config(dir, 4), rules());
   second.train(/*resume=*/true);
   CHECK(second.step() == 4);
   CHECK(second.optimizer_steps() == straight.optimizer_steps());
@@ -147,7 +151,7 @@ TEST_CASE("4 steps straight equal 2 steps, a resume and 2 more, bit for bit", "[
   CHECK(a[3].at("reward/mean") == b[3].at("reward/mean"));
   CHECK(a[3].at("actor/pg_loss") == b[3].at("actor/pg_loss"));
   // A second run into the same directory without --resume is refused.
-  Trainer again(test::tiny_config(dir, 4), rules());
+  KernelTrainer again(test::tiny_config(dir, 4), rules());
   CHECK_THROWS_WITH(again.train(), Catch::Contains("--resume"));
 }
 
@@ -155,7 +159,7 @@ TEST_CASE("4 steps straight equal 2 steps, a resume and 2 more, bit for bit", "[
 TEST_CASE("child: train until killed", "[.][killed_child]") {
   const char* dir = std::getenv("TURNRL_KILLED_RUN_DIR");
   REQUIRE(dir);
-  Trainer trainer(test::tiny_config(dir, 100000), rules());
+  KernelTrainer trainer(test::tiny_config(dir, 100000), rules());
   trainer.train(/*resume=*/true);
 }
 
@@ -183,15 +187,15 @@ TEST_CASE("a killed run resumes from its last complete checkpoint and matches an
   REQUIRE_FALSE(listed.empty());
   CHECK(listed.size() <= 3);  // keep_last
   for (const auto& entry : listed) {
-    Trainer probe(test::tiny_config(dir, 100000), rules());
+    KernelTrainer probe(test::tiny_config(dir, 100000), rules());
     CHECK_NOTHROW(probe.load_checkpoint(entry.path));
     CHECK(probe.step() == entry.step);
   }
   const int64_t resumed_from = listed.back().step, target = resumed_from + 2;
-  Trainer resumed(test::tiny_config(dir, target), rules());
+  KernelTrainer resumed(test::tiny_config(dir, target), rules());
   resumed.train(/*resume=*/true);
   CHECK(resumed.step() == target);
-  Trainer straight(test::tiny_config(test::fresh_dir("killed-straight"), target), rules());
+  KernelTrainer straight(test::tiny_config(test::fresh_dir("killed-straight"), target), rules());
   straight.train();
   CHECK(identical(parameters_of(straight), parameters_of(resumed)));
   // metrics.jsonl holds each step once, whatever the killed run had logged after its checkpoint.
@@ -208,13 +212,12 @@ TEST_CASE("the trainer refuses settings it cannot run, naming the key", "[traine
     TrainConfig c = test::tiny_config(dir);
     edit(c);
     try {
-      Trainer t(c, rules());
+      KernelTrainer t(c, rules());
     } catch (const Error& e) {
       return std::string(e.what());
     }
     return std::string();
   };
-  CHECK_THAT(refused([](TrainConfig& c) { c.env.action = ActionFormat::code; }), Catch::Contains("env.action"));
   CHECK_THAT(refused([](TrainConfig& c) { c.rejection.groups.target_groups = 4; }),
              Catch::Contains("target_groups") && Catch::Contains("allowed: 0"));
   CHECK_THAT(refused([](TrainConfig& c) { c.policy_loss.kl_loss_coef = 0.1; }), Catch::Contains("kl_loss_coef"));
@@ -222,15 +225,15 @@ TEST_CASE("the trainer refuses settings it cannot run, naming the key", "[traine
   CHECK_THAT(refused([](TrainConfig& c) { c.model.max_seq = 12; }), Catch::Contains("model.max_seq"));
   TrainConfig cuda = test::tiny_config(dir);
   cuda.evaluator.backend = "cuda";
-  CHECK_THROWS_WITH(Trainer(cuda), Catch::Contains("evaluator.backend"));
+  CHECK_THROWS_WITH(KernelTrainer(cuda), Catch::Contains("evaluator.backend"));
 }
 
 TEST_CASE("evaluation reports pass@k, fast@p per level and hacking counts", "[trainer][eval]") {
   TrainConfig c = test::tiny_config(test::fresh_dir("eval"));
   c.eval.samples = 4;
   c.eval.pass_k = {1, 4};
-  Trainer trainer(c, rules());
-  const EvalReport report = evaluate_policy(trainer, trainer.train_tasks());
+  KernelTrainer trainer(c, rules());
+  const EvalReport report = evaluate_policy(trainer.policy(), trainer.collector(), trainer.train_tasks(), c.eval);
   REQUIRE(report.levels.size() >= 2);
   const LevelReport& all = report.levels.back();
   CHECK(all.level == 0);

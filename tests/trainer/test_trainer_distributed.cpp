@@ -36,8 +36,8 @@ TEST_CASE("two ranks learning from a batch's shards end with one rank's paramete
 
 TEST_CASE("a one-rank world through a communicator trains exactly as the plain trainer", "[trainer][distributed]") {
   DistributedEnv env;  // rank 0 of 1: no peers, no sockets
-  Trainer plain(test::tiny_config(test::fresh_dir("dp1-plain"), 2), rules());
-  Trainer ranked(test::tiny_config(test::fresh_dir("dp1-ranked"), 2), rules(),
+  KernelTrainer plain(test::tiny_config(test::fresh_dir("dp1-plain"), 2), rules());
+  KernelTrainer ranked(test::tiny_config(test::fresh_dir("dp1-ranked"), 2), rules(),
                  std::shared_ptr<Communicator>(make_communicator(env, torch::kCPU)));
   REQUIRE(ranked.world_size() == 1);
   for (int step = 0; step < 2; ++step) {
@@ -50,7 +50,7 @@ TEST_CASE("a one-rank world through a communicator trains exactly as the plain t
 }
 
 TEST_CASE("a rank cannot collect episodes outside the step", "[trainer][distributed]") {
-  Trainer t(test::tiny_config(test::fresh_dir("dp-shard"), 1), rules());
+  KernelTrainer t(test::tiny_config(test::fresh_dir("dp-shard"), 1), rules());
   const auto tasks = t.step_tasks(0);
   CHECK_THROWS_WITH(t.collect_rollout_shard(tasks, 4, 3, 9, rollout_sampling(t.config()), 1),
                     Catch::Contains("episodes [3, 9)"));

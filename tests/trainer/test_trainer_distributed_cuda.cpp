@@ -37,8 +37,8 @@ TrainConfig gpu_config(const std::string& dir) {
 TEST_CASE("one GPU: a one-rank world through a communicator trains exactly as the plain trainer", "[cuda]") {
   if (skip_below(1)) return;
   DistributedEnv env;
-  Trainer plain(gpu_config(test::fresh_dir("dp1-gpu-plain")), std::make_shared<test::PlanRuleEvaluator>());
-  Trainer ranked(gpu_config(test::fresh_dir("dp1-gpu-ranked")), std::make_shared<test::PlanRuleEvaluator>(),
+  KernelTrainer plain(gpu_config(test::fresh_dir("dp1-gpu-plain")), std::make_shared<test::PlanRuleEvaluator>());
+  KernelTrainer ranked(gpu_config(test::fresh_dir("dp1-gpu-ranked")), std::make_shared<test::PlanRuleEvaluator>(),
                  std::shared_ptr<Communicator>(make_communicator(env, torch::Device(torch::kCUDA, 0))));
   REQUIRE(ranked.world_size() == 1);
   for (int step = 0; step < 2; ++step) {

@@ -26,6 +26,7 @@ struct TurnBatch {
                                 //              (MRS, PRS) clear rows here; rejected turns keep
                                 //              their place in the baselines.
   torch::Tensor rollout_logp;   // float [N, L] log-probs from the rollout engine
+  torch::Tensor attention_mask; // bool  [N, L] optional: false on padding (undefined = all valid)
   torch::Tensor old_logp;       // float [N, L] optional: trainer log-probs before the update
   torch::Tensor ref_logp;       // float [N, L] optional: reference-policy log-probs
   torch::Tensor values;         // float [N]    optional: critic value of each turn (GAE)

@@ -59,6 +59,24 @@ struct Extraction {
 // (an untagged block is an error that says which tag was expected).
 Extraction extract_candidate(const std::string& response, const std::vector<std::string>& languages);
 
+// The kernel domain's StepResult payload: the evaluator's verdict on the turn's candidate (a format
+// failure when no candidate could be extracted) and its reward breakdown.
+struct KernelVerdict : StepPayload {
+  EvalResult eval;
+  KernelReward reward;
+
+  KernelVerdict(EvalResult eval, KernelReward reward) : eval(std::move(eval)), reward(reward) {}
+  std::string serialize() const override;  // the evaluator's wire encoding (eval_codec.h)
+  // outcome, speedup, coverage, hacking and the first 300 characters of the message.
+  std::string json_fields() const override;
+};
+
+// PayloadDecoder of KernelVerdict (the reward is recomputed by `reward`).
+PayloadDecoder kernel_verdict_decoder(KernelRewardPolicy reward);
+
+// The verdict of a StepResult payload; throws when the payload is not a KernelVerdict.
+const KernelVerdict& kernel_verdict(const StepPayload* payload);
+
 // One played turn, as the environment recorded it.
 struct TurnRecord {
   std::string action;
@@ -74,9 +92,6 @@ class KernelEnv : public Environment {
 
   Observation reset(const Task& task) override;
   StepResult step(const Action& action) override;
-  // One evaluator call for every episode's candidate (the pool sees the whole batch).
-  std::vector<StepResult> step_many(const std::vector<Environment*>& episodes,
-                                    const std::vector<Action>& actions) override;
 
   const std::vector<TurnRecord>& history() const { return history_; }
   const Task& task() const { return task_; }
@@ -90,6 +105,9 @@ class KernelEnv : public Environment {
   // Turns an action into an evaluation request, or a format failure (no request).
   std::optional<EvalRequest> prepare(const Action& action, TurnRecord& record) const;
   StepResult finish(TurnRecord record);
+  // Steps envs[i] with actions[i], one evaluate() call per distinct evaluator.
+  static std::vector<StepResult> step_together(const std::vector<KernelEnv*>& envs, const std::vector<Action>& actions);
+  friend class KernelEnvPool;
 
   std::shared_ptr<KernelEvaluator> evaluator_;
   KernelRewardPolicy reward_;
@@ -99,6 +117,21 @@ class KernelEnv : public Environment {
   std::vector<TurnRecord> history_;
   bool done_ = true;
 };
+
+// The episodes of a kernel rollout: every step sends all live episodes' candidates to the evaluator
+// in one call, so its worker pool sees the whole batch instead of one request at a time.
+class KernelEnvPool : public EnvironmentPool {
+ public:
+  explicit KernelEnvPool(std::vector<std::unique_ptr<KernelEnv>> environments);
+  std::vector<StepResult> step(const std::vector<size_t>& episodes, const std::vector<Action>& actions) override;
+
+ private:
+  static std::vector<std::unique_ptr<Environment>> as_environments(std::vector<std::unique_ptr<KernelEnv>> envs);
+};
+
+// Pools of KernelEnvs sharing `evaluator` (the rollout's environment factory of the kernel recipe).
+EnvironmentPoolFactory kernel_env_pools(std::shared_ptr<KernelEvaluator> evaluator, KernelRewardPolicy reward,
+                                        KernelEnvOptions options);
 
 // The feedback text of a turn: status, error class and trimmed message, the first mismatching
 // element and error sizes, speedup and timings, the profile (share of time in the candidate, top

@@ -1,7 +1,7 @@
 #pragma once
 // Task sets: what an episode is about. A task names what the evaluator checks (its id, the
 // backend) and what the prompt shows (description, reference source, the expected answer form).
-// Sources: JSON Lines files, or the built-in CPU suite of the evaluator (cpu_tasks.h).
+// Sources: JSON Lines files, or the evaluators' built-in suites (builtin_tasks.h).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -35,12 +35,5 @@ struct TaskSet {
 // reference, language, metadata (object of strings). Blank lines and lines starting with '#' are
 // skipped. Errors name the file, the line and the key.
 TaskSet load_tasks_jsonl(const std::string& path);
-
-// The evaluator's built-in CPU tasks (cpu_task_names()), levels 1-3.
-TaskSet builtin_cpu_tasks();
-// The CUDA evaluator's built-in tasks (cuda_task_names()), same problems at GPU sizes.
-TaskSet builtin_cuda_tasks();
-// The built-in suite of an evaluator backend: cpu or cuda; others throw naming tasks.source.
-TaskSet builtin_tasks(const std::string& backend);
 
 }  // namespace turnrl

@@ -8,92 +8,14 @@
 #include <type_traits>
 #include <vector>
 
+#include "turnrl/core/byte_io.h"
 #include "turnrl/core/error.h"
 
 namespace turnrl::cpu_detail {
 
-class Writer {
- public:
-  template <typename T>
-  void pod(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    buf_.append(reinterpret_cast<const char*>(&v), sizeof v);
-  }
-  void str(const std::string& s) {
-    pod(uint64_t(s.size()));
-    buf_ += s;
-  }
-  template <typename T>
-  void vec(const std::vector<T>& v) {
-    pod(uint64_t(v.size()));
-    if constexpr (std::is_trivially_copyable_v<T>) {
-      buf_.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-    } else {
-      for (const auto& x : v) put(x);
-    }
-  }
-  template <typename T>
-  void put(const T& v) {
-    if constexpr (std::is_trivially_copyable_v<T>) pod(v);
-    else if constexpr (std::is_same_v<T, std::string>) str(v);
-    else v.write(*this);
-  }
-  template <typename T>
-  void put(const std::vector<T>& v) { vec(v); }
-  const std::string& data() const { return buf_; }
-
- private:
-  std::string buf_;
-};
-
-class Reader {
- public:
-  explicit Reader(const std::string& s) : p_(s.data()), end_(s.data() + s.size()) {}
-  template <typename T>
-  T pod() {
-    T v;
-    need(sizeof v);
-    std::memcpy(&v, p_, sizeof v);
-    p_ += sizeof v;
-    return v;
-  }
-  std::string str() {
-    const auto n = pod<uint64_t>();
-    need(n);
-    std::string s(p_, n);
-    p_ += n;
-    return s;
-  }
-  template <typename T>
-  void get(T& v) {
-    if constexpr (std::is_trivially_copyable_v<T>) v = pod<T>();
-    else if constexpr (std::is_same_v<T, std::string>) v = str();
-    else v.read(*this);
-  }
-  template <typename T>
-  void get(std::vector<T>& v) {
-    const auto n = pod<uint64_t>();
-    if constexpr (std::is_trivially_copyable_v<T>) {
-      need(n * sizeof(T));
-      v.resize(n);
-      std::memcpy(v.data(), p_, n * sizeof(T));
-      p_ += n * sizeof(T);
-    } else {
-      require(n < (uint64_t(1) << 32), "cpu worker protocol: vector too long");
-      v.resize(n);
-      for (auto& x : v) get(x);
-    }
-  }
-
-  bool at_end() const { return p_ == end_; }
-
- private:
-  void need(uint64_t n) {
-    if (uint64_t(end_ - p_) < n) throw Error("cpu worker protocol: message truncated");
-  }
-  const char* p_;
-  const char* end_;
-};
+// The encoding is core's byte stream (core/byte_io.h).
+using Writer = ByteWriter;
+using Reader = ByteReader;
 
 // One correctness trial: fresh inputs of a shape set from a seed, at new addresses; or (reuse)
 // the previous trial's buffers, restored and then rewritten in their second halves.

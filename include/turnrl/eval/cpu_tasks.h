@@ -10,6 +10,8 @@
 
 #include <ATen/ATen.h>
 
+#include "turnrl/core/random.h"
+
 namespace turnrl {
 
 using Shape = std::vector<int64_t>;
@@ -64,7 +66,5 @@ void perturb_for_timing(std::vector<at::Tensor>& inputs, uint64_t seed, int tria
 // Bytes a kernel must at least move (inputs read once, outputs written once).
 double bytes_moved(const ShapeSet& inputs, const std::vector<Shape>& outputs);
 int64_t numel(const Shape& shape);
-
-uint64_t splitmix64(uint64_t& state);
 
 }  // namespace turnrl

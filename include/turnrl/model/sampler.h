@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include <ATen/core/Generator.h>
 #include <torch/types.h>
 
 namespace turnrl {
@@ -27,6 +28,9 @@ struct SamplingOptions {
   std::vector<int64_t> stop_tokens;  // a row stops after emitting one (it is part of the response)
   int64_t pad_id = 0;   // written after a row has stopped (masked out everywhere)
   uint64_t seed = 0;    // same seed, same model, same prompts -> same rollout, on any device
+  // A CPU generator to draw from instead of a fresh one seeded by `seed`: a multi-turn rollout
+  // passes one generator to every turn, so its turns draw one continuing stream.
+  at::Generator generator;
   bool use_cache = true;  // KV cache where the policy has one (TransformerPolicy)
 
   SamplingOptions& max_new(int64_t v) { max_new_tokens = v; return *this; }
@@ -36,6 +40,7 @@ struct SamplingOptions {
   SamplingOptions& stop(std::vector<int64_t> v) { stop_tokens = std::move(v); return *this; }
   SamplingOptions& pad(int64_t v) { pad_id = v; return *this; }
   SamplingOptions& rng_seed(uint64_t v) { seed = v; return *this; }
+  SamplingOptions& rng(at::Generator v) { generator = std::move(v); return *this; }
   SamplingOptions& cache(bool v) { use_cache = v; return *this; }
 };
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "turnrl/eval/evaluator.h"
+#include "turnrl/reward/coverage_source.h"
 
 namespace turnrl {
 
@@ -25,13 +26,6 @@ enum class RewardFunction {
 enum class SpeedupForm {
   linear,  // the reference: min(s, upper), zeroed below the lower bound
   log,     // ln(clamp(s, 1/upper, upper)), zeroed below the lower bound; negative for slowdowns
-};
-
-// Which coverage number of the EvalResult feeds PR (and PRS).
-enum class CoverageSource {
-  true_share,    // EvalResult.coverage: candidate kernels' device time / all device kernel time
-  reference,     // EvalResult.reference_coverage: KernelGYM's time coverage (for reproducing the paper)
-  kernel_count,  // EvalResult.kernel_count_coverage: share of kernel launches that are the candidate's
 };
 
 // What a turn's candidate achieved, as the reward sees it. Each failure class has a penalty.
@@ -140,11 +134,9 @@ double coverage_of(const EvalResult& result, CoverageSource source);
 
 const char* to_string(RewardFunction v);
 const char* to_string(SpeedupForm v);
-const char* to_string(CoverageSource v);
 const char* to_string(RewardOutcome v);
 // Parse config names; throw naming `field` and the allowed values.
 RewardFunction parse_reward_function(const std::string& name, const std::string& field = "reward.function");
 SpeedupForm parse_speedup_form(const std::string& name, const std::string& field = "reward.speedup_form");
-CoverageSource parse_coverage_source(const std::string& name, const std::string& field = "reward.coverage.source");
 
 }  // namespace turnrl

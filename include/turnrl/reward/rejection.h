@@ -17,7 +17,7 @@
 #include <torch/types.h>
 
 #include "turnrl/core/turn_batch.h"
-#include "turnrl/reward/kernel_reward.h"
+#include "turnrl/reward/coverage_source.h"
 
 namespace turnrl {
 
@@ -72,9 +72,6 @@ struct PrsInputs {
   torch::Tensor correct;   // bool: only correct turns are subject to PRS
   torch::Tensor speedup;   // float: for the optional OR rule
 };
-// Builds PrsInputs (CPU, float64) from one EvalResult per row; correct means classify() ==
-// correct (hacked turns are not correct).
-PrsInputs prs_inputs(const std::vector<EvalResult>& results, CoverageSource source);
 
 // float [N]: each turn's keep probability (1 for incorrect turns).
 torch::Tensor prs_keep_probability(const TurnBatch& batch, const PrsInputs& inputs, const PrsOptions& options);

@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "turnrl/env/task.h"
+#include "turnrl/model/policy.h"
+#include "turnrl/trainer/config.h"
 #include "turnrl/trainer/metrics.h"
-#include "turnrl/trainer/trainer.h"
+#include "turnrl/trainer/rollout.h"
 
 namespace turnrl {
 
@@ -33,12 +35,15 @@ struct EvalReport {
   Metrics to_metrics() const;
 };
 
-// Statistics of finished rollouts (any sampling), using the given k and p lists.
+// Statistics of finished kernel rollouts (any sampling; every row's payload a KernelVerdict), using
+// the given k and p lists.
 EvalReport summarize_rollouts(const RolloutBatch& rollouts, const std::vector<int64_t>& pass_k,
                               const std::vector<double>& fast_p);
 
-// eval.samples episodes of every task of `tasks` with eval.temperature / top_p / seed, then
-// summarize_rollouts with eval.pass_k and eval.fast_p.
-EvalReport evaluate_policy(Trainer& trainer, const TaskSet& tasks);
+// options.samples episodes of every task of `tasks` by `policy`, collected by `collector` (a kernel
+// trainer's: KernelTrainer::collector()) with options.temperature / top_p / seed, then
+// summarize_rollouts with options.pass_k and options.fast_p.
+EvalReport evaluate_policy(Policy& policy, const RolloutCollector& collector, const TaskSet& tasks,
+                           const EvalConfig& options);
 
 }  // namespace turnrl

@@ -20,6 +20,8 @@
 #include "turnrl/model/policy.h"
 #include "turnrl/model/sampler.h"
 #include "turnrl/model/tokenizer.h"
+#include "turnrl/model/transformer.h"
+#include "turnrl/trainer/action_codec.h"
 
 namespace turnrl {
 
@@ -77,5 +79,50 @@ PlanSample sample_plans(const LogitsFn& logits, const PlanActionSpace& space, co
 // Policy::forward_logp (column 0 is 0); 0 outside response_mask. Differentiable in logits.
 TokenLogp plan_token_logp(const torch::Tensor& logits, const torch::Tensor& tokens,
                           const torch::Tensor& response_mask, const PlanActionSpace& space);
+
+// The action codec of plan actions: the prompt is the observation's compact state (the plan policy
+// reads nothing else, so history is not carried), the response's slots() tokens are the plan.
+class PlanActionCodec : public ActionCodec {
+ public:
+  explicit PlanActionCodec(std::shared_ptr<const PlanActionSpace> space);
+
+  TokenIds prompt(const EpisodeTokens& so_far, const Observation& observation) const override;
+  std::string action_text(const TokenIds& response) const override;
+  // `base` with the pad id; a plan has exactly slots() tokens, so there are no stop tokens.
+  SamplingOptions sampling(const SamplingOptions& base) const override;
+  std::string observation_text(const Observation& observation) const override { return observation.compact; }
+
+ private:
+  std::shared_ptr<const PlanActionSpace> space_;
+};
+
+// The plan model as a Policy: a TransformerPolicy whose every response position is restricted to
+// its plan slot's choices, in sampling (sample_plans) and in scoring (plan_token_logp) alike.
+// Prompts are PlanActionSpace prompts; their pad tokens are padding whatever prompt_mask says.
+class PlanPolicy : public Policy {
+ public:
+  PlanPolicy(std::shared_ptr<const PlanActionSpace> space, std::unique_ptr<TransformerPolicy> model);
+
+  // attention_mask undefined: every non-pad token. response_mask undefined: the last slots() columns.
+  TokenLogp forward_logp(const torch::Tensor& tokens, const torch::Tensor& attention_mask = {},
+                         const torch::Tensor& response_mask = {}) override;
+  // One plan per prompt, drawn from options.generator (or a generator seeded by options.seed).
+  Rollout generate(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,
+                   const SamplingOptions& options) override;
+  std::vector<torch::Tensor> parameters() override { return model_->parameters(); }
+  void save(const std::string& path) override { model_->save(path); }
+  void load(const std::string& path) override { model_->load(path); }
+  void train(bool on = true) override { model_->train(on); }
+  void to(torch::Device device) override { model_->to(device); }
+  void to(torch::Dtype dtype) override { model_->to(dtype); }
+  torch::Device device() const override { return model_->device(); }
+
+  TransformerPolicy& model() { return *model_; }
+  const PlanActionSpace& space() const { return *space_; }
+
+ private:
+  std::shared_ptr<const PlanActionSpace> space_;
+  std::unique_ptr<TransformerPolicy> model_;
+};
 
 }  // namespace turnrl

@@ -1,24 +1,29 @@
 #pragma once
-// Trainer: multi-turn RL of a kernel-plan policy, composed from the stages of the other modules
-// and driven by one TrainConfig. One step (research drkernel-algorithms.md §7.1):
+// Trainer: multi-turn RL of any Policy in any Environment. It is given its parts (TrainerParts):
+// the policy, an environment-pool factory, the action codec between observations and tokens, the
+// training tasks, the engine's options and a list of batch stages. One step
+// (research drkernel-algorithms.md §7.1):
 //
 //   tasks = step_tasks(step)                        B tasks, in a seeded per-epoch order
-//   r = collect_rollouts(tasks, n, sampling, seed)  n episodes per task, up to T turns, one
-//                                                   evaluator batch per turn across all episodes
-//   score(r)                                        per-turn rewards (PR included)
-//   mask_void_turns(r)                              meaningful-turn mask
-//   filter_groups(r)                                group filters (e.g. zero-variance groups)
-//   recompute_old_logp(r.batch)                     trainer fp32 log-probs
+//   r = collect_rollouts(tasks, n, sampling, seed)  n episodes per task, up to T turns; each turn one
+//                                                   Policy::generate and one EnvironmentPool::step
+//                                                   across all live episodes; rewards from the
+//                                                   environment
+//   run_stages(r, before_logp)                      e.g. reward shaping, meaningful-turn mask, group
+//                                                   filters, the domain's metrics (batch_stage.h)
+//   recompute_old_logp(r.batch)                     trainer fp32 log-probs (Policy::forward_logp)
 //   w = correct_mismatch(r.batch)                   MRS rejection / TIS weights
-//   reject_by_profile(r, seed)                      PRS
+//   run_stages(r, after_mismatch)                   e.g. the kernel domain's PRS
 //   a = advantages(r.batch)                         returns -> registered estimator (trloo, ...)
 //   update(r.batch, a, w.weights, seed)             PPO epochs over micro-batches, grad
 //                                                   accumulation, clipping, AdamW + schedule
 //
 // Each stage is a public member that a custom loop can call on its own (examples/
-// custom_trainer.cpp); train_step() runs them in order and returns the step's metrics, and
-// train() adds the run directory: resolved config, metrics.jsonl, samples.jsonl, progress line,
-// atomic checkpoints and --resume.
+// custom_trainer.cpp, with the public StageSeed values); train_step() runs them in order and
+// returns the step's metrics, and train() adds the run directory: resolved config, metrics.jsonl,
+// samples.jsonl, progress line, atomic checkpoints and --resume. The kernel domain builds its
+// trainer from a TrainConfig with KernelTrainer (kernel_recipe.h); examples/own_environment.cpp
+// builds one for a game.
 //
 // Data parallel (trainer/distributed.h; docs/training.md "Several GPUs"): with W ranks each rank
 // collects a contiguous shard of the step's B x n episodes (a group may span ranks), the shards are
@@ -36,55 +41,44 @@
 
 #include "turnrl/algo/mismatch.h"
 #include "turnrl/core/turn_batch.h"
-#include "turnrl/env/task.h"
-#include "turnrl/eval/evaluator.h"
-#include "turnrl/model/sampler.h"
-#include "turnrl/model/transformer.h"
-#include "turnrl/trainer/config.h"
+#include "turnrl/env/environment.h"
+#include "turnrl/model/policy.h"
+#include "turnrl/trainer/action_codec.h"
+#include "turnrl/trainer/batch_stage.h"
+#include "turnrl/trainer/engine_options.h"
 #include "turnrl/trainer/metrics.h"
-#include "turnrl/trainer/plan_actions.h"
+#include "turnrl/trainer/rollout.h"
 
 namespace turnrl {
 
 class Communicator;
 
-// One step's rollouts: the flat turn batch plus, per row, what the environment saw.
-struct RolloutBatch {
-  // group = the task's slot in the step, traj = episode, turn = 0-based turn; rows ordered by
-  // (traj, turn). tokens / response_mask / rollout_logp are [N, S] (PlanActionSpace layout);
-  // reward is filled by Trainer::score, turn_mask starts all true.
-  TurnBatch batch;
-  std::vector<EvalResult> evals;          // per row: the evaluator's verdict
-  std::vector<std::string> observations;  // per row: the compact observation (the prompt)
-  std::vector<std::string> actions;       // per row: the plan
-  std::vector<std::string> task_ids;      // per group id
-  std::vector<int> task_levels;           // per group id
-  int64_t episodes = 0;
-  double generate_seconds = 0;  // sampling actions
-  double eval_seconds = 0;      // environment steps (evaluation)
+// Everything a Trainer is made of.
+struct TrainerParts {
+  std::shared_ptr<Policy> policy;          // trained in place; its device is the trainer's
+  EnvironmentPoolFactory environments;     // the episodes of each rollout (pool_of(...) for one-by-one)
+  std::shared_ptr<const ActionCodec> codec;  // ChatCodec, PlanActionCodec or a user's
+  std::vector<Task> tasks;                 // the training tasks (trainer.tasks_per_step of them a step)
+  EngineOptions options;
+  std::vector<std::shared_ptr<BatchStage>> stages;  // run in list order at their point
+  // Data parallel: rebuilds a domain's payloads after the all-gather (null: gathered rows carry none).
+  PayloadDecoder decode_payload;
+  // Written as run.dir/config.yaml and into checkpoints, compared across ranks ("" = none).
+  std::string resolved_config;
 };
-
-// The rows where keep (bool [N]) is true, per-row vectors included; ids kept.
-RolloutBatch select_rollout_rows(const RolloutBatch& rollouts, const torch::Tensor& keep);
 
 // Learning rate of optimizer step `optimizer_step` (0-based) out of `total`: linear warm-up over
 // warmup_steps, then constant or cosine decay to min_lr_ratio * lr.
 double scheduled_lr(const OptimizerConfig& options, int64_t optimizer_step, int64_t total);
 
-// Rollout statistics of a batch (reward, correctness, speedup, fast@p, hacking, turns), keyed
-// "reward/...", "kernel/...", "rollout/...".
-Metrics rollout_metrics(const RolloutBatch& rollouts, const std::vector<double>& fast_p = {1.0, 1.2, 1.5, 2.0});
-
 class Trainer {
  public:
-  // Builds the policy (seeded by trainer.seed), the action space, the optimizer and, unless
-  // `evaluator` is given, the evaluator the config names. Throws turnrl::Error for settings the
-  // built-in trainer cannot run (e.g. env.action: code, a backend that is not built).
+  // Builds the optimizer over parts.policy's parameters. Throws turnrl::Error for a missing part
+  // or a setting this trainer cannot run (policy_loss.kl_loss_coef != 0: no reference policy).
   // comm: the ranks to train with; null = from the environment (RANK/WORLD_SIZE..., see
   // distributed_env_from_environment), which is the one-process world when those are unset.
-  explicit Trainer(TrainConfig config, std::shared_ptr<KernelEvaluator> evaluator = nullptr,
-                   std::shared_ptr<Communicator> comm = nullptr);
-  ~Trainer();
+  explicit Trainer(TrainerParts parts, std::shared_ptr<Communicator> comm = nullptr);
+  virtual ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
@@ -92,30 +86,23 @@ class Trainer {
   // The step's trainer.tasks_per_step tasks: consecutive slices of a seeded permutation of the
   // training tasks, a new permutation each pass.
   std::vector<Task> step_tasks(int64_t step) const;
-  // `samples_per_task` episodes of each task, every turn's actions sampled from the policy in one
-  // batch and stepped through the environment in one evaluator batch. Deterministic in `seed`
-  // (given the evaluator's verdicts).
+  // `samples_per_task` episodes of each task (RolloutCollector::collect). Deterministic in `seed`
+  // (given the environment's replies).
   RolloutBatch collect_rollouts(const std::vector<Task>& tasks, int64_t samples_per_task,
                                 const SamplingOptions& sampling, uint64_t seed);
-  // Episodes [first_episode, end_episode) of the tasks x samples_per_task episodes (episode e is
-  // sample e % n of task e / n): group and traj ids are those of the whole batch.
+  // Episodes [first_episode, end_episode) of the tasks x samples_per_task episodes: group and
+  // traj ids are those of the whole batch.
   RolloutBatch collect_rollout_shard(const std::vector<Task>& tasks, int64_t samples_per_task, int64_t first_episode,
                                      int64_t end_episode, const SamplingOptions& sampling, uint64_t seed);
   // Every rank's shard, concatenated in rank order (identity for one rank). Collective.
   RolloutBatch gather_rollouts(const RolloutBatch& shard);
-  // batch.reward from the evaluations through the reward policy (reward.*).
-  void score(RolloutBatch& rollouts) const;
-  // The meaningful-turn mask (rejection.mask_void_turns); metrics "filter/void_turns".
-  Metrics mask_void_turns(RolloutBatch& rollouts) const;
-  // Group filters (rejection.group_filter): drops whole groups; metrics "filter/...".
-  Metrics filter_groups(RolloutBatch& rollouts) const;
+  // The stages registered at `point`, in order, on `rollouts` at step `step`; their metrics merged.
+  Metrics run_stages(RolloutBatch& rollouts, BatchStage::Point point, int64_t step);
   // batch.old_logp: the current policy's fp32 log-probs of the rollout tokens, without autograd.
   void recompute_old_logp(TurnBatch& batch);
   // Mismatch correction (mismatch.*): rejected tokens are cleared from batch.response_mask; the
   // result holds the TIS weights and diagnostics. Needs old_logp.
   MismatchResult correct_mismatch(TurnBatch& batch) const;
-  // PRS (rejection.prs) with draws seeded by `seed`; metrics "prs/...".
-  Metrics reject_by_profile(RolloutBatch& rollouts, uint64_t seed) const;
   // Turn-level advantages [N]: returns (returns.*) then the estimator advantage.estimator.
   torch::Tensor advantages(const TurnBatch& batch, torch::Tensor* returns = nullptr) const;
   // trainer.ppo_epochs optimizer steps on the rows with any response token: micro-batches of
@@ -125,8 +112,8 @@ class Trainer {
   Metrics update(const TurnBatch& batch, const torch::Tensor& advantages, const torch::Tensor& weights, uint64_t seed);
 
   // --- loop -----------------------------------------------------------------------------------
-  // Every stage after collection on the step's whole batch (gathered from every rank): score,
-  // masks and filters, old log-probs, mismatch correction, PRS, advantages, update. Collective.
+  // Every stage after collection on the step's whole batch (gathered from every rank): rollout
+  // metrics, stages, old log-probs, mismatch correction, advantages, update. Collective.
   Metrics learn(RolloutBatch& rollouts);
   // One full step: this rank's rollout shard, gather_rollouts, learn; increments step(). Writes
   // nothing to disk.
@@ -150,12 +137,9 @@ class Trainer {
 
   int64_t step() const;
   int64_t optimizer_steps() const;
-  TransformerPolicy& policy();
-  const PlanActionSpace& action_space() const;
-  const TrainConfig& config() const;
-  const TaskSet& train_tasks() const;
-  const TaskSet& validation_tasks() const;
-  KernelEvaluator& evaluator();
+  Policy& policy();
+  const RolloutCollector& collector() const;
+  const EngineOptions& options() const;
   int rank() const;        // 0 in the one-process world
   int world_size() const;  // 1 in the one-process world
 
@@ -164,19 +148,5 @@ class Trainer {
   struct State;
   std::unique_ptr<State> s_;
 };
-
-// Sampling options of the rollout (sampling.*) with the seed left 0.
-SamplingOptions rollout_sampling(const TrainConfig& config);
-
-// Seeds of the step's random stages, derived from (trainer.seed, step, stage) so a resumed run
-// draws exactly what an uninterrupted one does.
-uint64_t stage_seed(uint64_t seed, int64_t step, uint64_t stage);
-
-// The evaluator a config names (evaluator.*): CpuEvaluator for cpu; cuda and python throw
-// (later issues add those backends).
-std::shared_ptr<KernelEvaluator> make_evaluator(const TrainConfig& config);
-
-// The training and validation task sets a config names (tasks.*).
-std::pair<TaskSet, TaskSet> load_task_sets(const TrainConfig& config);
 
 }  // namespace turnrl
