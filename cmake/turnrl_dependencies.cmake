@@ -6,6 +6,8 @@ find_package(Torch REQUIRED)
 find_package(fmt REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
+find_package(ZLIB REQUIRED)   # PNG plots (deflate); LibTorch links it already
+find_package(CLI11 REQUIRED)  # the turnrl program's argument parser (header-only)
 
 # PyTorch's include folder carries its own (newer) fmt headers; the compiled libfmt from Debian
 # would then be linked against mismatching declarations. Header-only fmt is immune to that.

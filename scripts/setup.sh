@@ -10,6 +10,8 @@ packages=(
   libfmt-dev            # messages, logs, the progress line
   libeigen3-dev         # CPU-side statistics (timing summaries, bootstrap intervals)
   catch2                # Catch2 v2 tests, discovered by CTest
+  libcli11-dev          # the turnrl program's argument parser (--help on every subcommand)
+  zlib1g-dev            # deflate for the PNG plots (LibTorch links zlib already)
   python3 python3-torch python3-numpy  # the Python evaluator backend's worker (KernelBench-format tasks)
   redis-server libhiredis-dev          # the remote evaluator (Redis streams) and its tests
 )

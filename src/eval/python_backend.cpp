@@ -20,6 +20,7 @@
 #include "python_json.h"
 #include "trial_seeds.h"
 #include "turnrl/core/error.h"
+#include "turnrl/core/install_paths.h"
 #include "turnrl/eval/cpu_backend.h"
 #include "turnrl/eval/cpu_tasks.h"
 
@@ -241,27 +242,11 @@ PythonRuntime probe_python(const std::string& executable, bool import_torch) {
 }
 
 std::string find_python_worker() {
-  const std::string name = "turnrl_eval_worker.py";
-  std::vector<fs::path> places;
   if (const char* p = std::getenv("TURNRL_PYTHON_WORKER")) {
     if (::access(p, R_OK) == 0) return p;
     fail("TURNRL_PYTHON_WORKER: '{}' is not a readable file", p);
   }
-#ifdef TURNRL_SOURCE_DIR
-  places.push_back(fs::path(TURNRL_SOURCE_DIR) / "python" / name);
-#endif
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) places.push_back(self.parent_path() / ".." / "share" / "turnrl" / name);
-#ifdef TURNRL_INSTALL_BIN_DIR
-  places.push_back(fs::path(TURNRL_INSTALL_BIN_DIR) / ".." / "share" / "turnrl" / name);
-#endif
-  std::string tried;
-  for (const auto& p : places) {
-    if (::access(p.c_str(), R_OK) == 0) return p.lexically_normal().string();
-    tried += (tried.empty() ? "" : ", ") + p.lexically_normal().string();
-  }
-  fail("the Python worker script '{}' was not found; looked in: {} (set TURNRL_PYTHON_WORKER)", name, tried);
+  return find_turnrl_file(TurnrlFiles::data, "python/turnrl_eval_worker.py");
 }
 
 // ------------------------------------------------------------------------------------- evaluator

@@ -26,9 +26,11 @@
 #include "turnrl/eval/cpu_tasks.h"
 #include "turnrl/eval/eval_codec.h"
 #include "turnrl/reward/rejection.h"
+#include "turnrl/trainer/batch_metrics.h"
 #include "turnrl/trainer/checkpoint.h"
 #include "turnrl/trainer/distributed.h"
 #include "turnrl/trainer/progress.h"
+#include "turnrl/trainer/tensorboard.h"
 
 namespace turnrl {
 namespace fs = std::filesystem;
@@ -102,7 +104,7 @@ SamplingOptions rollout_sampling(const TrainConfig& c) {
 std::shared_ptr<KernelEvaluator> make_evaluator(const TrainConfig& c) { return make_evaluator(c.evaluator); }
 
 std::pair<TaskSet, TaskSet> load_task_sets(const TrainConfig& c) {
-  const TaskSet all = c.tasks.source == "file" ? load_tasks_jsonl(c.tasks.file) : builtin_tasks(c.evaluator.backend);
+  const TaskSet all = c.tasks.source == "file" ? load_tasks_jsonl(c.tasks.file) : builtin_tasks(builtin_task_backend(c.evaluator));
   TaskSet chosen;
   if (c.tasks.include.empty()) {
     const std::vector<std::string> planned = plan_task_names(c.evaluator.backend);
@@ -579,7 +581,6 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
   const torch::Tensor tokens = batch.tokens.index_select(0, rows), mask = batch.response_mask.index_select(0, rows),
                       old_logp = batch.old_logp.index_select(0, rows), adv = advantages.index_select(0, rows);
   const torch::Tensor w = weights.defined() ? weights.index_select(0, rows) : torch::Tensor();
-  const bool need_entropy = c.policy_loss.entropy_coef != 0;
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   std::vector<torch::Tensor> params = s.policy->parameters();
   const double share_per_epoch = 1.0 / double(c.trainer.ppo_epochs);
@@ -605,7 +606,7 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
       in.advantages = adv.index_select(0, sel);
       in.response_mask = mask.index_select(0, sel);
       if (w.defined()) in.weights = w.index_select(0, sel);
-      if (need_entropy) in.entropy = tl.entropy;
+      in.entropy = tl.entropy;  // always: actor/entropy is logged even without an entropy bonus
       const PolicyLossResult res = policy_loss(in, c.policy_loss);
       const double share = double(len) / double(n);
       (res.loss * share).backward();
@@ -639,6 +640,7 @@ Metrics Trainer::learn(RolloutBatch& r) {
   score(r);
   s.last_rollouts = r;
   merge(m, rollout_metrics(r, c.eval.fast_p));
+  merge(m, rollout_batch_metrics(r.batch));
   merge(m, mask_void_turns(r));
   merge(m, filter_groups(r));
   if (r.batch.size() > 0) {
@@ -656,6 +658,7 @@ Metrics Trainer::learn(RolloutBatch& r) {
     const torch::Tensor valid = r.batch.turn_mask_or_all();
     m["adv/abs_mean"] = adv.abs().masked_select(valid).mean().item<double>();
     m["returns/mean"] = returns.masked_select(valid).mean().item<double>();
+    merge(m, advantage_metrics(r.batch, returns, adv));
     merge(m, update(r.batch, adv, mismatch.weights, stage_seed(uint64_t(c.trainer.seed), s.step, kEpochOrder)));
   } else {
     m["update/skipped"] = 1;
@@ -800,18 +803,22 @@ void Trainer::train(bool resume_run) {
          c.run.dir);
   }
   JsonlWriter metrics, samples;
+  TensorBoardWriter events;
   if (writer) {
     truncate_metrics_after(metrics_path, s.step);
     truncate_metrics_after(samples_path, s.step);
     write_text_atomically((fs::path(c.run.dir) / "config.yaml").string(), config_to_yaml(c));
     metrics = JsonlWriter(metrics_path);
     samples = JsonlWriter(samples_path);
+    events = TensorBoardWriter(c.run.dir);
   }
   ProgressLine progress(s.step, c.run.progress && writer);
   while (s.step < c.trainer.steps) {
-    const Metrics m = train_step();
+    Metrics m = train_step();
+    add_verl_metric_names(m);
     if (writer) {
       metrics.write_line(metrics_to_json(m));
+      events.write_scalars(s.step, m);
       if (c.run.samples_per_step > 0) {
         const std::string lines = sample_lines(s.last_rollouts, s.step, c.run.samples_per_step);
         if (!lines.empty()) samples.write_line(lines.substr(0, lines.size() - 1));

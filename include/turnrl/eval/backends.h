@@ -31,6 +31,9 @@ struct PythonEvaluatorConfig {
 // evaluator.remote: requests go to a Redis stream served by `turnrl eval-worker` processes.
 struct RemoteEvaluatorConfig {
   std::string redis_url = "redis://127.0.0.1:6379";
+  // The local backend the eval-workers run (cpu | cuda | python): it picks the built-in task suite
+  // the trainer sends (tasks.source: builtin) and is `turnrl eval-worker`'s default --backend.
+  std::string worker_backend = "cpu";
   std::string stream = "turnrl:eval";   // request stream (results use <stream>:results:<client>)
   double deadline_seconds = 900;        // per request; past it the result is a timeout
   double visibility_timeout_seconds = 120;  // an unacknowledged request is claimed again after this
@@ -53,6 +56,10 @@ struct EvaluatorConfig {
   PythonEvaluatorConfig python;
   RemoteEvaluatorConfig remote;
 };
+
+// The local backend whose built-in tasks a config's trainer uses: evaluator.backend, or
+// evaluator.remote.worker_backend when that is "remote".
+std::string builtin_task_backend(const EvaluatorConfig& config);
 
 // The backends this build of turnrl can make (cuda only when built with CUDA, remote only with
 // hiredis), in the order docs/evaluator.md lists them.

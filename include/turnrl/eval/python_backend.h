@@ -67,8 +67,9 @@ struct PythonRuntime {
 };
 PythonRuntime probe_python(const std::string& executable, bool import_torch);
 
-// The worker script: $TURNRL_PYTHON_WORKER, the source tree, next to the running program
-// (../share/turnrl), then the install tree. Throws turnrl::Error naming the places it looked.
+// The worker script: $TURNRL_PYTHON_WORKER, else python/turnrl_eval_worker.py among turnrl's data
+// (core/install_paths.h: $TURNRL_DATA_DIR, <program>/../share/turnrl, ...). Throws turnrl::Error
+// naming the places it looked.
 std::string find_python_worker();
 
 class PythonEvaluator : public KernelEvaluator {

@@ -1,6 +1,6 @@
 #pragma once
 // Trainer: multi-turn RL of a kernel-plan policy, composed from the stages of the other modules
-// and driven by one TrainConfig. One step (research drkernel-algorithms.md §7.1):
+// and driven by one TrainConfig. One step (the reference trainer's order, docs/training.md):
 //
 //   tasks = step_tasks(step)                        B tasks, in a seeded per-epoch order
 //   r = collect_rollouts(tasks, n, sampling, seed)  n episodes per task, up to T turns, one

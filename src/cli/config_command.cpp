@@ -1,0 +1,75 @@
+// `turnrl config`: prints a config as the trainer resolves it (file + --set overrides + defaults),
+// or every key with its default and a comment. Also what the other commands share: the --set
+// option and the lookup of shipped configs by name.
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "turnrl/core/error.h"
+#include "turnrl/core/install_paths.h"
+#include "turnrl/trainer/config.h"
+
+namespace turnrl::cli {
+namespace {
+
+struct ConfigArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  bool print_defaults = false;
+};
+
+}  // namespace
+
+CLI::Validator shipped_config() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        if (path.empty() || ::access(path.c_str(), R_OK) == 0) return "";
+        std::string name = std::filesystem::path(path).filename().string();
+        if (name.find('.') == std::string::npos) name += ".yaml";
+        try {
+          path = find_turnrl_file(TurnrlFiles::data, "configs/" + name);
+          return "";
+        } catch (const Error& e) {
+          return fmt::format("'{}' is not a readable file, nor a shipped config: {}", path, e.what());
+        }
+      },
+      "", "CONFIG");
+}
+
+void add_config_overrides(CLI::App& command, std::vector<std::string>& sets) {
+  // One value per --set, repeatable: a vector option would otherwise swallow the positional CONFIG.
+  command
+      .add_option("--set", sets, "Override one config key: key.path=value (value read as YAML); repeatable")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->type_name("KEY=VALUE");
+}
+
+void add_config_command(CLI::App& app) {
+  auto args = std::make_shared<ConfigArgs>();
+  CLI::App* c = app.add_subcommand("config", "Print the resolved config, or every key with its default");
+  c->add_option("CONFIG", args->config, "YAML config to resolve")->transform(shipped_config());
+  add_config_overrides(*c, args->sets);
+  c->add_flag("--print-defaults", args->print_defaults, "Print every key with its default and a comment");
+  c->footer(
+      "Examples:\n"
+      "  turnrl config --print-defaults > my_config.yaml\n"
+      "  turnrl config configs/cpu_default.yaml --set advantage.estimator=grpo");
+  c->callback([args] {
+    if (args->print_defaults) {
+      fmt::print("{}", default_config_yaml());
+      return;
+    }
+    if (args->config.empty()) throw CLI::RequiredError("config needs CONFIG or --print-defaults");
+    fmt::print("{}", config_to_yaml(load_config(args->config, args->sets), true));
+  });
+}
+
+}  // namespace turnrl::cli
