@@ -33,6 +33,9 @@ void add_config_overrides(CLI::App& command, std::vector<std::string>& sets);
 // runs `turnrl train cpu_default` (or configs/cpu_default.yaml) from any folder.
 CLI::Validator shipped_config();
 
+// An integer option's check: "'0' is not allowed; allowed: an integer in [1, 1024]".
+CLI::Validator integer_in(long lo, long hi);
+
 // `turnrl --version`: version, git commit, LibTorch version, backends and NCCL in this build.
 std::string version_text();
 

@@ -1,9 +1,5 @@
 // `turnrl config`: prints a config as the trainer resolves it (file + --set overrides + defaults),
-// or every key with its default and a comment. Also what the other commands share: the --set
-// option and the lookup of shipped configs by name.
-#include <unistd.h>
-
-#include <filesystem>
+// or every key with its default and a comment.
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,8 +8,6 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "turnrl/core/error.h"
-#include "turnrl/core/install_paths.h"
 #include "turnrl/trainer/config.h"
 
 namespace turnrl::cli {
@@ -26,31 +20,6 @@ struct ConfigArgs {
 };
 
 }  // namespace
-
-CLI::Validator shipped_config() {
-  return CLI::Validator(
-      [](std::string& path) -> std::string {
-        if (path.empty() || ::access(path.c_str(), R_OK) == 0) return "";
-        std::string name = std::filesystem::path(path).filename().string();
-        if (name.find('.') == std::string::npos) name += ".yaml";
-        try {
-          path = find_turnrl_file(TurnrlFiles::data, "configs/" + name);
-          return "";
-        } catch (const Error& e) {
-          return fmt::format("'{}' is not a readable file, nor a shipped config: {}", path, e.what());
-        }
-      },
-      "", "CONFIG");
-}
-
-void add_config_overrides(CLI::App& command, std::vector<std::string>& sets) {
-  // One value per --set, repeatable: a vector option would otherwise swallow the positional CONFIG.
-  command
-      .add_option("--set", sets, "Override one config key: key.path=value (value read as YAML); repeatable")
-      ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-      ->type_name("KEY=VALUE");
-}
 
 void add_config_command(CLI::App& app) {
   auto args = std::make_shared<ConfigArgs>();

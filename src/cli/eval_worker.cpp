@@ -77,12 +77,12 @@ void add_eval_worker_command(CLI::App& app) {
                        ->check(CLI::IsMember({"cpu", "cuda", "python"}));
   a->workers_opt = c->add_option("--workers", a->workers,
                                  "Local worker processes; 0 = one per core or GPU (default: evaluator.workers)")
-                       ->check(CLI::Range(0, 4096));
+                       ->check(integer_in(0, 4096));
   a->stream_opt = c->add_option("--stream", a->stream, "Request stream (default: evaluator.remote.stream)");
   a->group_opt = c->add_option("--group", a->group, "Consumer group shared by the workers (default: turnrl-eval-workers)");
   a->name_opt = c->add_option("--name", a->name, "This worker's consumer name, unique (default: <hostname>-<pid>)");
   a->batch_opt = c->add_option("--batch", a->batch, "Requests read and evaluated at once (default: the pool size)")
-                     ->check(CLI::Range(1, 1 << 16));
+                     ->check(integer_in(1, 1 << 16));
   c->footer(
       "The trainer side sets evaluator.backend: remote (docs/evaluator.md).\n\n"
       "Example:\n"

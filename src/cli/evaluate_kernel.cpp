@@ -16,6 +16,7 @@
 #include "turnrl/eval/evaluator.h"
 #include "turnrl/reward/kernel_reward.h"
 #include "turnrl/trainer/config.h"
+#include "turnrl/trainer/trainer.h"
 
 namespace turnrl::cli {
 namespace {

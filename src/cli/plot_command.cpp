@@ -61,13 +61,17 @@ void add_plot_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   c->add_option("--out,-o", a->out, "PNG to write (default: metrics.png beside the first file)");
   c->add_option("--metrics,-m", a->metrics, "Comma-separated metrics, one panel each (default: reward, correctness, speedup, ...)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   c->add_option("--labels", a->labels, "Comma-separated legend labels, one per file (default: the run directories' names)")
-      ->delimiter(',');
-  c->add_option("--width", a->options.width, "Image width in pixels")->capture_default_str()->check(CLI::Range(200, 10000));
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  c->add_option("--width", a->options.width, "Image width in pixels")->capture_default_str()->check(integer_in(200, 10000));
   c->add_option("--panel-height", a->options.panel_height, "Height of one row of panels in pixels")
       ->capture_default_str()
-      ->check(CLI::Range(120, 4000));
+      ->check(integer_in(120, 4000));
   c->footer(
       "Examples:\n"
       "  turnrl plot runs/cpu_default/metrics.jsonl\n"

@@ -83,7 +83,7 @@ void add_train_commands(CLI::App& app) {
   t->add_flag("--resume", train->resume, "Continue from the newest checkpoint in run.dir");
   t->add_option("--nproc", train->nproc,
                 "Data-parallel ranks on this host (or launch under torchrun-style RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT)")
-      ->check(CLI::Range(1, 1024));
+      ->check(integer_in(1, 1024));
   t->footer(
       "Writes run.dir/metrics.jsonl, a TensorBoard event file, samples.jsonl and checkpoints/.\n\n"
       "Examples:\n"

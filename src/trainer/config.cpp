@@ -351,7 +351,7 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   w.key("l2_flush_mib", ev.cuda.l2_flush_mib, "L2 flush buffer; 0 = twice the L2 size");
   w.close();
   w.open("python", "backend python: KernelBench-format tasks, persistent Python workers");
-  w.key("executable", ev.python.executable, "interpreter; PATH lookup unless absolute");
+  w.key("executable", ev.python.executable, "interpreter with torch; \"\" = $TURNRL_PYTHON, else python3 on PATH");
   w.key("device", ev.python.device.c_str(), "cpu | cuda | auto");
   w.key("tasks_file", ev.python.tasks_file, "JSON Lines task file");
   w.key("startup_seconds", ev.python.startup_seconds, "start-up limit of a fresh worker");

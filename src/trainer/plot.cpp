@@ -227,7 +227,8 @@ std::vector<double> nice_ticks(double lo, double hi, int max_ticks, double min_s
   const double raw = (hi - lo) / max_ticks;
   const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
   const double norm = raw / magnitude;
-  double spacing = (norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 5 ? 5 : 10) * magnitude;
+  const double slack = 1e-9;  // 0.2 / 0.1 must count as 2, not a hair above it
+  double spacing = (norm <= 1 + slack ? 1 : norm <= 2 + slack ? 2 : norm <= 5 + slack ? 5 : 10) * magnitude;
   spacing = std::max(spacing, min_spacing);
   const double first = std::floor(lo / spacing + 1e-9) * spacing;
   const auto count = int64_t(std::ceil((hi - first) / spacing - 1e-9));

@@ -22,7 +22,7 @@ struct CudaEvaluatorConfig {
 
 // evaluator.python: KernelBench/KernelGYM-format tasks run by persistent Python workers.
 struct PythonEvaluatorConfig {
-  std::string executable = "python3";  // the interpreter (PATH lookup unless absolute)
+  std::string executable;  // the interpreter; "" = $TURNRL_PYTHON, else python3 on PATH
   std::string device = "auto";         // cpu | cuda | auto (cuda when torch.cuda.is_available())
   std::string tasks_file;              // JSON Lines task file the backend checks against
   double startup_seconds = 120;        // interpreter + torch import of a fresh worker
