@@ -29,12 +29,14 @@ Metrics rollout_batch_metrics(const TurnBatch& batch) {
   add_mean_max_min(m, "response_length", length);
   m["response_length/clip_ratio"] = length.eq(batch.response_mask.size(1)).to(torch::kDouble).mean().item<double>();
 
-  // A trajectory's last valid turn, found without assuming any row order.
+  // A trajectory's last valid turn, found without assuming any row order: sorted by (trajectory,
+  // turn), a row is its trajectory's last when the next row belongs to another trajectory.
   const torch::Tensor traj = batch.traj.index_select(0, rows), turn = batch.turn.index_select(0, rows);
-  const int64_t trajectories = traj.max().item<int64_t>() + 1;
-  const torch::Tensor last_turn =
-      torch::full({trajectories}, -1, turn.options()).scatter_reduce(0, traj, turn, "amax", /*include_self=*/true);
-  const torch::Tensor is_last = turn.eq(last_turn.index_select(0, traj));
+  const torch::Tensor order = (traj * (turn.max() + 1) + turn).argsort();
+  const torch::Tensor sorted_traj = traj.index_select(0, order);
+  const torch::Tensor is_last_sorted =
+      torch::cat({sorted_traj.slice(0, 1).ne(sorted_traj.slice(0, 0, -1)), torch::ones({1}, traj.options().dtype(torch::kBool))});
+  const torch::Tensor is_last = torch::zeros_like(is_last_sorted).scatter_(0, order, is_last_sorted);
   const torch::Tensor last_reward = reward.masked_select(is_last).to(torch::kDouble);
   const torch::Tensor last_group = batch.group.index_select(0, rows).masked_select(is_last);
   const int64_t groups = last_group.max().item<int64_t>() + 1;

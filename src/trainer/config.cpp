@@ -358,7 +358,7 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   w.close();
   w.open("remote", "backend remote: a Redis stream served by `turnrl eval-worker`");
   w.key("redis_url", ev.remote.redis_url, "redis://host:port");
-  w.key("worker_backend", ev.remote.worker_backend, "cpu | cuda | python: what the eval-workers run; picks the built-in task suite");
+  w.key("worker_backend", ev.remote.worker_backend.c_str(), "cpu | cuda | python: what the eval-workers run; picks the built-in task suite");
   w.key("stream", ev.remote.stream, "request stream name");
   w.key("deadline_seconds", ev.remote.deadline_seconds, "per request; then a timeout result");
   w.key("visibility_timeout_seconds", ev.remote.visibility_timeout_seconds, "unacknowledged work is reclaimed after this");
