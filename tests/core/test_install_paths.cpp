@@ -54,7 +54,7 @@ TEST_CASE("helpers are looked for beside the running program, then in ../libexec
   CHECK(turnrl_search_dirs(TurnrlFiles::data).front() == self_dir() + "/../share/turnrl");
 }
 
-TEST_CASE("a helper must be executable; a missing file names the folders and the variable", "[core][install_paths]") {
+TEST_CASE("a helper must be executable, and a missing file names the folders and the variable", "[core][install_paths]") {
   const fs::path dir = fs::temp_directory_path() / "turnrl_install_paths_helpers";
   fs::remove_all(dir);
   fs::create_directories(dir);

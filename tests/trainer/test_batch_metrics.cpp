@@ -68,7 +68,7 @@ TEST_CASE("frac_reward_zero_std matches a loop on random ragged batches", "[trai
   }
 }
 
-TEST_CASE("advantage_metrics over valid turns only; an empty batch gives nothing", "[trainer][batch_metrics]") {
+TEST_CASE("advantage_metrics over valid turns only, and an empty batch gives nothing", "[trainer][batch_metrics]") {
   TurnBatch b = to_batch({{0, 0, 0, 1.0, true}, {0, 0, 1, 0.0, false}, {0, 1, 0, 0.0, true}});
   const Metrics m = advantage_metrics(b, to_tensor({2.0, 100.0, -1.0}), to_tensor({0.5, -100.0, -0.5}));
   CHECK(m.at("critic/advantages/mean") == Approx(0.0));

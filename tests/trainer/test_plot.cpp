@@ -141,7 +141,7 @@ TEST_CASE("a single step is drawn as a visible marker", "[trainer][plot]") {
   CHECK(count_colour(img, 31, 119, 180) >= 36);  // a 6x6 marker
 }
 
-TEST_CASE("default panels are those present; two columns beyond three panels", "[trainer][plot]") {
+TEST_CASE("default panels are those present, in two columns beyond three panels", "[trainer][plot]") {
   PlotRun run = ramp_run("r", 5, 0.1);
   const RgbImage two = render_metric_panels({run}, PlotOptions().with_panel_height(200));
   CHECK(two.height == 2 * 200);  // critic/score/mean and kernel/correct, one column
