@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # The turnrl program's command line: --help on every subcommand listed by `turnrl --help` (exit 0,
 # options and an example), --version, usage errors (exit 2), a bad --set key named as a --set
-# error, a refused estimator, and `turnrl plot` on several runs and on a file that is not metrics.
+# error, a refused estimator, `turnrl plot` on several runs and on a file that is not metrics, and
+# the remote backend with built-in tasks (where redis-server is installed).
 # Usage: cli_test.sh TURNRL_PROGRAM SOURCE_DIR
 set -euo pipefail
 turnrl=$1
 source_dir=$2
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+worker=""
+cleanup() {
+  [[ -n "$worker" ]] && kill "$worker" 2>/dev/null
+  [[ -s "$work/redis.pid" ]] && kill "$(cat "$work/redis.pid")" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 # Runs the command, keeping stdout+stderr in $work/out and the exit status in $status.
@@ -90,4 +97,26 @@ expect_output "notes.txt:1:" "plot of a file that is not metrics"
 run "$turnrl" plot "$work/trloo/metrics.jsonl" --metrics no/such --out "$work/x.png"
 expect_status 1 "plot of a metric no run has"
 expect_output "'no/such' is in none of the runs" "plot of a metric no run has"
+# evaluator.backend: remote with the built-in tasks: the trainer side sends the suite of
+# evaluator.remote.worker_backend, an eval-worker (whose default --backend that is) evaluates it.
+if command -v redis-server >/dev/null && "$turnrl" --version | grep -q "remote"; then
+  port=$((20000 + RANDOM % 20000))
+  redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" --daemonize yes \
+    --pidfile "$work/redis.pid" --logfile "$work/redis.log"
+  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+  remote=(--set evaluator.backend=remote --set "evaluator.remote.redis_url=redis://127.0.0.1:$port"
+          --set evaluator.remote.stream=cli_test --set evaluator.workers=1)
+  "$turnrl" eval-worker "${remote[@]}" >"$work/worker.log" 2>&1 &
+  worker=$!
+  run "$turnrl" evaluate-kernel relu_bias "$source_dir/tests/data/cpu_tasks/relu_bias/honest.cpp" "${remote[@]}" \
+    --set env.timing_trials=2
+  kill "$worker"
+  wait "$worker" || true
+  worker=""
+  expect_status 0 "evaluate-kernel through the remote backend with a built-in task"
+  expect_output "correct: yes" "evaluate-kernel through the remote backend with a built-in task"
+  echo "remote backend with the built-in cpu suite: correct"
+else
+  echo "SKIPPED: remote backend check (no redis-server, or built without hiredis)"
+fi
 echo "cli: all checks passed"
