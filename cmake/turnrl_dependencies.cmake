@@ -13,6 +13,8 @@ find_package(nlohmann_json 3 REQUIRED)
 find_package(ICU REQUIRED COMPONENTS uc)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET GLOBAL libpcre2-8)
+find_package(ZLIB REQUIRED)   # PNG plots (deflate); LibTorch links it already
+find_package(CLI11 REQUIRED)  # the turnrl program's argument parser (header-only)
 
 # PyTorch's include folder carries its own (newer) fmt headers; the compiled libfmt from Debian
 # would then be linked against mismatching declarations. Header-only fmt is immune to that.

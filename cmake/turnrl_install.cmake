@@ -6,8 +6,10 @@ install(TARGETS turnrl EXPORT turnrlTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/turnrl DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-# The Python backend's worker script; find_python_worker() looks in <prefix>/share/turnrl.
-install(FILES python/turnrl_eval_worker.py DESTINATION ${CMAKE_INSTALL_DATADIR}/turnrl)
+# Data the library finds relative to the installed program (core/install_paths.h), laid out as in
+# the source tree: the Python backend's worker script and the shipped configs.
+install(FILES python/turnrl_eval_worker.py DESTINATION ${CMAKE_INSTALL_DATADIR}/turnrl/python)
+install(DIRECTORY configs DESTINATION ${CMAKE_INSTALL_DATADIR}/turnrl FILES_MATCHING PATTERN "*.yaml")
 if(TARGET turnrl_cli)
   install(TARGETS turnrl_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()

@@ -2,7 +2,7 @@
 // with a user-registered advantage estimator and a policy update only on turns whose kernel
 // compiled. Shows that each stage is callable on its own.
 //
-//   build/bin/custom_trainer [CONFIG] [--set key=value ...]      (default: configs/cpu_default.yaml)
+//   build/bin/custom_trainer [CONFIG] [--set key=value ...]      (default: the shipped cpu_default.yaml)
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "turnrl/algo/advantage.h"
+#include "turnrl/core/install_paths.h"
 #include "turnrl/reward/kernel_reward.h"
 #include "turnrl/trainer/kernel_recipe.h"
 #include "turnrl/trainer/kernel_stages.h"
@@ -17,7 +18,7 @@
 using namespace turnrl;
 
 int main(int argc, char** argv) {
-  std::string config_file = std::string(TURNRL_SOURCE_DIR) + "/configs/cpu_default.yaml";
+  std::string config_file;
   std::vector<std::string> overrides = {"trainer.steps=5", "run.dir=runs/custom_trainer"};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
   overrides.push_back("advantage.estimator=trloo_damped_last");
 
   try {
+    // Default: the shipped CPU config, found beside the installed turnrl (or in a build's source tree).
+    if (config_file.empty()) config_file = find_turnrl_file(TurnrlFiles::data, "configs/cpu_default.yaml");
     KernelTrainer trainer(load_config(config_file, overrides));
     const TrainConfig& c = trainer.config();
     const uint64_t seed = uint64_t(c.trainer.seed);

@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .deps/debs
 cd .deps/debs
-apt-get download libyaml-cpp-dev libyaml-cpp0.7 libfmt-dev libfmt9 libeigen3-dev catch2 nlohmann-json3-dev >/dev/null
+apt-get download libyaml-cpp-dev libyaml-cpp0.7 libfmt-dev libfmt9 libeigen3-dev catch2 nlohmann-json3-dev libcli11-dev >/dev/null
 ls -1

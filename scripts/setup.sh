@@ -11,6 +11,9 @@ packages=(
   nlohmann-json3-dev    # safetensors headers, HF config.json and checkpoint indexes
   libeigen3-dev         # CPU-side statistics (timing summaries, bootstrap intervals)
   catch2                # Catch2 v2 tests, discovered by CTest
+  libcli11-dev          # the turnrl program's argument parser (--help on every subcommand)
+  zlib1g-dev            # deflate for the PNG plots (LibTorch links zlib already)
+  bubblewrap            # the install test hides the build and source trees from the installed turnrl
   python3 python3-torch python3-numpy  # the Python evaluator backend's worker (KernelBench-format tasks)
   redis-server libhiredis-dev          # the remote evaluator (Redis streams) and its tests
   libpcre2-dev          # byte-level BPE pre-tokenizer regexes (\p{L}, \p{N} need UTF + UCP)

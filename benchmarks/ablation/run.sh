@@ -3,7 +3,7 @@
 # on/off, 3 seeds each. Writes OUT/<variant>/seed<k>/ runs, OUT/table.md (mean +- std over seeds of
 # the mean over the first 3 and the last 5 steps of reward/mean and kernel/fast@1.2),
 # OUT/<variant>.png (seed-averaged curves, `turnrl plot`) and OUT/ablation.png (reward and
-# fast@1.2 against steps, every variant in one chart, compare_plot.py).
+# fast@1.2 against steps, every variant in one chart, `turnrl plot` of several runs).
 #
 #   benchmarks/ablation/run.sh [BUILD_DIR=build] [OUT=runs/ablation] [STEPS=20] [SEEDS="1 2 3"] [VARIANTS=all]
 #
@@ -84,5 +84,7 @@ for variant in $ORDER; do
   "$TURNRL" plot "$OUT/$variant/mean_metrics.jsonl" --out "$OUT/$variant.png"
 done
 
-# Every variant in one chart: reward/mean and kernel/fast@1.2 (seed means) against steps.
-python3 "$HERE/compare_plot.py" --out "$OUT/ablation.png" $(for v in $ORDER; do [ -f "$OUT/$v/mean_metrics.jsonl" ] && echo "$v=$OUT/$v/mean_metrics.jsonl"; done)
+# Every variant in one chart: reward/mean and kernel/fast@1.2 (seed means) against steps, one
+# colour per variant (the legend names each by its folder).
+"$TURNRL" plot --metrics reward/mean,kernel/fast@1.2 --out "$OUT/ablation.png" \
+  $(for v in $ORDER; do [ -f "$OUT/$v/mean_metrics.jsonl" ] && echo "$OUT/$v/mean_metrics.jsonl"; done)

@@ -57,6 +57,8 @@ std::string exit_text(int status) {
 
 }  // namespace
 
+namespace turnrl::cli {
+
 int launch_local_ranks(int nproc, const std::vector<std::string>& train_args) {
   const int port = free_loopback_port();
   std::vector<pid_t> pids(size_t(nproc), -1);
@@ -117,3 +119,5 @@ int launch_local_ranks(int nproc, const std::vector<std::string>& train_args) {
   }
   return result;
 }
+
+}  // namespace turnrl::cli

@@ -25,6 +25,10 @@ std::vector<std::string> built_evaluator_backends() {
   return names;
 }
 
+std::string builtin_task_backend(const EvaluatorConfig& config) {
+  return config.backend == "remote" ? config.remote.worker_backend : config.backend;
+}
+
 void read_evaluator_config(ConfigReader& r, EvaluatorConfig& o) {
   r.choice("backend", o.backend, {"cpu", "cuda", "python", "remote"})
       .integer("workers", o.workers, 0, 4096)
@@ -48,6 +52,7 @@ void read_evaluator_config(ConfigReader& r, EvaluatorConfig& o) {
   {
     ConfigReader s = r.section("remote");
     s.text("redis_url", o.remote.redis_url)
+        .choice("worker_backend", o.remote.worker_backend, {"cpu", "cuda", "python"})
         .text("stream", o.remote.stream)
         .number("deadline_seconds", o.remote.deadline_seconds, 0.01, 1e7)
         .number("visibility_timeout_seconds", o.remote.visibility_timeout_seconds, 0.01, 1e7)

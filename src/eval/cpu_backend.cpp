@@ -18,6 +18,7 @@
 #include "trial_seeds.h"
 #include "worker_round_trip.h"
 #include "turnrl/core/error.h"
+#include "turnrl/core/install_paths.h"
 #include "turnrl/eval/cpu_protocol.h"
 #include "turnrl/eval/cpu_tasks.h"
 
@@ -55,17 +56,9 @@ std::string find_on_path(const std::string& name) {
 
 // The directory holding turnrl/eval/candidate_api.h for candidates' #include.
 std::string api_include_dir() {
-  std::vector<std::string> dirs;
-  if (const char* d = std::getenv("TURNRL_INCLUDE_DIR")) dirs.emplace_back(d);
-#ifdef TURNRL_SOURCE_DIR
-  dirs.emplace_back(TURNRL_SOURCE_DIR "/include");
-#endif
-#ifdef TURNRL_INSTALL_BIN_DIR
-  dirs.emplace_back(TURNRL_INSTALL_BIN_DIR "/../include");
-#endif
-  for (const auto& d : dirs)
-    if (fs::exists(fs::path(d) / "turnrl/eval/candidate_api.h")) return d;
-  fail("cpu evaluator: turnrl/eval/candidate_api.h not found (set TURNRL_INCLUDE_DIR)");
+  const std::string header = "turnrl/eval/candidate_api.h";
+  const std::string path = find_turnrl_file(TurnrlFiles::headers, header);
+  return path.substr(0, path.size() - header.size() - 1);
 }
 
 std::string default_cache_dir() {

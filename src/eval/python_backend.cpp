@@ -20,6 +20,7 @@
 #include "python_json.h"
 #include "trial_seeds.h"
 #include "turnrl/core/error.h"
+#include "turnrl/core/install_paths.h"
 #include "turnrl/eval/cpu_backend.h"
 #include "turnrl/eval/cpu_tasks.h"
 
@@ -204,7 +205,8 @@ PythonRuntime probe_python(const std::string& executable, bool import_torch) {
   const std::string program = std::string(
       "import sys, json, importlib.util as u\n"
       "r = {\"executable\": sys.executable, \"path\": [p for p in sys.path if p], "
-      "\"python\": sys.version.split()[0], \"torch\": u.find_spec(\"torch\") is not None}\n") +
+      "\"python\": sys.version.split()[0], \"torch\": u.find_spec(\"torch\") is not None, "
+      "\"triton\": u.find_spec(\"triton\") is not None}\n") +
       (import_torch ? "try:\n"
                       "    import torch\n"
                       "    r[\"torch_version\"] = torch.__version__\n"
@@ -233,6 +235,7 @@ PythonRuntime probe_python(const std::string& executable, bool import_torch) {
   for (const Json& s : r["path"].items) rt.sys_path.push_back(s.str());
   rt.python_version = r["python"].str();
   rt.has_torch = r["torch"].truthy();
+  rt.has_triton = r["triton"].truthy();
   rt.torch_version = r["torch_version"].str();
   rt.cuda = r["cuda"].truthy();
   rt.gpus = int(r["gpus"].integer());
@@ -240,28 +243,18 @@ PythonRuntime probe_python(const std::string& executable, bool import_torch) {
   return rt;
 }
 
+std::string resolve_python_executable(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  const char* env = std::getenv("TURNRL_PYTHON");
+  return env && *env ? env : "python3";
+}
+
 std::string find_python_worker() {
-  const std::string name = "turnrl_eval_worker.py";
-  std::vector<fs::path> places;
   if (const char* p = std::getenv("TURNRL_PYTHON_WORKER")) {
     if (::access(p, R_OK) == 0) return p;
     fail("TURNRL_PYTHON_WORKER: '{}' is not a readable file", p);
   }
-#ifdef TURNRL_SOURCE_DIR
-  places.push_back(fs::path(TURNRL_SOURCE_DIR) / "python" / name);
-#endif
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) places.push_back(self.parent_path() / ".." / "share" / "turnrl" / name);
-#ifdef TURNRL_INSTALL_BIN_DIR
-  places.push_back(fs::path(TURNRL_INSTALL_BIN_DIR) / ".." / "share" / "turnrl" / name);
-#endif
-  std::string tried;
-  for (const auto& p : places) {
-    if (::access(p.c_str(), R_OK) == 0) return p.lexically_normal().string();
-    tried += (tried.empty() ? "" : ", ") + p.lexically_normal().string();
-  }
-  fail("the Python worker script '{}' was not found; looked in: {} (set TURNRL_PYTHON_WORKER)", name, tried);
+  return find_turnrl_file(TurnrlFiles::data, "python/turnrl_eval_worker.py");
 }
 
 // ------------------------------------------------------------------------------------- evaluator
@@ -299,16 +292,24 @@ PythonEvaluator::PythonEvaluator(PythonTaskSet tasks, PythonEvalOptions options)
   m.opt = std::move(options);
   if (m.opt.device != "cpu" && m.opt.device != "cuda" && m.opt.device != "auto")
     fail("evaluator.python.device: '{}' is not allowed; allowed: cpu, cuda, auto", m.opt.device);
-  m.runtime = probe_python(m.opt.executable, m.opt.device != "cpu");
-  if (m.runtime.executable.empty())
-    fail("evaluator.python.executable: {}; set it to an interpreter with PyTorch", m.runtime.error);
+  const std::string executable = resolve_python_executable(m.opt.executable);
+  m.runtime = probe_python(executable, m.opt.device != "cpu");
+  const char* how = "set evaluator.python.executable (or $TURNRL_PYTHON) to an interpreter with PyTorch, e.g. "
+                    "/usr/bin/python3 with Debian's python3-torch";
+  if (m.runtime.executable.empty()) fail("evaluator.python.executable: {}; {}", m.runtime.error, how);
   if (!m.runtime.has_torch || !m.runtime.error.empty())
-    fail("evaluator.python.executable: '{}' (Python {}) cannot import torch{}; set it to an interpreter with PyTorch",
-         m.runtime.executable, m.runtime.python_version, m.runtime.error.empty() ? "" : ": " + m.runtime.error);
+    fail("evaluator.python.executable: '{}' (Python {}) cannot import torch{}; {}", m.runtime.executable,
+         m.runtime.python_version, m.runtime.error.empty() ? "" : ": " + m.runtime.error, how);
   m.device = m.opt.device == "auto" ? (m.runtime.cuda ? "cuda" : "cpu") : m.opt.device;
   if (m.device == "cuda" && !m.runtime.cuda)
     fail("evaluator.python.device: cuda, but torch {} in '{}' sees no GPU; allowed here: cpu, auto",
          m.runtime.torch_version, m.runtime.executable);
+  if (m.device == "cuda" && !m.runtime.has_triton)
+    fmt::print(stderr,
+               "turnrl: warning: evaluator.python.executable '{}' cannot import triton: Triton candidates will fail "
+               "to compile (CUDA ones are unaffected); set evaluator.python.executable or $TURNRL_PYTHON to an "
+               "interpreter with triton\n",
+               m.runtime.executable);
   m.script = m.opt.worker_script.empty() ? find_python_worker() : m.opt.worker_script;
   int n = m.opt.workers;
   if (n <= 0)

@@ -19,6 +19,7 @@
 #include <filesystem>
 
 #include "turnrl/core/error.h"
+#include "turnrl/core/install_paths.h"
 #include "turnrl/core/filesystem.h"
 
 namespace turnrl {
@@ -395,27 +396,7 @@ SandboxReply SandboxWorker::call(const std::string& request) {
   return reply;
 }
 
-std::string find_helper_program(const std::string& name) {
-  namespace fs = std::filesystem;
-  std::vector<fs::path> dirs;
-  if (const char* d = std::getenv("TURNRL_WORKER_DIR")) dirs.emplace_back(d);
-  std::error_code ec;
-  fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) dirs.push_back(self.parent_path());
-#ifdef TURNRL_BUILD_BIN_DIR
-  dirs.emplace_back(TURNRL_BUILD_BIN_DIR);
-#endif
-#ifdef TURNRL_INSTALL_BIN_DIR
-  dirs.emplace_back(TURNRL_INSTALL_BIN_DIR);
-#endif
-  std::string tried;
-  for (const auto& d : dirs) {
-    fs::path p = d / name;
-    if (::access(p.c_str(), X_OK) == 0) return p.string();
-    tried += (tried.empty() ? "" : ", ") + d.string();
-  }
-  fail("helper program '{}' not found; looked in: {} (set TURNRL_WORKER_DIR)", name, tried);
-}
+std::string find_helper_program(const std::string& name) { return find_turnrl_file(TurnrlFiles::helpers, name); }
 
 namespace sandbox_child {
 namespace {

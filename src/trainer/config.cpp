@@ -243,6 +243,26 @@ void write_section(Writer& w, const char* name, const char* comment, T options) 
 const char* singleton_name(SingletonAdvantage v) { return v == SingletonAdvantage::raw_return ? "raw_return" : "zero"; }
 const char* grouping_name(Grouping v) { return v == Grouping::turn ? "turn" : "trajectory"; }
 
+// Combinations every key of which is valid alone but that the trainer cannot run: refused when the
+// config is read, not after the first rollout step.
+void refuse_settings_that_cannot_run(const TrainConfig& c) {
+  if (c.estimator == "gae") {
+    std::vector<std::string> usable;
+    for (const std::string& name : advantage_estimator_names())
+      if (name != "gae") usable.push_back(name);
+    fail("advantage.estimator: 'gae' needs critic values (TurnBatch::values) and the trainer has no critic; allowed "
+         "with turnrl train: {} (gae is for loops that fill values themselves, examples/estimators.cpp)",
+         fmt::join(usable, ", "));
+  }
+  const std::string suite = builtin_task_backend(c.evaluator);
+  if (c.tasks.source == "builtin" && suite != "cpu" && suite != "cuda")
+    fail("tasks.source: 'builtin' has no task suite for evaluator.backend '{}'{}; allowed: the cpu or cuda suite "
+         "(evaluator.backend cpu or cuda, or remote with evaluator.remote.worker_backend cpu or cuda), or "
+         "tasks.source: file",
+         c.evaluator.backend,
+         c.evaluator.backend == "remote" ? fmt::format(" (evaluator.remote.worker_backend '{}')", suite) : "");
+}
+
 }  // namespace
 
 TrainConfig parse_config(const YAML::Node& root) {
@@ -269,6 +289,7 @@ TrainConfig parse_config(const YAML::Node& root) {
   section(r, "policy_loss", [&](ConfigReader& s) { read_options(s, c.policy_loss); });
   section(r, "eval", [&](ConfigReader& s) { read_section(s, c.eval); });
   r.finish();
+  refuse_settings_that_cannot_run(c);
   return c;
 }
 
@@ -306,8 +327,15 @@ TrainConfig load_config(const std::string& file, const std::vector<std::string>&
   try {
     return parse_config(root);
   } catch (const Error& e) {
+    // Errors start with the key path they are about: one an override set is that --set's error.
+    const std::string what = e.what();
+    for (const auto& o : overrides) {
+      const std::string path = o.substr(0, o.find('='));
+      if (what.compare(0, path.size() + 1, path + ":") == 0 || what.compare(0, path.size() + 1, path + ".") == 0)
+        throw Error(fmt::format("--set '{}': {}", o, what));
+    }
     if (file.empty()) throw;
-    throw Error(fmt::format("{}: {}", file, e.what()));
+    throw Error(fmt::format("{}: {}", file, what));
   }
 }
 
@@ -356,13 +384,14 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   w.key("l2_flush_mib", ev.cuda.l2_flush_mib, "L2 flush buffer; 0 = twice the L2 size");
   w.close();
   w.open("python", "backend python: KernelBench-format tasks, persistent Python workers");
-  w.key("executable", ev.python.executable, "interpreter; PATH lookup unless absolute");
+  w.key("executable", ev.python.executable, "interpreter with torch; \"\" = $TURNRL_PYTHON, else python3 on PATH");
   w.key("device", ev.python.device.c_str(), "cpu | cuda | auto");
   w.key("tasks_file", ev.python.tasks_file, "JSON Lines task file");
   w.key("startup_seconds", ev.python.startup_seconds, "start-up limit of a fresh worker");
   w.close();
   w.open("remote", "backend remote: a Redis stream served by `turnrl eval-worker`");
   w.key("redis_url", ev.remote.redis_url, "redis://host:port");
+  w.key("worker_backend", ev.remote.worker_backend.c_str(), "cpu | cuda | python: what the eval-workers run; picks the built-in task suite");
   w.key("stream", ev.remote.stream, "request stream name");
   w.key("deadline_seconds", ev.remote.deadline_seconds, "per request; then a timeout result");
   w.key("visibility_timeout_seconds", ev.remote.visibility_timeout_seconds, "unacknowledged work is reclaimed after this");

@@ -21,7 +21,7 @@ namespace turnrl {
 std::shared_ptr<KernelEvaluator> make_evaluator(const TrainConfig& c) { return make_evaluator(c.evaluator); }
 
 std::pair<TaskSet, TaskSet> load_task_sets(const TrainConfig& c) {
-  const TaskSet all = c.tasks.source == "file" ? load_tasks_jsonl(c.tasks.file) : builtin_tasks(c.evaluator.backend);
+  const TaskSet all = c.tasks.source == "file" ? load_tasks_jsonl(c.tasks.file) : builtin_tasks(builtin_task_backend(c.evaluator));
   TaskSet chosen;
   if (c.tasks.include.empty()) {
     const std::vector<std::string> planned = plan_task_names(c.evaluator.backend);

@@ -189,6 +189,28 @@ void truncate_metrics_after(const std::string& path, int64_t step) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot replace '{}'", path);
 }
 
+const std::vector<std::pair<std::string, std::string>>& verl_metric_aliases() {
+  static const std::vector<std::pair<std::string, std::string>> aliases = {
+      {"actor/clip_frac", "actor/pg_clipfrac"},
+      {"actor/clip_frac_lower", "actor/pg_clipfrac_lower"},
+      {"actor/approx_kl", "actor/ppo_kl"},
+      {"optim/grad_norm", "actor/grad_norm"},
+      {"optim/lr", "actor/lr"},
+      {"time/generate_s", "timing_s/gen"},
+      {"time/eval_s", "timing_s/reward"},
+      {"time/update_s", "timing_s/update_actor"},
+      {"time/step_s", "timing_s/step"},
+  };
+  return aliases;
+}
+
+void add_verl_metric_names(Metrics& metrics) {
+  for (const auto& [ours, verl] : verl_metric_aliases()) {
+    const auto it = metrics.find(ours);
+    if (it != metrics.end()) metrics[verl] = it->second;
+  }
+}
+
 double pass_at_k(int64_t n, int64_t c, int64_t k) {
   require(n >= 1 && c >= 0 && c <= n && k >= 1 && k <= n,
           fmt::format("pass_at_k: need 0 <= c <= n and 1 <= k <= n; got n={} c={} k={}", n, c, k));

@@ -21,9 +21,11 @@
 #include "turnrl/core/byte_io.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/random.h"
+#include "turnrl/trainer/batch_metrics.h"
 #include "turnrl/trainer/checkpoint.h"
 #include "turnrl/trainer/distributed.h"
 #include "turnrl/trainer/progress.h"
+#include "turnrl/trainer/tensorboard.h"
 
 namespace turnrl {
 namespace fs = std::filesystem;
@@ -342,7 +344,6 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
                       attention = attention_rows(batch, rows),
                       old_logp = batch.old_logp.index_select(0, rows), adv = advantages.index_select(0, rows);
   const torch::Tensor w = weights.defined() ? weights.index_select(0, rows) : torch::Tensor();
-  const bool need_entropy = c.policy_loss.entropy_coef != 0;
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
   std::vector<torch::Tensor> params = s.parts.policy->parameters();
   const double share_per_epoch = 1.0 / double(c.trainer.ppo_epochs);
@@ -367,7 +368,7 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
       in.advantages = adv.index_select(0, sel);
       in.response_mask = mask.index_select(0, sel);
       if (w.defined()) in.weights = w.index_select(0, sel);
-      if (need_entropy) in.entropy = tl.entropy;
+      in.entropy = tl.entropy;  // always: actor/entropy is logged even without an entropy bonus
       const PolicyLossResult res = policy_loss(in, c.policy_loss);
       const double share = double(len) / double(n);
       (res.loss * share).backward();
@@ -400,6 +401,7 @@ Metrics Trainer::learn(RolloutBatch& r) {
   Metrics m;
   s.last_rollouts = r;
   merge(m, rollout_metrics(r));
+  merge(m, rollout_batch_metrics(r.batch));
   merge(m, run_stages(r, BatchStage::Point::before_logp, s.step));
   if (r.batch.size() > 0) {
     // Bypass trusts the rollout engine's log-probs as the proximal policy (verl's bypass_mode):
@@ -416,6 +418,7 @@ Metrics Trainer::learn(RolloutBatch& r) {
     const torch::Tensor valid = r.batch.turn_mask_or_all();
     m["adv/abs_mean"] = adv.abs().masked_select(valid).mean().item<double>();
     m["returns/mean"] = returns.masked_select(valid).mean().item<double>();
+    merge(m, advantage_metrics(r.batch, returns, adv));
     merge(m, update(r.batch, adv, mismatch.weights, stage_seed(uint64_t(c.trainer.seed), s.step, StageSeed::epoch_order)));
   } else {
     m["update/skipped"] = 1;
@@ -559,6 +562,7 @@ void Trainer::train(bool resume_run) {
          c.run.dir);
   }
   JsonlWriter metrics, samples;
+  TensorBoardWriter events;
   if (writer) {
     truncate_metrics_after(metrics_path, s.step);
     truncate_metrics_after(samples_path, s.step);
@@ -566,12 +570,15 @@ void Trainer::train(bool resume_run) {
       write_text_atomically((fs::path(c.run.dir) / "config.yaml").string(), s.parts.resolved_config);
     metrics = JsonlWriter(metrics_path);
     samples = JsonlWriter(samples_path);
+    events = TensorBoardWriter(c.run.dir);
   }
   ProgressLine progress(s.step, c.run.progress && writer);
   while (s.step < c.trainer.steps) {
-    const Metrics m = train_step();
+    Metrics m = train_step();
+    add_verl_metric_names(m);
     if (writer) {
       metrics.write_line(metrics_to_json(m));
+      events.write_scalars(s.step, m);
       if (c.run.samples_per_step > 0) {
         const std::string lines = sample_lines(s.last_rollouts, s.step, c.run.samples_per_step);
         if (!lines.empty()) samples.write_line(lines.substr(0, lines.size() - 1));

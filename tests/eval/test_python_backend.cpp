@@ -17,24 +17,24 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// An interpreter with torch: $TURNRL_TEST_PYTHON, python3 on PATH, then /usr/bin/python3 (a
-// version manager's python3 may come first on PATH without the system's torch).
+// The interpreter a user's run would use (resolve_python_executable: $TURNRL_PYTHON, else python3
+// on PATH), never another one: tests that pass with an interpreter the user's run does not get
+// would hide a failing run. "" when it cannot import torch.
 const std::string& python_with_torch() {
   static const std::string found = [] {
-    std::vector<std::string> tries;
-    if (const char* p = std::getenv("TURNRL_TEST_PYTHON")) tries.emplace_back(p);
-    tries.insert(tries.end(), {"python3", "/usr/bin/python3"});
-    for (const auto& exe : tries)
-      if (probe_python(exe, false).has_torch) return exe;
-    return std::string();
+    const std::string exe = resolve_python_executable("");
+    return probe_python(exe, false).has_torch ? exe : std::string();
   }();
   return found;
 }
 
 bool skip_without_torch() {
   if (!python_with_torch().empty()) return false;
-  std::cout << "SKIPPED: no python3 with torch (install python3-torch, or set TURNRL_TEST_PYTHON)\n";
-  WARN("SKIPPED: no python3 with torch (install python3-torch, or set TURNRL_TEST_PYTHON)");
+  const std::string why = "SKIPPED: '" + resolve_python_executable("") +
+                          "' (what a run uses: $TURNRL_PYTHON, else python3 on PATH) cannot import torch; install "
+                          "python3-torch or set TURNRL_PYTHON=/usr/bin/python3";
+  std::cout << why << "\n";
+  WARN(why);
   return true;
 }
 

@@ -124,3 +124,32 @@ TEST_CASE("docs/configuration.md shows the defaults the code prints", "[trainer]
   INFO("regenerate the block with `turnrl config --print-defaults`");
   CHECK(without_built(doc.substr(start, close - start)) == without_built(default_config_yaml()));
 }
+
+TEST_CASE("an override's error names the --set, a file's error names the file", "[trainer][config]") {
+  const std::string file = std::string(TURNRL_SOURCE_DIR) + "/configs/cpu_default.yaml";
+  std::string what;
+  try {
+    load_config(file, {"trainer.steps=3", "trainer.stepz=3"});
+  } catch (const Error& e) {
+    what = e.what();
+  }
+  CHECK(what.rfind("--set 'trainer.stepz=3': trainer.stepz: unknown key", 0) == 0);
+  CHECK(what.find("cpu_default.yaml") == std::string::npos);
+  CHECK_THROWS_WITH(load_config(file, {"trainer.steps=-3"}), Catch::StartsWith("--set 'trainer.steps=-3': trainer.steps"));
+  CHECK_THROWS_WITH(load_config("", {"sampling.top_p=7"}), Catch::StartsWith("--set 'sampling.top_p=7'"));
+}
+
+TEST_CASE("settings that cannot run are refused when the config is read", "[trainer][config]") {
+  CHECK_THAT(error_of("advantage: {estimator: gae}"), Catch::Contains("advantage.estimator: 'gae' needs critic values") &&
+                                                          Catch::Contains("trloo"));
+  CHECK_THAT(error_of("evaluator: {backend: python}"),
+             Catch::Contains("tasks.source: 'builtin' has no task suite for evaluator.backend 'python'"));
+  CHECK_THAT(error_of("evaluator: {backend: remote, remote: {worker_backend: python}}"),
+             Catch::Contains("evaluator.remote.worker_backend 'python'"));
+  CHECK(error_of("evaluator: {backend: python}\ntasks: {source: file, file: t.jsonl}").empty());
+  // Remote workers of a local backend with a built-in suite: the trainer sends that suite.
+  const TrainConfig remote = parse("evaluator: {backend: remote, remote: {worker_backend: cuda}}");
+  CHECK(builtin_task_backend(remote.evaluator) == "cuda");
+  CHECK(builtin_task_backend(parse("{}").evaluator) == "cpu");
+  CHECK_THAT(error_of("evaluator: {remote: {worker_backend: tpu}}"), Catch::Contains("allowed: cpu, cuda, python"));
+}

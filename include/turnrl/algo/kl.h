@@ -1,5 +1,5 @@
 #pragma once
-// KL divergence to a reference policy, per token, with verl's estimators (research §6.3), used as a
+// KL divergence to a reference policy, per token, with verl's estimators (docs/algorithms.md), used as a
 // loss term (policy_loss.h, kl_loss_coef) or as a penalty subtracted from the turn rewards with a
 // fixed or adaptive coefficient.
 //

@@ -1,6 +1,6 @@
 #pragma once
 // Mismatch correction between the rollout engine's and the trainer's log-probabilities of the same
-// sampled tokens (research §3, the reference's "MRS"). From the per-token log ratio
+// sampled tokens (docs/algorithms.md, the reference's "MRS"). From the per-token log ratio
 //
 //   lr = old_logp − rollout_logp = log(π_trainer / π_rollout)      (0 on masked tokens)
 //
@@ -32,7 +32,7 @@ class ConfigReader;
 constexpr double kMismatchSafetyBound = 20.0;
 constexpr double kMismatchLogRatioLimit = 1e4;
 
-// The level at which log ratios are aggregated into one ratio (research §3.2–3.3).
+// The level at which log ratios are aggregated into one ratio (docs/algorithms.md).
 enum class MismatchLevel {
   off,        // no importance weighting / no rejection
   token,      // ρ_k = exp(lr_k), per token

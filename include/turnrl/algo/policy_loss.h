@@ -1,7 +1,7 @@
 #pragma once
 // PPO policy loss with asymmetric clipping (DAPO's clip-higher), dual clip for negative
 // advantages, mismatch weights multiplied in (detached), loss aggregation modes, entropy bonus and
-// a KL loss term (research §6). Formulas and the modes: docs/algorithms.md.
+// a KL loss term. Formulas and the modes: docs/algorithms.md.
 //
 // Per token, with ρ = exp(clamp(logp − old_logp, ±20)) and advantage A:
 //   ℓ_clip = max(−A ρ, −A clip(ρ, 1 − clip_low, 1 + clip_high))

@@ -1,5 +1,5 @@
 #pragma once
-// Per-turn returns G from per-turn rewards r (research §1.4). Turns whose turn_mask is false have
+// Per-turn returns G from per-turn rewards r (docs/algorithms.md). Turns whose turn_mask is false have
 // their reward zeroed first, so they vanish from the returns of earlier turns too (the
 // reference's behaviour). Computed on a dense [trajectories, max_turns] view, one vectorised
 // column update per turn position: no loop over samples.

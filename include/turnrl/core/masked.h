@@ -1,5 +1,5 @@
 #pragma once
-// Masked reductions over whole tensors, with verl's semantics (research §0.2): entries under a
+// Masked reductions over whole tensors, with verl's semantics (verl_F.masked_mean): entries under a
 // false mask contribute nothing, even when they are NaN or inf; an empty mask gives 0, not NaN.
 // All functions take a value tensor x and a bool (or 0/1) mask of the same shape.
 #include <torch/types.h>

@@ -22,7 +22,7 @@ struct CudaEvaluatorConfig {
 
 // evaluator.python: KernelBench/KernelGYM-format tasks run by persistent Python workers.
 struct PythonEvaluatorConfig {
-  std::string executable = "python3";  // the interpreter (PATH lookup unless absolute)
+  std::string executable;  // the interpreter; "" = $TURNRL_PYTHON, else python3 on PATH
   std::string device = "auto";         // cpu | cuda | auto (cuda when torch.cuda.is_available())
   std::string tasks_file;              // JSON Lines task file the backend checks against
   double startup_seconds = 120;        // interpreter + torch import of a fresh worker
@@ -31,6 +31,9 @@ struct PythonEvaluatorConfig {
 // evaluator.remote: requests go to a Redis stream served by `turnrl eval-worker` processes.
 struct RemoteEvaluatorConfig {
   std::string redis_url = "redis://127.0.0.1:6379";
+  // The local backend the eval-workers run (cpu | cuda | python): it picks the built-in task suite
+  // the trainer sends (tasks.source: builtin) and is `turnrl eval-worker`'s default --backend.
+  std::string worker_backend = "cpu";
   std::string stream = "turnrl:eval";   // request stream (results use <stream>:results:<client>)
   double deadline_seconds = 900;        // per request; past it the result is a timeout
   double visibility_timeout_seconds = 120;  // an unacknowledged request is claimed again after this
@@ -53,6 +56,10 @@ struct EvaluatorConfig {
   PythonEvaluatorConfig python;
   RemoteEvaluatorConfig remote;
 };
+
+// The local backend whose built-in tasks a config's trainer uses: evaluator.backend, or
+// evaluator.remote.worker_backend when that is "remote".
+std::string builtin_task_backend(const EvaluatorConfig& config);
 
 // The backends this build of turnrl can make (cuda only when built with CUDA, remote only with
 // hiredis), in the order docs/evaluator.md lists them.

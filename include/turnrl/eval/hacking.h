@@ -1,7 +1,7 @@
 #pragma once
 // Reward-hacking checks. Each check has a name, the HackingFlag it sets (evaluator.h) and a rule;
 // backends run the ones that can exist on them (the CPU backend runs all of them but tampering
-// with the device timer). The families follow ../shared/research/kernelgym-env.md §2.9 and §7.
+// with the device timer). The families follow KernelGYM's checks (docs/evaluator.md).
 //
 // Static checks run on the candidate before it is loaded: source tokens and the compiled object's
 // imported symbols. Dynamic checks read what the worker observed around each call (output

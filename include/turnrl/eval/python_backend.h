@@ -28,7 +28,7 @@
 namespace turnrl {
 
 struct PythonEvalOptions {
-  std::string executable = "python3";  // PATH lookup unless absolute
+  std::string executable;  // "" = resolve_python_executable: $TURNRL_PYTHON, else python3 on PATH
   std::string device = "auto";         // cpu | cuda | auto (cuda when torch sees a GPU)
   int workers = 0;                     // 0: one per GPU (cuda) or one per core (cpu)
   SandboxLimits limits = default_limits();  // per worker; address space is lifted on cuda (below)
@@ -60,6 +60,7 @@ struct PythonRuntime {
   std::vector<std::string> sys_path;
   std::string python_version;
   bool has_torch = false;             // importable (found by importlib)
+  bool has_triton = false;            // importable (found by importlib)
   std::string torch_version;          // only when import_torch
   bool cuda = false;                  // torch.cuda.is_available(), only when import_torch
   int gpus = 0;
@@ -67,8 +68,13 @@ struct PythonRuntime {
 };
 PythonRuntime probe_python(const std::string& executable, bool import_torch);
 
-// The worker script: $TURNRL_PYTHON_WORKER, the source tree, next to the running program
-// (../share/turnrl), then the install tree. Throws turnrl::Error naming the places it looked.
+// The interpreter a python evaluator runs, the one place that decides it: `configured`
+// (evaluator.python.executable) when not empty, else $TURNRL_PYTHON, else python3 from PATH.
+std::string resolve_python_executable(const std::string& configured);
+
+// The worker script: $TURNRL_PYTHON_WORKER, else python/turnrl_eval_worker.py among turnrl's data
+// (core/install_paths.h: $TURNRL_DATA_DIR, <program>/../share/turnrl, ...). Throws turnrl::Error
+// naming the places it looked.
 std::string find_python_worker();
 
 class PythonEvaluator : public KernelEvaluator {

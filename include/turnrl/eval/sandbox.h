@@ -108,8 +108,9 @@ CommandResult run_sandboxed(const std::string& program, const std::vector<std::s
 std::string make_private_dir(const std::string& prefix);
 void remove_private_dir(const std::string& dir);
 
-// Finds a helper program (e.g. "turnrl_cpu_worker"): $TURNRL_WORKER_DIR, the directory of the
-// running executable, the build tree, then the install tree. Throws turnrl::Error if absent.
+// Finds a helper program (e.g. "turnrl_cpu_worker") among turnrl's helpers (core/install_paths.h:
+// $TURNRL_WORKER_DIR, the running program's folder, <program>/../libexec/turnrl, ...). Throws
+// turnrl::Error naming the folders tried if absent.
 std::string find_helper_program(const std::string& name);
 
 // The child side: what a worker program's main() uses.

@@ -1,7 +1,7 @@
 #pragma once
 // Kernel reward: one EvalResult (one turn's candidate) -> one turn reward and its breakdown.
-// The three reward functions of the reference client (research drkernel-algorithms.md §5), the
-// profiling-based reward (PR, §4.2) and per-stage penalties. A multi-turn episode gets one reward
+// The three reward functions of the reference client (docs/rewards.md), the
+// profiling-based reward (PR) and per-stage penalties. A multi-turn episode gets one reward
 // per turn; returns are formed afterwards by algo/returns.h. Formulas and both coverage
 // definitions: docs/rewards.md. No LibTorch here: rewards are plain values.
 #include <optional>

@@ -1,6 +1,6 @@
 #pragma once
-// Rejection steps and group filters applied between the reward and the advantage (research
-// drkernel-algorithms.md §1.3, §4.3, §7.1 step 8). Two kinds of removal, as in the reference:
+// Rejection steps and group filters applied between the reward and the advantage
+// (docs/rewards.md). Two kinds of removal, as in the reference:
 //   * masking a turn out of training (TurnBatch.turn_mask false): out of the loss and out of
 //     every baseline, reward zeroed (the meaningful-turn mask, trajectory-wide truncation);
 //   * rejecting a turn (its TurnBatch.response_mask row cleared): no gradient of its own, but it
@@ -23,7 +23,7 @@ namespace turnrl {
 
 class ConfigReader;
 
-// --- meaningful-turn mask (research §1.3, the reference's mask_void_turn) -------------------
+// --- meaningful-turn mask (the reference's mask_void_turn) -------------------------------------
 
 // bool [N]: false for a turn with reward <= 0 (or NaN) that comes after an earlier turn of the
 // same trajectory with reward > 0. Reads batch.reward as given (before any masking).
@@ -38,7 +38,7 @@ struct TurnMaskReport {
 // reference's apply_loss_mask_to_rewards).
 TurnMaskReport apply_meaningful_turn_mask(TurnBatch& batch);
 
-// --- profiling-based rejection sampling (PRS, research §4.3) --------------------------------
+// --- profiling-based rejection sampling (PRS) ---------------------------------------------
 
 enum class PrsLevel {
   turn,       // each turn's own coverage (the recipe)
@@ -109,7 +109,7 @@ struct TruncationReport {
 // truncated: bool [N].
 TruncationReport handle_truncation(TurnBatch& batch, const torch::Tensor& truncated, TruncationHandling mode);
 
-// --- group filters (research §7.1 step 8) ---------------------------------------------------
+// --- group filters (the recipe's rejection sampling) -----------------------------------------
 
 struct GroupFilterOptions {
   // Drop groups whose last-turn rewards (masked, one per trajectory) have an unbiased std below

@@ -43,6 +43,14 @@ double pass_at_k(int64_t n, int64_t c, int64_t k);
 // correct (or hacked) counts as speedup 0 (the reference's fast@p_in_all).
 double fast_at_p(const std::vector<double>& best_speedups, double p);
 
+// The trainer's metric names that verl logs under another name: {turnrl name, verl name}
+// (actor/clip_frac -> actor/pg_clipfrac, optim/grad_norm -> actor/grad_norm, time/step_s ->
+// timing_s/step, ...). docs/training.md lists them.
+const std::vector<std::pair<std::string, std::string>>& verl_metric_aliases();
+// Adds the verl name of every metric in verl_metric_aliases() that `metrics` has (the turnrl name
+// stays), so that dashboards built for verl runs read turnrl runs unchanged.
+void add_verl_metric_names(Metrics& metrics);
+
 // JSON string literal of `s` (quotes and escapes added).
 std::string json_string(const std::string& s);
 

@@ -2,7 +2,7 @@
 // Trainer: multi-turn RL of any Policy in any Environment. It is given its parts (TrainerParts):
 // the policy, an environment-pool factory, the action codec between observations and tokens, the
 // training tasks, the engine's options and a list of batch stages. One step
-// (research drkernel-algorithms.md §7.1):
+// (the reference trainer's order, docs/training.md):
 //
 //   tasks = step_tasks(step)                        B tasks, in a seeded per-epoch order
 //   r = collect_rollouts(tasks, n, sampling, seed)  n episodes per task, up to T turns; each turn one

@@ -1,0 +1,113 @@
+// `turnrl train` and `turnrl eval`: a run from a config, and a checkpoint's evaluation.
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "turnrl/core/error.h"
+#include "turnrl/trainer/config.h"
+#include "turnrl/trainer/evaluation.h"
+#include "turnrl/trainer/metrics.h"
+#include "turnrl/trainer/kernel_recipe.h"
+
+namespace turnrl::cli {
+namespace {
+
+struct TrainArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  bool resume = false;
+  int nproc = 0;  // 0: not given
+};
+
+// The command line each rank runs: this one without --nproc.
+std::vector<std::string> rank_command_line(const TrainArgs& a) {
+  std::vector<std::string> out = {"turnrl", "train", a.config};
+  for (const std::string& s : a.sets) out.insert(out.end(), {"--set", s});
+  if (a.resume) out.push_back("--resume");
+  return out;
+}
+
+int run_training(const TrainArgs& a) {
+  if (a.nproc > 0) {
+    if (std::getenv("RANK") || std::getenv("WORLD_SIZE"))
+      fail("--nproc: RANK / WORLD_SIZE are already set (an external launcher started this process); drop --nproc");
+    if (a.nproc > 1) return launch_local_ranks(a.nproc, rank_command_line(a));
+  }
+  KernelTrainer trainer(load_config(a.config, a.sets));
+  const auto& c = trainer.config();
+  if (trainer.rank() == 0)
+    fmt::print(stderr, "turnrl: {} training tasks, {} x {} episodes a step, {} turns, estimator {}, {} rank(s), run dir {}\n",
+               trainer.train_tasks().size(), c.trainer.tasks_per_step, c.trainer.samples_per_task, c.env.max_turns,
+               c.estimator, trainer.world_size(), c.run.dir);
+  trainer.train(a.resume);
+  if (trainer.rank() == 0)
+    fmt::print(stderr, "turnrl: done at step {}; metrics in {}/metrics.jsonl\n", trainer.step(), c.run.dir);
+  return 0;
+}
+
+struct EvalArgs {
+  std::string config, checkpoint, json;
+  std::vector<std::string> sets;
+};
+
+void run_evaluation(const EvalArgs& a) {
+  KernelTrainer trainer(load_config(a.config, a.sets));
+  trainer.load_policy(a.checkpoint);
+  const std::string split = trainer.config().eval.split;
+  TaskSet tasks = split == "train" ? trainer.train_tasks() : trainer.validation_tasks();
+  if (split == "all")
+    tasks.tasks.insert(tasks.tasks.begin(), trainer.train_tasks().tasks.begin(), trainer.train_tasks().tasks.end());
+  const EvalReport report = evaluate_policy(trainer.policy(), trainer.collector(), tasks, trainer.config().eval);
+  fmt::print("{}", report.to_text());
+  if (!a.json.empty()) {
+    std::ofstream out(a.json);
+    out << metrics_to_json(report.to_metrics()) << "\n";
+    if (!out) fail("--json: cannot write '{}'", a.json);
+  }
+}
+
+}  // namespace
+
+void add_train_commands(CLI::App& app) {
+  auto train = std::make_shared<TrainArgs>();
+  CLI::App* t = app.add_subcommand("train", "Train a policy: rollouts, rewards, advantages, PPO updates, checkpoints");
+  t->add_option("CONFIG", train->config, "YAML config (configs/cpu_default.yaml; keys: docs/configuration.md)")
+      ->required()->transform(shipped_config());
+  add_config_overrides(*t, train->sets);
+  t->add_flag("--resume", train->resume, "Continue from the newest checkpoint in run.dir");
+  t->add_option("--nproc", train->nproc,
+                "Data-parallel ranks on this host (or launch under torchrun-style RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT)")
+      ->check(integer_in(1, 1024));
+  t->footer(
+      "Writes run.dir/metrics.jsonl, a TensorBoard event file, samples.jsonl and checkpoints/.\n\n"
+      "Examples:\n"
+      "  turnrl train configs/cpu_default.yaml\n"
+      "  turnrl train configs/cpu_default.yaml --set trainer.steps=60 --set run.dir=runs/longer\n"
+      "  turnrl train configs/cpu_default.yaml --resume\n"
+      "  turnrl train configs/cpu_default.yaml --nproc 2");
+  t->callback([train] {
+    const int status = run_training(*train);
+    if (status != 0) throw CLI::RuntimeError(status);
+  });
+
+  auto eval = std::make_shared<EvalArgs>();
+  CLI::App* e = app.add_subcommand("eval", "Evaluate a checkpoint: pass@k and fast@p per level, hacking counts");
+  e->add_option("CONFIG", eval->config, "YAML config the checkpoint was trained with")->required()->transform(shipped_config());
+  e->add_option("--checkpoint", eval->checkpoint, "Checkpoint directory (run.dir/checkpoints/step_NNNNNNNN)")
+      ->required();
+  add_config_overrides(*e, eval->sets);
+  e->add_option("--json", eval->json, "Also write the report's numbers as one JSON object to this file");
+  e->footer(
+      "Evaluates eval.split (validation by default) with eval.samples episodes a task.\n\n"
+      "Example:\n"
+      "  turnrl eval configs/cpu_default.yaml --checkpoint runs/cpu_default/checkpoints/step_00000030");
+  e->callback([eval] { run_evaluation(*eval); });
+}
+
+}  // namespace turnrl::cli
