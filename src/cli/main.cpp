@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
 #include "turnrl/env/kernel_env.h"
 #include "turnrl/env/kernel_plan.h"
@@ -22,6 +23,7 @@
 #include "turnrl/trainer/evaluation.h"
 #include "turnrl/trainer/metrics.h"
 #include "turnrl/trainer/plot.h"
+#include "turnrl/trainer/stop_request.h"
 #include "turnrl/trainer/trainer.h"
 
 namespace {
@@ -118,7 +120,9 @@ int train(int argc, char** argv) {
     fmt::print(stderr, "turnrl: {} training tasks, {} x {} episodes a step, {} turns, estimator {}, {} rank(s), run dir {}\n",
                trainer.train_tasks().size(), c.trainer.tasks_per_step, c.trainer.samples_per_task, c.env.max_turns,
                c.estimator, trainer.world_size(), c.run.dir);
+  install_stop_handlers();
   trainer.train(a.flags.count("--resume") > 0);
+  if (const int signal = stop_signal()) return 128 + signal;  // train() said where it stopped
   if (trainer.rank() == 0)
     fmt::print(stderr, "turnrl: done at step {}; metrics in {}/metrics.jsonl\n", trainer.step(), c.run.dir);
   return 0;
@@ -135,7 +139,7 @@ int eval(int argc, char** argv) {
   if (split == "all") tasks.tasks.insert(tasks.tasks.begin(), trainer.train_tasks().tasks.begin(), trainer.train_tasks().tasks.end());
   const EvalReport report = evaluate_policy(trainer, tasks);
   fmt::print("{}", report.to_text());
-  if (a.options.count("--json")) std::ofstream(a.options.at("--json")) << metrics_to_json(report.to_metrics()) << "\n";
+  if (a.options.count("--json")) write_file(a.options.at("--json"), metrics_to_json(report.to_metrics()) + "\n");
   return 0;
 }
 

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
 
@@ -26,16 +28,19 @@ std::optional<int64_t> parse_step(const std::string& name) {
   return std::stoll(digits);
 }
 
+// LibTorch's messages carry a stack trace after the first line; the user needs the first line.
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 }  // namespace
 
 std::string checkpoint_name(int64_t step) { return fmt::format("{}{:08d}", kPrefix, step); }
 
 void fsync_path(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("checkpoint: cannot open '{}' to flush it", path);
-  const int rc = ::fsync(fd);
+  if (fd < 0) fail("checkpoint: cannot open '{}' to flush it: {}", path, std::strerror(errno));
+  const int synced = ::fsync(fd) == 0 ? 0 : errno;
   ::close(fd);
-  if (rc != 0) fail("checkpoint: fsync of '{}' failed", path);
+  if (synced) fail("checkpoint: cannot flush '{}' to disk: {}", path, std::strerror(synced));
 }
 
 std::string write_checkpoint(const std::string& root, int64_t step, const std::function<void(const std::string&)>& write,
@@ -85,6 +90,39 @@ std::optional<CheckpointEntry> latest_checkpoint(const std::string& root) {
   const auto all = list_checkpoints(root);
   if (all.empty()) return std::nullopt;
   return all.back();
+}
+
+std::optional<CheckpointEntry> load_newest_valid_checkpoint(const std::string& root,
+                                                            const std::function<void(const std::string&)>& load,
+                                                            std::vector<SkippedCheckpoint>* skipped) {
+  const std::vector<CheckpointEntry> all = list_checkpoints(root);
+  std::vector<SkippedCheckpoint> failed;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      load(it->path);
+      if (skipped) *skipped = std::move(failed);
+      return *it;
+    } catch (const std::exception& e) {
+      failed.push_back({*it, first_line(e.what())});
+    }
+  }
+  if (failed.empty()) return std::nullopt;
+  std::string list;
+  for (const auto& f : failed) list += fmt::format("\n  {}: {}", f.entry.path, f.reason);
+  fail("resume: none of the {} checkpoints under '{}' can be loaded:{}", failed.size(), root, list);
+}
+
+void save_checkpoint_file(const std::string& file, const std::function<void()>& save) {
+  errno = 0;
+  try {
+    save();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    const int system_error = errno;
+    fail("checkpoint: cannot write '{}': {}{}", file, first_line(e.what()),
+         system_error ? fmt::format(" (last system error: {})", std::strerror(system_error)) : std::string());
+  }
 }
 
 int remove_incomplete_checkpoints(const std::string& root) {

@@ -40,7 +40,7 @@ void read_section(ConfigReader& r, OptimizerConfig& o) {
 }
 
 void read_section(ConfigReader& r, CheckpointConfig& o) {
-  r.integer("every", o.every, 0, int64_t(1) << 40).integer("keep_last", o.keep_last, 1, 1 << 20);
+  r.integer("every", o.every, 0, int64_t(1) << 40).integer("keep_last", o.keep_last, 1, 1 << 20).flag("on_stop", o.on_stop);
 }
 
 void read_section(ConfigReader& r, DistributedConfig& o) {
@@ -267,6 +267,7 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   w.open("checkpoint", "Atomic checkpoints under run.dir/checkpoints/step_NNNNNNNN.");
   w.key("every", c.checkpoint.every, "steps between checkpoints; 0 = only at the end");
   w.key("keep_last", c.checkpoint.keep_last, "complete checkpoints kept; >= 1");
+  w.key("on_stop", c.checkpoint.on_stop, "SIGINT/SIGTERM: checkpoint the last finished step, then exit");
   w.close();
 
   w.open("distributed", "Data parallel over ranks from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (turnrl train --nproc N).");
@@ -334,6 +335,7 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   w.key("deadline_seconds", ev.remote.deadline_seconds, "per request; then a timeout result");
   w.key("visibility_timeout_seconds", ev.remote.visibility_timeout_seconds, "unacknowledged work is reclaimed after this");
   w.key("result_ttl_seconds", ev.remote.result_ttl_seconds, "stored results expire after this");
+  w.key("max_deliveries", ev.remote.max_deliveries, "a request delivered more often is answered as a crash");
   w.key("cached_reference_timing", ev.remote.cached_reference_timing, "cpu: reference timed once per task and device kind");
   w.key("reference_ttl_seconds", ev.remote.reference_ttl_seconds, "cached reference timings expire after this");
   w.close();

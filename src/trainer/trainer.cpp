@@ -18,6 +18,7 @@
 #include "turnrl/algo/advantage.h"
 #include "turnrl/algo/policy_loss.h"
 #include "turnrl/algo/returns.h"
+#include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
 #include "turnrl/env/kernel_env.h"
 #include "turnrl/env/kernel_plan.h"
@@ -25,10 +26,12 @@
 #include "turnrl/eval/cpu_protocol.h"
 #include "turnrl/eval/cpu_tasks.h"
 #include "turnrl/eval/eval_codec.h"
+#include "turnrl/eval/evaluator_health.h"
 #include "turnrl/reward/rejection.h"
 #include "turnrl/trainer/checkpoint.h"
 #include "turnrl/trainer/distributed.h"
 #include "turnrl/trainer/progress.h"
+#include "turnrl/trainer/stop_request.h"
 
 namespace turnrl {
 namespace fs = std::filesystem;
@@ -42,16 +45,6 @@ enum Stage : uint64_t { kTaskOrder = 1, kRollout = 2, kPrs = 3, kGroupFilter = 4
 
 void merge(Metrics& into, const Metrics& from) {
   for (const auto& [k, v] : from) into[k] = v;
-}
-
-void write_text_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out) fail("cannot write '{}'", tmp);
-  }
-  fs::rename(tmp, path);
 }
 
 // A tensor's elements as bytes (host, contiguous); the receiver knows dtype and width.
@@ -676,6 +669,7 @@ Metrics Trainer::train_step() {
   const RolloutBatch shard = collect_rollout_shard(tasks, c.trainer.samples_per_task, first, end, rollout_sampling(c), seed);
   const auto t_gather = Clock::now();
   RolloutBatch r = gather_rollouts(shard);
+  require_evaluator_worked(r.evals, fmt::format("step {}", s.step + 1));
   if (s.world > 1) {
     m["time/gather_s"] = seconds_since(t_gather);
     m["dist/world_size"] = double(s.world);
@@ -702,15 +696,15 @@ std::string Trainer::save_checkpoint() {
   return write_checkpoint(
       s.checkpoint_root(), s.step,
       [&](const std::string& dir) {
-        s.policy->save(dir + "/policy.pt");
-        torch::save(*s.optimizer, dir + "/optimizer.pt");
+        save_checkpoint_file(dir + "/policy.pt", [&] { s.policy->save(dir + "/policy.pt"); });
+        save_checkpoint_file(dir + "/optimizer.pt", [&] { torch::save(*s.optimizer, dir + "/optimizer.pt"); });
         torch::serialize::OutputArchive state;
         state.write("step", torch::tensor(s.step, torch::kLong));
         state.write("optimizer_steps", torch::tensor(s.optimizer_steps, torch::kLong));
         state.write("seed", torch::tensor(s.config.trainer.seed, torch::kLong));
         state.write("torch_rng", at::detail::getDefaultCPUGenerator().get_state());
-        state.save_to(dir + "/trainer_state.pt");
-        std::ofstream(dir + "/config.yaml") << config_to_yaml(s.config);
+        save_checkpoint_file(dir + "/trainer_state.pt", [&] { state.save_to(dir + "/trainer_state.pt"); });
+        write_file(dir + "/config.yaml", config_to_yaml(s.config));
       },
       s.config.checkpoint.keep_last);
 }
@@ -747,10 +741,13 @@ bool Trainer::resume() {
   const std::string root = s_->checkpoint_root();
   if (s_->rank == 0) remove_incomplete_checkpoints(root);
   if (s_->comm) s_->comm->barrier();  // the other ranks look after rank 0 tidied up
-  const auto latest = latest_checkpoint(root);
-  if (!latest) return false;
-  load_checkpoint(latest->path);
-  return true;
+  std::vector<SkippedCheckpoint> skipped;
+  const auto loaded = load_newest_valid_checkpoint(root, [&](const std::string& dir) { load_checkpoint(dir); }, &skipped);
+  if (s_->rank == 0)
+    for (const auto& bad : skipped)
+      fmt::print(stderr, "turnrl: checkpoint '{}' cannot be loaded ({}); resuming from the older '{}' instead\n",
+                 bad.entry.path, bad.reason, loaded->path);
+  return loaded.has_value();
 }
 
 // --- the loop ------------------------------------------------------------------------------------
@@ -801,12 +798,15 @@ void Trainer::train(bool resume_run) {
   }
   JsonlWriter metrics, samples;
   if (writer) {
-    truncate_metrics_after(metrics_path, s.step);
-    truncate_metrics_after(samples_path, s.step);
-    write_text_atomically((fs::path(c.run.dir) / "config.yaml").string(), config_to_yaml(c));
+    for (const std::string& path : {metrics_path, samples_path})
+      for (const DroppedLine& d : truncate_metrics_after(path, s.step))
+        fmt::print(stderr, "turnrl: resume: dropped line {} of '{}' ({}): {}\n", d.line, path, d.reason, d.text);
+    write_file_atomically((fs::path(c.run.dir) / "config.yaml").string(), config_to_yaml(c));
     metrics = JsonlWriter(metrics_path);
     samples = JsonlWriter(samples_path);
   }
+  if (s.step < c.trainer.steps && !s.train_tasks.tasks.empty())
+    probe_evaluator(*s.evaluator, s.train_tasks.tasks.front().id);
   ProgressLine progress(s.step, c.run.progress && writer);
   while (s.step < c.trainer.steps) {
     const Metrics m = train_step();
@@ -826,7 +826,18 @@ void Trainer::train(bool resume_run) {
     p.reward = m.count("reward/mean") ? m.at("reward/mean") : 0.0;
     p.fast = m.count("kernel/fast@1.2") ? m.at("kernel/fast@1.2") : 0.0;
     progress.update(p);
-    if ((c.checkpoint.every > 0 && s.step % c.checkpoint.every == 0) || s.step == c.trainer.steps) save_checkpoint();
+    std::string checkpoint;
+    if ((c.checkpoint.every > 0 && s.step % c.checkpoint.every == 0) || s.step == c.trainer.steps)
+      checkpoint = save_checkpoint();
+    if (const int signal = agreed_stop_signal(s.comm.get())) {
+      progress.finish();
+      const std::string where = checkpoint.empty() && c.checkpoint.on_stop ? save_checkpoint() : checkpoint;
+      if (writer)
+        fmt::print(stderr, "turnrl: stopped by {} after step {}; {}\n", strsignal(signal), s.step,
+                   where.empty() ? "no checkpoint written (checkpoint.on_stop: false)" : "checkpoint in " + where);
+      if (s.comm) s.comm->barrier();
+      return;
+    }
   }
   progress.finish();
   if (s.comm) s.comm->barrier();  // no rank returns before rank 0's last checkpoint is written

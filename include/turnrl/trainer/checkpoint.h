@@ -33,6 +33,25 @@ std::string write_checkpoint(const std::string& root, int64_t step, const std::f
 std::vector<CheckpointEntry> list_checkpoints(const std::string& root);
 // The newest complete checkpoint, if any.
 std::optional<CheckpointEntry> latest_checkpoint(const std::string& root);
+
+// A checkpoint that resuming passed over, and why.
+struct SkippedCheckpoint {
+  CheckpointEntry entry;
+  std::string reason;
+};
+
+// Resuming: calls `load(dir)` on the complete checkpoints under root, newest first, until one
+// returns without throwing; the ones that threw (corrupt, truncated, unreadable) go to *skipped
+// with their error, so the caller can say which one it fell back from. Returns the loaded one, or
+// nullopt when root holds none; throws turnrl::Error listing every checkpoint when none loads.
+std::optional<CheckpointEntry> load_newest_valid_checkpoint(const std::string& root,
+                                                            const std::function<void(const std::string&)>& load,
+                                                            std::vector<SkippedCheckpoint>* skipped);
+
+// Runs `save`, which writes `file` (torch::save, an archive's save_to), and turns whatever it
+// throws (c10::Error on a full disk) into turnrl::Error naming the file, the cause and the last
+// system error, so a failed checkpoint ends the run with a message rather than an abort.
+void save_checkpoint_file(const std::string& file, const std::function<void()>& save);
 // Deletes temporary directories left by killed writers; returns how many.
 int remove_incomplete_checkpoints(const std::string& root);
 

@@ -56,6 +56,7 @@ struct OptimizerConfig {
 struct CheckpointConfig {
   int64_t every = 10;     // steps between checkpoints (0: only the final one)
   int64_t keep_last = 3;  // complete checkpoints kept (older ones are deleted)
+  bool on_stop = true;    // SIGINT/SIGTERM: write a checkpoint of the last finished step before exiting
 };
 
 // The built-in policy: a TransformerPolicy (model/transformer.h).
