@@ -214,9 +214,9 @@ TEST_CASE("remote: two workers, 200 candidates, one worker SIGKILLed mid-batch: 
       case 4: CHECK(r.error == EvalError::compile); break;
     }
   }
-  // Nothing left behind: no request queued or pending, the client's result stream deleted.
-  CHECK(watch.command({"XLEN", stream}).integer == 0);
-  CHECK(pending_count(watch, stream) == 0);
+  // Nothing left behind: no request queued or pending (a worker acknowledges right after storing
+  // the result, which the client may read first), the client's result stream deleted.
+  CHECK(wait_for([&] { return watch.command({"XLEN", stream}).integer == 0 && pending_count(watch, stream) == 0; }, 10));
   CHECK(watch.command({"EXISTS", stream + ":results:" + client.client_id()}).integer == 0);
   CHECK(survivor->stop(SIGTERM) == 0);  // a clean exit on SIGTERM
 }
@@ -247,7 +247,7 @@ TEST_CASE("remote: a request past its deadline comes back as a timeout result, n
   auto worker = start_worker(redis, stream, "late-worker");
   CHECK(wait_for([&] { return worker->output().find("skipped 1 requests past their deadline") != std::string::npos; }, 20));
   CHECK(c.command({"EXISTS", stream + ":results:probe"}).integer == 0);
-  CHECK(c.command({"XLEN", stream}).integer == 0);
+  CHECK(wait_for([&] { return c.command({"XLEN", stream}).integer == 0; }, 10));
 }
 
 TEST_CASE("remote: a malformed message is rejected and logged, and the worker keeps serving") {
@@ -288,8 +288,8 @@ TEST_CASE("remote: a malformed message is rejected and logged, and the worker ke
   CHECK(by_id.at("bad-body").error == EvalError::internal);
   CHECK_THAT(by_id.at("bad-body").message, Catch::Contains("field 'task'") || Catch::Contains("magic"));
   CHECK(by_id.at("bad-mode").error == EvalError::internal);
-  CHECK(c.command({"XLEN", stream}).integer == 0);  // every entry acknowledged and removed
-  CHECK(pending_count(c, stream) == 0);
+  // Every entry acknowledged and removed (right after its result is stored, which the client may read first).
+  CHECK(wait_for([&] { return c.command({"XLEN", stream}).integer == 0 && pending_count(c, stream) == 0; }, 10));
 }
 
 TEST_CASE("remote: stored results expire after evaluator.remote.result_ttl_seconds") {
@@ -399,8 +399,7 @@ TEST_CASE("remote: a request that took its workers down max_deliveries times is 
   CHECK_THAT(res[0].message, Catch::Contains("delivered 4 times") && Catch::Contains("evaluator.remote.max_deliveries: 3"));
   CHECK(res[1].correct);  // a request reclaimed once is evaluated as usual
   CHECK_THAT(worker->output(), Catch::Contains("answered as a crash"));
-  CHECK(c.command({"XLEN", stream}).integer == 0);
-  CHECK(pending_count(c, stream) == 0);
+  CHECK(wait_for([&] { return c.command({"XLEN", stream}).integer == 0 && pending_count(c, stream) == 0; }, 10));
 }
 
 TEST_CASE("remote: after FLUSHALL and after a Redis restart without persistence the workers recreate their group and serve") {

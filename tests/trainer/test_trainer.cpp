@@ -320,7 +320,8 @@ TEST_CASE("an evaluator that cannot evaluate stops the run at start-up, and a st
                                           Catch::Contains("cannot create a compile directory"));
   CHECK(at_start.step() == 0);
   Trainer at_step(test::tiny_config(dir, 2), std::make_shared<InternalErrorEvaluator>(true));
-  CHECK_THROWS_WITH(at_step.train(), Catch::Contains("step 1: all 16 evaluations failed inside the evaluator"));
+  CHECK_THROWS_WITH(at_step.train(), Catch::StartsWith("step 1: all ") &&
+                                         Catch::Contains("evaluations failed inside the evaluator"));
   CHECK(at_step.step() == 0);
   CHECK(read_metrics_jsonl(dir + "/metrics.jsonl").empty());  // no training step was recorded
   CHECK_FALSE(latest_checkpoint(dir + "/checkpoints").has_value());
