@@ -16,42 +16,58 @@ namespace {
   fail("cannot {} '{}': {}", action, path, std::strerror(error));
 }
 
-int open_for_writing(const std::string& path, int mode_flags) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | mode_flags, 0644);
-  if (fd < 0) fail_errno("open for writing", path, errno);
-  return fd;
+}  // namespace
+
+CheckedFile::CheckedFile(const std::string& path, Mode mode) : path_(path) {
+  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (mode == Mode::append ? O_APPEND : O_TRUNC);
+  fd_ = ::open(path.c_str(), flags, 0644);
+  if (fd_ < 0) fail_errno("open for writing", path, errno);
+}
+
+CheckedFile::~CheckedFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+CheckedFile::CheckedFile(CheckedFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
+
+CheckedFile& CheckedFile::operator=(CheckedFile&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    path_ = std::move(other.path_);
+  }
+  return *this;
 }
 
 // write() may write less than asked (a signal, a limit reached half-way): loop until all of it
 // is written or the kernel says why not.
-void write_all(int fd, const std::string& text, const std::string& path) {
+void CheckedFile::write(std::string_view text) {
+  if (fd_ < 0) fail("cannot write '{}': the file is not open", path_);
   size_t done = 0;
   while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    const ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail_errno("write", path, n < 0 ? errno : ENOSPC);
+    if (n <= 0) fail_errno("write", path_, n < 0 ? errno : ENOSPC);
     done += size_t(n);
   }
 }
 
-void sync_and_close(int fd, const std::string& path) {
-  const int synced = ::fsync(fd) == 0 ? 0 : errno;
-  const int closed = ::close(fd) == 0 ? 0 : errno;
-  if (synced) fail_errno("flush to disk", path, synced);
-  if (closed) fail_errno("close", path, closed);
+void CheckedFile::sync() {
+  if (fd_ < 0) fail("cannot flush '{}': the file is not open", path_);
+  if (::fsync(fd_) != 0) fail_errno("flush to disk", path_, errno);
 }
 
-}  // namespace
+void CheckedFile::close() {
+  sync();
+  const int closed = ::close(std::exchange(fd_, -1)) == 0 ? 0 : errno;
+  if (closed) fail_errno("close", path_, closed);
+}
 
 void write_file(const std::string& path, const std::string& content) {
-  const int fd = open_for_writing(path, O_TRUNC);
-  try {
-    write_all(fd, content, path);
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  sync_and_close(fd, path);
+  CheckedFile file(path, CheckedFile::Mode::truncate);
+  file.write(content);
+  file.close();
 }
 
 void write_file_atomically(const std::string& path, const std::string& content) {
@@ -67,30 +83,6 @@ void write_file_atomically(const std::string& path, const std::string& content) 
     ::unlink(temp.c_str());
     fail_errno("replace", path, error);
   }
-}
-
-AppendFile::AppendFile(const std::string& path) : fd_(open_for_writing(path, O_APPEND)), path_(path) {}
-
-AppendFile::~AppendFile() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-AppendFile::AppendFile(AppendFile&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
-
-AppendFile& AppendFile::operator=(AppendFile&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-    path_ = std::move(other.path_);
-  }
-  return *this;
-}
-
-void AppendFile::append(const std::string& text) {
-  if (fd_ < 0) fail("cannot append to a file that is not open");
-  write_all(fd_, text, path_);
-  if (::fsync(fd_) != 0) fail_errno("flush to disk", path_, errno);
 }
 
 }  // namespace turnrl

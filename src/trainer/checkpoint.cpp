@@ -8,9 +8,13 @@
 #include <cstring>
 #include <cstdio>
 #include <filesystem>
+#include <string_view>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/filesystem.h"
 
@@ -112,17 +116,45 @@ std::optional<CheckpointEntry> load_newest_valid_checkpoint(const std::string& r
   fail("resume: none of the {} checkpoints under '{}' can be loaded:{}", failed.size(), root, list);
 }
 
-void save_checkpoint_file(const std::string& file, const std::function<void()>& save) {
-  errno = 0;
+void save_checkpoint_file(const std::string& file, const std::function<void(const std::string& path)>& save) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) fail("checkpoint: cannot write '{}': no pipe: {}", file, std::strerror(errno));
+  const int read_end = pipe_fds[0], write_end = pipe_fds[1];
+  std::string write_error;
+  CheckedFile out;
   try {
-    save();
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    const int system_error = errno;
-    fail("checkpoint: cannot write '{}': {}{}", file, first_line(e.what()),
-         system_error ? fmt::format(" (last system error: {})", std::strerror(system_error)) : std::string());
+    out = CheckedFile(file, CheckedFile::Mode::truncate);
+  } catch (const Error& e) {
+    write_error = e.what();
   }
+  // Drains the pipe into the file; after a failed write it keeps draining (and discarding), so
+  // that `save` never blocks on a full pipe.
+  std::thread copier([&] {
+    std::vector<char> chunk(1 << 16);
+    for (;;) {
+      const ssize_t n = ::read(read_end, chunk.data(), chunk.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      if (!write_error.empty()) continue;
+      try {
+        out.write(std::string_view(chunk.data(), size_t(n)));
+      } catch (const Error& e) {
+        write_error = e.what();
+      }
+    }
+  });
+  std::string save_error;
+  try {
+    save("/proc/self/fd/" + std::to_string(write_end));
+  } catch (const std::exception& e) {
+    save_error = first_line(e.what());
+  }
+  ::close(write_end);  // the copier sees the end once `save` closed its own descriptor too
+  copier.join();
+  ::close(read_end);
+  if (!write_error.empty()) fail("checkpoint: {}", write_error);
+  if (!save_error.empty()) fail("checkpoint: cannot write '{}': {}", file, save_error);
+  out.close();
 }
 
 int remove_incomplete_checkpoints(const std::string& root) {

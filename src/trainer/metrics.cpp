@@ -156,9 +156,12 @@ std::vector<Metrics> read_metrics_jsonl(const std::string& path) {
   return out;
 }
 
-JsonlWriter::JsonlWriter(const std::string& path) : out_(path) {}
+JsonlWriter::JsonlWriter(const std::string& path) : out_(path, CheckedFile::Mode::append) {}
 
-void JsonlWriter::write_line(const std::string& json) { out_.append(json + "\n"); }
+void JsonlWriter::write_line(const std::string& json) {
+  out_.write(json + "\n");
+  out_.sync();  // a line on disk or an error now, not at exit
+}
 
 std::vector<DroppedLine> truncate_metrics_after(const std::string& path, int64_t step) {
   std::ifstream in(path);

@@ -696,14 +696,14 @@ std::string Trainer::save_checkpoint() {
   return write_checkpoint(
       s.checkpoint_root(), s.step,
       [&](const std::string& dir) {
-        save_checkpoint_file(dir + "/policy.pt", [&] { s.policy->save(dir + "/policy.pt"); });
-        save_checkpoint_file(dir + "/optimizer.pt", [&] { torch::save(*s.optimizer, dir + "/optimizer.pt"); });
+        save_checkpoint_file(dir + "/policy.pt", [&](const std::string& path) { s.policy->save(path); });
+        save_checkpoint_file(dir + "/optimizer.pt", [&](const std::string& path) { torch::save(*s.optimizer, path); });
         torch::serialize::OutputArchive state;
         state.write("step", torch::tensor(s.step, torch::kLong));
         state.write("optimizer_steps", torch::tensor(s.optimizer_steps, torch::kLong));
         state.write("seed", torch::tensor(s.config.trainer.seed, torch::kLong));
         state.write("torch_rng", at::detail::getDefaultCPUGenerator().get_state());
-        save_checkpoint_file(dir + "/trainer_state.pt", [&] { state.save_to(dir + "/trainer_state.pt"); });
+        save_checkpoint_file(dir + "/trainer_state.pt", [&](const std::string& path) { state.save_to(path); });
         write_file(dir + "/config.yaml", config_to_yaml(s.config));
       },
       s.config.checkpoint.keep_last);

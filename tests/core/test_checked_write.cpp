@@ -72,6 +72,14 @@ TEST_CASE("write_file writes and replaces a file's content", "[core][checked_wri
   CHECK(read_all(path) == "x");
   write_file(path, "");
   CHECK(read_all(path).empty());
+  CheckedFile log(path, CheckedFile::Mode::append);
+  log.write("a\n");
+  log.close();
+  CheckedFile more(path, CheckedFile::Mode::append);  // appends after what is there
+  more.write("b\n");
+  more.close();
+  CHECK(read_all(path) == "a\nb\n");
+  CHECK_THROWS_WITH(more.write("c"), Catch::Contains("not open"));
   remove_tree(dir);
 }
 
@@ -80,7 +88,8 @@ TEST_CASE("a missing directory or a directory in the file's place is an error na
   CHECK_THROWS_WITH(write_file(dir + "/missing/report.json", "{}"),
                     Catch::Contains("'" + dir + "/missing/report.json'") && Catch::Contains("No such file or directory"));
   CHECK_THROWS_WITH(write_file(dir, "{}"), Catch::Contains("'" + dir + "'") && Catch::Contains("Is a directory"));
-  CHECK_THROWS_WITH(AppendFile(dir + "/missing/metrics.jsonl"), Catch::Contains("No such file or directory"));
+  CHECK_THROWS_WITH(CheckedFile(dir + "/missing/metrics.jsonl", CheckedFile::Mode::append),
+                    Catch::Contains("No such file or directory"));
   CHECK_THROWS_WITH(write_file_atomically(dir + "/missing/config.yaml", "a: 1"), Catch::Contains("No such file or directory"));
   remove_tree(dir);
 }
@@ -91,8 +100,11 @@ TEST_CASE("a file-size limit (a full disk's stand-in) makes every writer throw w
   CHECK(with_file_size_limit(1000, "File too large", [&] { write_file(dir + "/big", big); }) == 0);
   // Appends: the lines within the limit land, the one that crosses it throws (none is lost silently).
   CHECK(with_file_size_limit(1000, "'" + dir + "/metrics.jsonl': File too large", [&] {
-          AppendFile f(dir + "/metrics.jsonl");
-          for (int i = 0; i < 100; ++i) f.append(std::string(99, 'm') + "\n");
+          CheckedFile f(dir + "/metrics.jsonl", CheckedFile::Mode::append);
+          for (int i = 0; i < 100; ++i) {
+            f.write(std::string(99, 'm') + "\n");
+            f.sync();
+          }
         }) == 0);
   CHECK(read_all(dir + "/metrics.jsonl").size() == 1000);
   // An atomic replacement that fails keeps the old file whole and leaves no temporary behind.

@@ -48,10 +48,13 @@ std::optional<CheckpointEntry> load_newest_valid_checkpoint(const std::string& r
                                                             const std::function<void(const std::string&)>& load,
                                                             std::vector<SkippedCheckpoint>* skipped);
 
-// Runs `save`, which writes `file` (torch::save, an archive's save_to), and turns whatever it
-// throws (c10::Error on a full disk) into turnrl::Error naming the file, the cause and the last
-// system error, so a failed checkpoint ends the run with a message rather than an abort.
-void save_checkpoint_file(const std::string& file, const std::function<void()>& save);
+// Writes `file` with `save(path)` (torch::save, an archive's save_to, Policy::save) such that a
+// failure is a turnrl::Error naming the file and the system's reason. LibTorch's file writer
+// cannot report one: on a full disk its destructor throws during unwinding and the process aborts
+// (seen with LibTorch 1.13). So `save` writes into a pipe, which never fills a disk, and the bytes
+// are copied to `file` as they come with checked writes (core/checked_write.h); memory stays
+// bounded by the pipe. Whatever `save` itself throws becomes a turnrl::Error naming the file too.
+void save_checkpoint_file(const std::string& file, const std::function<void(const std::string& path)>& save);
 // Deletes temporary directories left by killed writers; returns how many.
 int remove_incomplete_checkpoints(const std::string& root);
 

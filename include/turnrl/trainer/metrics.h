@@ -31,7 +31,7 @@ class JsonlWriter {
   bool is_open() const { return out_.is_open(); }
 
  private:
-  AppendFile out_;
+  CheckedFile out_;
 };
 
 // A line truncate_metrics_after() dropped although it was not past the resumed step: garbage
