@@ -76,7 +76,16 @@ std::vector<EvalResult> RemoteEvaluator::evaluate(const std::vector<EvalRequest>
       cmds.push_back({"XADD", config_.stream, "*", f::kId, id, f::kReply, reply_key, f::kDeadline, unix_deadline,
                       f::kReference, reference, f::kRequest, encode_request(requests[i])});
     }
-    const auto replies = redis_->pipeline(cmds, 30);
+    std::vector<RedisReply> replies;
+    try {
+      replies = redis_->pipeline(cmds, 30);
+    } catch (const Error& e) {
+      // The connection may have broken since the last batch (Redis restarted): one more try on a
+      // fresh one. Entries that reached Redis the first time carry the same ids, so their results
+      // are recognised and counted once.
+      fmt::print(stderr, "turnrl remote evaluator: {} (submitting again on a new connection)\n", e.what());
+      replies = redis_->pipeline(cmds, 30);
+    }
     for (size_t k = 0; k < replies.size(); ++k) {
       if (replies[k].is_error())
         fail("evaluator.remote: XADD to stream '{}' at {} failed: {}", config_.stream, config_.redis_url, replies[k].str);

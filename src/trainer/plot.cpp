@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <fstream>
 
 #include <fmt/format.h>
 
+#include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
 
 namespace turnrl {
@@ -228,10 +228,7 @@ std::vector<PlotSeries> training_series(const std::vector<Metrics>& rows) {
 }
 
 void plot_metrics(const std::vector<Metrics>& rows, const std::string& png_path) {
-  const std::string png = encode_png(render_line_charts(training_series(rows)));
-  std::ofstream out(png_path, std::ios::binary | std::ios::trunc);
-  out.write(png.data(), std::streamsize(png.size()));
-  if (!out) fail("cannot write '{}'", png_path);
+  write_file(png_path, encode_png(render_line_charts(training_series(rows))));
 }
 
 }  // namespace turnrl

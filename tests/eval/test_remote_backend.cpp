@@ -409,8 +409,8 @@ TEST_CASE("remote: after FLUSHALL and after a Redis restart without persistence 
   auto worker = start_worker(redis, stream, "phoenix", {"--set", "evaluator.remote.visibility_timeout_seconds=1"});
   const std::vector<EvalRequest> three = {quick("relu_bias", "honest"), quick("relu_bias", "wrong"),
                                           quick("softmax_rows", "honest")};
+  RemoteEvaluator client(client_config(redis, stream, 60));  // one client throughout, as a trainer has
   auto served = [&](const char* what) {
-    RemoteEvaluator client(client_config(redis, stream, 60));  // a fresh connection to the (new) server
     const auto t0 = std::chrono::steady_clock::now();
     const auto res = client.evaluate(three);
     int answered = 0;
@@ -437,7 +437,7 @@ TEST_CASE("remote: after FLUSHALL and after a Redis restart without persistence 
   CHECK(recreated >= 2);
 }
 
-TEST_CASE("remote: a result Redis refuses to store (maxmemory) is not acknowledged; it is stored once Redis accepts it") {
+TEST_CASE("remote: a result Redis refuses to store (maxmemory) is not acknowledged, and is stored once Redis accepts it") {
   LocalRedis redis(/*allow_external=*/false);  // reconfigured: never a shared server
   SKIP_WITHOUT_REDIS(redis);
   const std::string stream = redis.stream("oom");

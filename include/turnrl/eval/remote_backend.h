@@ -59,7 +59,8 @@ class RemoteEvaluator : public KernelEvaluator {
   ~RemoteEvaluator() override;
 
   // Results in request order, each exactly once; unanswered by the deadline -> EvalError::timeout.
-  // Throws turnrl::Error only when Redis cannot be reached to submit the batch.
+  // Throws turnrl::Error only when Redis cannot be reached to submit the batch (after one retry on
+  // a new connection, so a Redis restart between batches costs nothing).
   std::vector<EvalResult> evaluate(const std::vector<EvalRequest>& requests) override;
 
   const RemoteEvaluatorConfig& config() const { return config_; }
