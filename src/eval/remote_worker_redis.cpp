@@ -129,6 +129,7 @@ std::string limit_problem(const Entry& e, const RemoteRequestLimits& limits, dou
 struct Answer {
   Entry entry;
   std::optional<std::string> result;
+  bool refused = false;  // Redis refused to store it before: retried quietly (logged once)
 };
 
 EvalResult error_result(EvalError error, std::string message) {
@@ -229,10 +230,13 @@ void RemoteWorker::Impl::answer(std::vector<Answer> answers) {
   size_t k = 0;
   for (Answer& a : answers) {
     if (a.result && replies[k].is_error()) {
-      count(&RemoteWorkerStats::store_failures);
-      log(fmt::format("Redis refused the result of request {} (entry {}) on '{}': {}; the request stays pending and "
-                      "the write is retried until its deadline",
-                      a.entry.id, a.entry.entry_id, a.entry.reply, replies[k].str));
+      if (!a.refused) {
+        count(&RemoteWorkerStats::store_failures);
+        log(fmt::format("Redis refused the result of request {} (entry {}) on '{}': {}; the request stays pending "
+                        "and the write is retried until its deadline",
+                        a.entry.id, a.entry.entry_id, a.entry.reply, replies[k].str));
+      }
+      a.refused = true;
       unstored.push_back(std::move(a));
     } else {
       done.push_back(a.entry.entry_id);

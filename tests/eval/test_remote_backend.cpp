@@ -457,6 +457,15 @@ TEST_CASE("remote: a result Redis refuses to store (maxmemory) is not acknowledg
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   CHECK(c.command({"XLEN", stream}).integer == 2);  // neither deleted...
   CHECK(pending_count(c, stream) == 2);              // ...nor acknowledged
+  auto refusals = [&] {
+    const std::string log = worker->output();
+    size_t n = 0;
+    for (size_t p = log.find("Redis refused the result"); p != std::string::npos; p = log.find("Redis refused the result", p + 1)) ++n;
+    return n;
+  };
+  CHECK(wait_for([&] { return refusals() >= 2; }, 30));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // a few retries of the writes
+  CHECK(refusals() == 2);  // each refusal logged once, however often the write is retried
   c.command({"CONFIG", "SET", "maxmemory", "0"});
   const auto t0 = std::chrono::steady_clock::now();
   submit.join();
