@@ -9,11 +9,13 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
 #include "turnrl/trainer/config.h"
 #include "turnrl/trainer/evaluation.h"
 #include "turnrl/trainer/metrics.h"
 #include "turnrl/trainer/kernel_recipe.h"
+#include "turnrl/trainer/stop_request.h"
 
 namespace turnrl::cli {
 namespace {
@@ -45,7 +47,9 @@ int run_training(const TrainArgs& a) {
     fmt::print(stderr, "turnrl: {} training tasks, {} x {} episodes a step, {} turns, estimator {}, {} rank(s), run dir {}\n",
                trainer.train_tasks().size(), c.trainer.tasks_per_step, c.trainer.samples_per_task, c.env.max_turns,
                c.estimator, trainer.world_size(), c.run.dir);
+  install_stop_handlers();
   trainer.train(a.resume);
+  if (const int signal = stop_signal()) return 128 + signal;  // train() said where it stopped
   if (trainer.rank() == 0)
     fmt::print(stderr, "turnrl: done at step {}; metrics in {}/metrics.jsonl\n", trainer.step(), c.run.dir);
   return 0;
@@ -65,11 +69,7 @@ void run_evaluation(const EvalArgs& a) {
     tasks.tasks.insert(tasks.tasks.begin(), trainer.train_tasks().tasks.begin(), trainer.train_tasks().tasks.end());
   const EvalReport report = evaluate_policy(trainer.policy(), trainer.collector(), tasks, trainer.config().eval);
   fmt::print("{}", report.to_text());
-  if (!a.json.empty()) {
-    std::ofstream out(a.json);
-    out << metrics_to_json(report.to_metrics()) << "\n";
-    if (!out) fail("--json: cannot write '{}'", a.json);
-  }
+  if (!a.json.empty()) write_file(a.json, metrics_to_json(report.to_metrics()) + "\n");
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 #include "turnrl/core/config_reader.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/ranges.h>
 
@@ -139,22 +143,57 @@ void ConfigReader::finish() const {
   }
 }
 
-YAML::Node parse_yaml(const std::string& text, const std::string& what) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    fail("{}: YAML syntax error at line {}, column {}: {}", what, e.mark.line + 1, e.mark.column + 1, e.msg);
+namespace {
+
+std::string child_path(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+// yaml-cpp 0.7 keeps every pair of a map with a repeated key and looks up the first, so a
+// duplicate would silently lose to its earlier twin: walk the tree and refuse it, naming both lines.
+void reject_duplicate_keys(const YAML::Node& node, const std::string& path, const std::string& what) {
+  if (node.IsSequence()) {
+    for (size_t i = 0; i < node.size(); ++i) reject_duplicate_keys(node[i], fmt::format("{}[{}]", path, i), what);
+    return;
+  }
+  if (!node.IsMap()) return;
+  std::vector<std::pair<std::string, int>> seen;  // key, 1-based line
+  for (const auto& kv : node) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "<complex key>";
+    const int line = kv.first.Mark().line + 1;
+    for (const auto& [earlier, earlier_line] : seen)
+      if (earlier == key)
+        fail("{}: duplicate key '{}' at lines {} and {}; each key may appear once in a map", what,
+             child_path(path, key), earlier_line, line);
+    seen.emplace_back(key, line);
+    reject_duplicate_keys(kv.second, child_path(path, key), what);
   }
 }
 
-YAML::Node load_yaml_file(const std::string& file) {
+}  // namespace
+
+YAML::Node parse_yaml(const std::string& text, const std::string& what) {
+  std::vector<YAML::Node> documents;
   try {
-    return YAML::LoadFile(file);
-  } catch (const YAML::BadFile&) {
-    fail("{}: cannot open the config file", file);
+    documents = YAML::LoadAll(text);
   } catch (const YAML::Exception& e) {
-    fail("{}: YAML syntax error at line {}, column {}: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg);
+    fail("{}: YAML syntax error at line {}, column {}: {}", what, e.mark.line + 1, e.mark.column + 1, e.msg);
   }
+  if (documents.size() > 1)
+    fail("{}: a second YAML document starts at line {} ('---'); a config holds exactly one document", what,
+         documents[1].Mark().line + 1);
+  if (documents.empty()) return YAML::Node();
+  reject_duplicate_keys(documents[0], "", what);
+  return documents[0];
+}
+
+YAML::Node load_yaml_file(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) fail("{}: cannot open the config file: {}", file, std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) fail("{}: cannot read the config file: {}", file, std::strerror(errno));
+  return parse_yaml(text.str(), file);
 }
 
 }  // namespace turnrl

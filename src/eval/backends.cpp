@@ -57,6 +57,7 @@ void read_evaluator_config(ConfigReader& r, EvaluatorConfig& o) {
         .number("deadline_seconds", o.remote.deadline_seconds, 0.01, 1e7)
         .number("visibility_timeout_seconds", o.remote.visibility_timeout_seconds, 0.01, 1e7)
         .number("result_ttl_seconds", o.remote.result_ttl_seconds, 1, 1e9)
+        .integer("max_deliveries", o.remote.max_deliveries, 1, 1000)
         .flag("cached_reference_timing", o.remote.cached_reference_timing)
         .number("reference_ttl_seconds", o.remote.reference_ttl_seconds, 1, 1e9);
     s.finish();

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "python_json.h"
+#include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
 
 namespace turnrl {
@@ -212,10 +213,9 @@ std::string python_task_json(const PythonTask& t) {
 }
 
 void write_python_tasks(const std::string& path, const std::vector<PythonTask>& tasks) {
-  std::ofstream out(path);
-  if (!out) fail("{}: cannot write the task file", path);
-  for (const auto& t : tasks) out << python_task_json(t) << "\n";
-  if (!out) fail("{}: write failed", path);
+  std::string lines;
+  for (const auto& t : tasks) lines += python_task_json(t) + "\n";
+  write_file(path, lines);
 }
 
 KernelBenchImportResult import_kernelbench(const std::string& folder, const KernelBenchImport& options) {

@@ -76,7 +76,16 @@ std::vector<EvalResult> RemoteEvaluator::evaluate(const std::vector<EvalRequest>
       cmds.push_back({"XADD", config_.stream, "*", f::kId, id, f::kReply, reply_key, f::kDeadline, unix_deadline,
                       f::kReference, reference, f::kRequest, encode_request(requests[i])});
     }
-    const auto replies = redis_->pipeline(cmds, 30);
+    std::vector<RedisReply> replies;
+    try {
+      replies = redis_->pipeline(cmds, 30);
+    } catch (const Error& e) {
+      // The connection may have broken since the last batch (Redis restarted): one more try on a
+      // fresh one. Entries that reached Redis the first time carry the same ids, so their results
+      // are recognised and counted once.
+      fmt::print(stderr, "turnrl remote evaluator: {} (submitting again on a new connection)\n", e.what());
+      replies = redis_->pipeline(cmds, 30);
+    }
     for (size_t k = 0; k < replies.size(); ++k) {
       if (replies[k].is_error())
         fail("evaluator.remote: XADD to stream '{}' at {} failed: {}", config_.stream, config_.redis_url, replies[k].str);
@@ -89,15 +98,22 @@ std::vector<EvalResult> RemoteEvaluator::evaluate(const std::vector<EvalRequest>
   std::vector<char> done(n, 0);
   size_t remaining = n;
   std::string last_seen = "0-0";
-  std::string last_error;
-  while (remaining > 0) {
+  std::string last_error, unreadable;
+  while (remaining > 0 && unreadable.empty()) {
     const double left = std::chrono::duration<double>(deadline - Clock::now()).count();
     if (left <= 0) break;
     const int64_t block_ms = std::max<int64_t>(1, int64_t(std::min(left, kLongestBlock) * 1000));
     RedisReply reply;
     try {
-      reply = redis_->command({"XREAD", "COUNT", "1024", "BLOCK", std::to_string(block_ms), "STREAMS", reply_key, last_seen},
-                              double(block_ms) / 1000 + 10);
+      reply = redis_->call({"XREAD", "COUNT", "1024", "BLOCK", std::to_string(block_ms), "STREAMS", reply_key, last_seen},
+                           double(block_ms) / 1000 + 10);
+      // A key of another type under our result stream's name never heals by waiting (and no worker
+      // can store a result there): say so now. Other error replies (LOADING, ...) are retried.
+      if (reply.is_error() && reply.str.rfind("WRONGTYPE", 0) == 0) {
+        unreadable = reply.str;
+        break;
+      }
+      if (reply.is_error()) fail("redis {}: XREAD: {}", config_.redis_url, reply.str);
     } catch (const Error& e) {  // Redis restarting or unreachable: retry (reconnecting) until the deadline
       if (last_error != e.what()) fmt::print(stderr, "turnrl remote evaluator: {} (retrying until the deadline)\n", e.what());
       last_error = e.what();
@@ -140,12 +156,20 @@ std::vector<EvalResult> RemoteEvaluator::evaluate(const std::vector<EvalRequest>
   for (size_t i = 0; i < n; ++i) {
     if (done[i]) continue;
     results[i] = EvalResult{};
-    results[i].error = EvalError::timeout;
-    results[i].message = fmt::format(
-        "no result from the remote evaluator within the deadline of {} s (evaluator.remote.deadline_seconds): no "
-        "eval-worker on stream '{}' at {} answered in time",
-        config_.deadline_seconds, config_.stream, config_.redis_url);
-    ++timeouts_;
+    if (!unreadable.empty()) {
+      results[i].error = EvalError::internal;
+      results[i].message = fmt::format(
+          "the remote evaluator's result stream '{}' at {} cannot hold results: {} (another program wrote a key of "
+          "that name; it is deleted after this batch)",
+          reply_key, config_.redis_url, unreadable);
+    } else {
+      results[i].error = EvalError::timeout;
+      results[i].message = fmt::format(
+          "no result from the remote evaluator within the deadline of {} s (evaluator.remote.deadline_seconds): no "
+          "eval-worker on stream '{}' at {} answered in time, or none could store its result (their logs say why)",
+          config_.deadline_seconds, config_.stream, config_.redis_url);
+      ++timeouts_;
+    }
     xdel.push_back(entry_ids[i]);
   }
   if (xdel.size() > 2) cleanup.push_back(xdel);

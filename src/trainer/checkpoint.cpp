@@ -4,11 +4,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdio>
 #include <filesystem>
+#include <string_view>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/filesystem.h"
 
@@ -26,16 +32,19 @@ std::optional<int64_t> parse_step(const std::string& name) {
   return std::stoll(digits);
 }
 
+// LibTorch's messages carry a stack trace after the first line; the user needs the first line.
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 }  // namespace
 
 std::string checkpoint_name(int64_t step) { return fmt::format("{}{:08d}", kPrefix, step); }
 
 void fsync_path(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail("checkpoint: cannot open '{}' to flush it", path);
-  const int rc = ::fsync(fd);
+  if (fd < 0) fail("checkpoint: cannot open '{}' to flush it: {}", path, std::strerror(errno));
+  const int synced = ::fsync(fd) == 0 ? 0 : errno;
   ::close(fd);
-  if (rc != 0) fail("checkpoint: fsync of '{}' failed", path);
+  if (synced) fail("checkpoint: cannot flush '{}' to disk: {}", path, std::strerror(synced));
 }
 
 std::string write_checkpoint(const std::string& root, int64_t step, const std::function<void(const std::string&)>& write,
@@ -85,6 +94,67 @@ std::optional<CheckpointEntry> latest_checkpoint(const std::string& root) {
   const auto all = list_checkpoints(root);
   if (all.empty()) return std::nullopt;
   return all.back();
+}
+
+std::optional<CheckpointEntry> load_newest_valid_checkpoint(const std::string& root,
+                                                            const std::function<void(const std::string&)>& load,
+                                                            std::vector<SkippedCheckpoint>* skipped) {
+  const std::vector<CheckpointEntry> all = list_checkpoints(root);
+  std::vector<SkippedCheckpoint> failed;
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    try {
+      load(it->path);
+      if (skipped) *skipped = std::move(failed);
+      return *it;
+    } catch (const std::exception& e) {
+      failed.push_back({*it, first_line(e.what())});
+    }
+  }
+  if (failed.empty()) return std::nullopt;
+  std::string list;
+  for (const auto& f : failed) list += fmt::format("\n  {}: {}", f.entry.path, f.reason);
+  fail("resume: none of the {} checkpoints under '{}' can be loaded:{}", failed.size(), root, list);
+}
+
+void save_checkpoint_file(const std::string& file, const std::function<void(const std::string& path)>& save) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) fail("checkpoint: cannot write '{}': no pipe: {}", file, std::strerror(errno));
+  const int read_end = pipe_fds[0], write_end = pipe_fds[1];
+  std::string write_error;
+  CheckedFile out;
+  try {
+    out = CheckedFile(file, CheckedFile::Mode::truncate);
+  } catch (const Error& e) {
+    write_error = e.what();
+  }
+  // Drains the pipe into the file; after a failed write it keeps draining (and discarding), so
+  // that `save` never blocks on a full pipe.
+  std::thread copier([&] {
+    std::vector<char> chunk(1 << 16);
+    for (;;) {
+      const ssize_t n = ::read(read_end, chunk.data(), chunk.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      if (!write_error.empty()) continue;
+      try {
+        out.write(std::string_view(chunk.data(), size_t(n)));
+      } catch (const Error& e) {
+        write_error = e.what();
+      }
+    }
+  });
+  std::string save_error;
+  try {
+    save("/proc/self/fd/" + std::to_string(write_end));
+  } catch (const std::exception& e) {
+    save_error = first_line(e.what());
+  }
+  ::close(write_end);  // the copier sees the end once `save` closed its own descriptor too
+  copier.join();
+  ::close(read_end);
+  if (!write_error.empty()) fail("checkpoint: {}", write_error);
+  if (!save_error.empty()) fail("checkpoint: cannot write '{}': {}", file, save_error);
+  out.close();
 }
 
 int remove_incomplete_checkpoints(const std::string& root) {

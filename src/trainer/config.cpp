@@ -46,6 +46,7 @@ template <typename V>
 void describe(V& v, CheckpointConfig& o) {
   v.integer("every", o.every, 0, int64_t(1) << 40, "steps between checkpoints; 0 = only at the end");
   v.integer("keep_last", o.keep_last, 1, 1 << 20, "complete checkpoints kept; >= 1");
+  v.flag("on_stop", o.on_stop, "SIGINT/SIGTERM: checkpoint the last finished step, then exit");
 }
 
 template <typename V>
@@ -396,6 +397,7 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   w.key("deadline_seconds", ev.remote.deadline_seconds, "per request; then a timeout result");
   w.key("visibility_timeout_seconds", ev.remote.visibility_timeout_seconds, "unacknowledged work is reclaimed after this");
   w.key("result_ttl_seconds", ev.remote.result_ttl_seconds, "stored results expire after this");
+  w.key("max_deliveries", ev.remote.max_deliveries, "a request delivered more often is answered as a crash");
   w.key("cached_reference_timing", ev.remote.cached_reference_timing, "cpu: reference timed once per task and device kind");
   w.key("reference_ttl_seconds", ev.remote.reference_ttl_seconds, "cached reference timings expire after this");
   w.close();

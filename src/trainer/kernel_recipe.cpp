@@ -1,4 +1,3 @@
-#include "turnrl/env/builtin_tasks.h"
 #include "turnrl/trainer/kernel_recipe.h"
 
 #include <algorithm>
@@ -8,9 +7,11 @@
 #include <torch/utils.h>
 
 #include "turnrl/core/error.h"
+#include "turnrl/env/builtin_tasks.h"
 #include "turnrl/env/kernel_env.h"
 #include "turnrl/env/kernel_plan.h"
 #include "turnrl/eval/backends.h"
+#include "turnrl/eval/evaluator_health.h"
 #include "turnrl/model/transformer.h"
 #include "turnrl/trainer/chat_codec.h"
 #include "turnrl/trainer/distributed.h"
@@ -108,11 +109,15 @@ KernelRecipe kernel_recipe(TrainConfig config, std::shared_ptr<KernelEvaluator> 
   k.parts.environments = kernel_env_pools(k.evaluator, reward, c.env);
   k.parts.tasks = k.train_tasks.tasks;
   k.parts.options = c;
-  k.parts.stages = {std::make_shared<KernelMetricsStage>(c.eval.fast_p),
+  k.parts.stages = {std::make_shared<EvaluatorHealthStage>(), std::make_shared<KernelMetricsStage>(c.eval.fast_p),
                     std::make_shared<MeaningfulTurnMaskStage>(c.rejection.mask_void_turns),
                     std::make_shared<GroupFilterStage>(c.rejection.groups), std::make_shared<PrsStage>(c.rejection.prs)};
   k.parts.decode_payload = kernel_verdict_decoder(reward);
   k.parts.resolved_config = config_to_yaml(c);
+  if (!k.train_tasks.tasks.empty())
+    k.parts.startup_check = [evaluator = k.evaluator, task = k.train_tasks.tasks.front().id] {
+      probe_evaluator(*evaluator, task);
+    };
   return k;
 }
 

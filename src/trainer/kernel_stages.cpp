@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "turnrl/eval/evaluator_health.h"
+
 namespace turnrl {
 
 PrsInputs prs_inputs(const std::vector<EvalResult>& results, CoverageSource source) {
@@ -67,6 +69,11 @@ Metrics kernel_rollout_metrics(const RolloutBatch& r, const std::vector<double>&
 
 Metrics KernelMetricsStage::apply(RolloutBatch& rollouts, const StageContext&) {
   return kernel_rollout_metrics(rollouts, fast_p_);
+}
+
+Metrics EvaluatorHealthStage::apply(RolloutBatch& rollouts, const StageContext& context) {
+  require_evaluator_worked(kernel_evals(rollouts), fmt::format("step {}", context.step + 1));
+  return {};
 }
 
 Metrics PrsStage::apply(RolloutBatch& r, const StageContext& context) {

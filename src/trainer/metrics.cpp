@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -155,38 +156,36 @@ std::vector<Metrics> read_metrics_jsonl(const std::string& path) {
   return out;
 }
 
-JsonlWriter::JsonlWriter(const std::string& path) : out_(path, std::ios::app) {
-  if (!out_) fail("cannot open '{}' for writing", path);
-}
+JsonlWriter::JsonlWriter(const std::string& path) : out_(path, CheckedFile::Mode::append) {}
 
 void JsonlWriter::write_line(const std::string& json) {
-  out_ << json << '\n';
-  out_.flush();
+  out_.write(json + "\n");
+  out_.sync();  // a line on disk or an error now, not at exit
 }
 
-void truncate_metrics_after(const std::string& path, int64_t step) {
+std::vector<DroppedLine> truncate_metrics_after(const std::string& path, int64_t step) {
   std::ifstream in(path);
-  if (!in) return;
+  if (!in) return {};
+  std::vector<DroppedLine> dropped;
   std::string kept, line;
-  while (std::getline(in, line)) {
-    if (in.eof()) break;  // torn last line
+  for (size_t number = 1; std::getline(in, line); ++number) {
+    if (in.eof()) {  // no newline: torn by a killed writer
+      dropped.push_back({number, line.substr(0, 120), "the last line has no newline (a write cut short)"});
+      break;
+    }
     Metrics m;
     try {
       m = parse_metrics_json(line);
-    } catch (const Error&) {
+    } catch (const Error& e) {
+      dropped.push_back({number, line.substr(0, 120), e.what()});
       continue;
     }
     const auto it = m.find("step");
     if (it != m.end() && it->second <= double(step)) kept += line + "\n";
   }
   in.close();
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept;
-    if (!out) fail("cannot write '{}'", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail("cannot replace '{}'", path);
+  write_file_atomically(path, kept);
+  return dropped;
 }
 
 const std::vector<std::pair<std::string, std::string>>& verl_metric_aliases() {

@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <fstream>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
 
 namespace turnrl {
@@ -318,10 +318,7 @@ std::string encode_png(const RgbImage& img) {
 }
 
 void plot_runs(const std::vector<PlotRun>& runs, const std::string& png_path, const PlotOptions& options) {
-  const std::string png = encode_png(render_metric_panels(runs, options));
-  std::ofstream out(png_path, std::ios::binary | std::ios::trunc);
-  out.write(png.data(), std::streamsize(png.size()));
-  if (!out) fail("plot: cannot write '{}'", png_path);
+  write_file(png_path, encode_png(render_metric_panels(runs, options)));
 }
 
 }  // namespace turnrl

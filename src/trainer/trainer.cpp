@@ -19,12 +19,14 @@
 #include "turnrl/algo/policy_loss.h"
 #include "turnrl/algo/returns.h"
 #include "turnrl/core/byte_io.h"
+#include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/random.h"
 #include "turnrl/trainer/batch_metrics.h"
 #include "turnrl/trainer/checkpoint.h"
 #include "turnrl/trainer/distributed.h"
 #include "turnrl/trainer/progress.h"
+#include "turnrl/trainer/stop_request.h"
 #include "turnrl/trainer/tensorboard.h"
 
 namespace turnrl {
@@ -36,16 +38,6 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 void merge(Metrics& into, const Metrics& from) {
   for (const auto& [k, v] : from) into[k] = v;
-}
-
-void write_text_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    if (!out) fail("cannot write '{}'", tmp);
-  }
-  fs::rename(tmp, path);
 }
 
 // A tensor's elements as bytes (host, contiguous); the receiver knows dtype and width.
@@ -465,15 +457,15 @@ std::string Trainer::save_checkpoint() {
   return write_checkpoint(
       s.checkpoint_root(), s.step,
       [&](const std::string& dir) {
-        s.parts.policy->save(dir + "/policy.pt");
-        torch::save(*s.optimizer, dir + "/optimizer.pt");
+        save_checkpoint_file(dir + "/policy.pt", [&](const std::string& path) { s.parts.policy->save(path); });
+        save_checkpoint_file(dir + "/optimizer.pt", [&](const std::string& path) { torch::save(*s.optimizer, path); });
         torch::serialize::OutputArchive state;
         state.write("step", torch::tensor(s.step, torch::kLong));
         state.write("optimizer_steps", torch::tensor(s.optimizer_steps, torch::kLong));
         state.write("seed", torch::tensor(s.parts.options.trainer.seed, torch::kLong));
         state.write("torch_rng", at::detail::getDefaultCPUGenerator().get_state());
-        state.save_to(dir + "/trainer_state.pt");
-        if (!s.parts.resolved_config.empty()) std::ofstream(dir + "/config.yaml") << s.parts.resolved_config;
+        save_checkpoint_file(dir + "/trainer_state.pt", [&](const std::string& path) { state.save_to(path); });
+        if (!s.parts.resolved_config.empty()) write_file(dir + "/config.yaml", s.parts.resolved_config);
       },
       s.parts.options.checkpoint.keep_last);
 }
@@ -510,10 +502,13 @@ bool Trainer::resume() {
   const std::string root = s_->checkpoint_root();
   if (s_->rank == 0) remove_incomplete_checkpoints(root);
   if (s_->comm) s_->comm->barrier();  // the other ranks look after rank 0 tidied up
-  const auto latest = latest_checkpoint(root);
-  if (!latest) return false;
-  load_checkpoint(latest->path);
-  return true;
+  std::vector<SkippedCheckpoint> skipped;
+  const auto loaded = load_newest_valid_checkpoint(root, [&](const std::string& dir) { load_checkpoint(dir); }, &skipped);
+  if (s_->rank == 0)
+    for (const auto& bad : skipped)
+      fmt::print(stderr, "turnrl: checkpoint '{}' cannot be loaded ({}); resuming from the older '{}' instead\n",
+                 bad.entry.path, bad.reason, loaded->path);
+  return loaded.has_value();
 }
 
 // --- the loop ------------------------------------------------------------------------------------
@@ -564,14 +559,16 @@ void Trainer::train(bool resume_run) {
   JsonlWriter metrics, samples;
   TensorBoardWriter events;
   if (writer) {
-    truncate_metrics_after(metrics_path, s.step);
-    truncate_metrics_after(samples_path, s.step);
+    for (const std::string& path : {metrics_path, samples_path})
+      for (const DroppedLine& d : truncate_metrics_after(path, s.step))
+        fmt::print(stderr, "turnrl: resume: dropped line {} of '{}' ({}): {}\n", d.line, path, d.reason, d.text);
     if (!s.parts.resolved_config.empty())
-      write_text_atomically((fs::path(c.run.dir) / "config.yaml").string(), s.parts.resolved_config);
+      write_file_atomically((fs::path(c.run.dir) / "config.yaml").string(), s.parts.resolved_config);
     metrics = JsonlWriter(metrics_path);
     samples = JsonlWriter(samples_path);
     events = TensorBoardWriter(c.run.dir);
   }
+  if (s.step < c.trainer.steps && s.parts.startup_check) s.parts.startup_check();
   ProgressLine progress(s.step, c.run.progress && writer);
   while (s.step < c.trainer.steps) {
     Metrics m = train_step();
@@ -593,7 +590,18 @@ void Trainer::train(bool resume_run) {
     p.reward = m.count("reward/mean") ? m.at("reward/mean") : 0.0;
     p.fast = m.count("kernel/fast@1.2") ? m.at("kernel/fast@1.2") : 0.0;
     progress.update(p);
-    if ((c.checkpoint.every > 0 && s.step % c.checkpoint.every == 0) || s.step == c.trainer.steps) save_checkpoint();
+    std::string checkpoint;
+    if ((c.checkpoint.every > 0 && s.step % c.checkpoint.every == 0) || s.step == c.trainer.steps)
+      checkpoint = save_checkpoint();
+    if (const int signal = agreed_stop_signal(s.comm.get())) {
+      progress.finish();
+      const std::string where = checkpoint.empty() && c.checkpoint.on_stop ? save_checkpoint() : checkpoint;
+      if (writer)
+        fmt::print(stderr, "turnrl: stopped by {} after step {}; {}\n", strsignal(signal), s.step,
+                   where.empty() ? "no checkpoint written (checkpoint.on_stop: false)" : "checkpoint in " + where);
+      if (s.comm) s.comm->barrier();
+      return;
+    }
   }
   progress.finish();
   if (s.comm) s.comm->barrier();  // no rank returns before rank 0's last checkpoint is written

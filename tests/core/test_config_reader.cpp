@@ -1,4 +1,10 @@
 // ConfigReader: strict YAML reading — types, ranges, choices, unknown keys, nested sections.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
 #include <catch2/catch.hpp>
 
 #include "turnrl/algo/advantage.h"
@@ -67,4 +73,30 @@ TEST_CASE("advantage and return options map one-to-one onto YAML", "[config]") {
   REQUIRE(ro.mode == ReturnMode::outcome);
   ConfigReader bad(parse_yaml("singleton: none\n", "t"), "algo");
   REQUIRE_THROWS_WITH(read_options(bad, a), Catch::Contains("algo.singleton: 'none' is not allowed; allowed: raw_return, zero"));
+}
+
+TEST_CASE("a repeated key, a repeated section and a second document are errors naming both lines", "[config][edge]") {
+  REQUIRE_THROWS_WITH(parse_yaml("trainer:\n  steps: 5\n  lr: 1\n  steps: 7\n", "cfg.yaml"),
+                      Catch::Contains("cfg.yaml: duplicate key 'trainer.steps' at lines 2 and 4"));
+  REQUIRE_THROWS_WITH(parse_yaml("trainer:\n  steps: 5\nreward: {}\ntrainer:\n  lr: 1\n", "cfg.yaml"),
+                      Catch::Contains("duplicate key 'trainer' at lines 1 and 4"));
+  REQUIRE_THROWS_WITH(parse_yaml("tasks:\n  - {name: a, name: b}\n", "cfg.yaml"),
+                      Catch::Contains("duplicate key 'tasks[0].name' at lines 2 and 2"));
+  REQUIRE_THROWS_WITH(parse_yaml("a: 1\n---\nb: 2\n", "cfg.yaml"),
+                      Catch::Contains("cfg.yaml: a second YAML document starts at line 3"));
+  // Equal values under different parents, one explicit document, and an empty text are fine.
+  const YAML::Node ok = parse_yaml("---\na: {x: 1}\nb: {x: 1}\n", "cfg.yaml");
+  CHECK(ok["a"]["x"].as<int>() == 1);
+  CHECK(ok["b"]["x"].as<int>() == 1);
+  CHECK(parse_yaml("", "cfg.yaml").IsNull());
+}
+
+TEST_CASE("load_yaml_file applies the same duplicate check and names the file", "[config][edge]") {
+  char dir[] = "/tmp/turnrl-config-reader-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string file = std::string(dir) + "/cfg.yaml";
+  std::ofstream(file) << "evaluator:\n  backend: cpu\n  backend: cuda\n";
+  REQUIRE_THROWS_WITH(load_yaml_file(file), Catch::Contains(file + ": duplicate key 'evaluator.backend' at lines 2 and 3"));
+  std::remove(file.c_str());
+  rmdir(dir);
 }

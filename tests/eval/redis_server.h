@@ -109,32 +109,13 @@ class LocalRedis {
       url_ = url;
       return;
     }
-    const std::string server = find_program("redis-server");
-    if (server.empty()) {
+    server_ = find_program("redis-server");
+    if (server_.empty()) {
       skip_reason_ = "redis-server is not installed (apt install redis-server) and TURNRL_TEST_REDIS_URL is unset";
       return;
     }
     dir_ = make_private_dir("turnrl-test-redis");
-    for (int attempt = 0; attempt < 3 && url_.empty(); ++attempt) {
-      const int port = free_port();
-      process_ = std::make_unique<ChildProcess>(
-          std::vector<std::string>{server, "--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
-                                   "--appendonly", "no", "--dir", dir_, "--protected-mode", "yes"},
-          dir_ + "/redis.log");
-      const std::string url = fmt::format("redis://127.0.0.1:{}", port);
-      for (int i = 0; i < 250 && process_->alive(); ++i) {  // up to 5 s
-        try {
-          RedisConnection c(url, 1);
-          if (c.command({"PING"}).str == "PONG") {
-            url_ = url;
-            break;
-          }
-        } catch (const std::exception&) {
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      if (url_.empty()) process_.reset();
-    }
+    for (int attempt = 0; attempt < 3 && url_.empty(); ++attempt) start(free_port());
     if (url_.empty()) skip_reason_ = "redis-server did not start: " + read_text(dir_ + "/redis.log");
   }
   ~LocalRedis() {
@@ -144,6 +125,22 @@ class LocalRedis {
   }
 
   bool available() const { return !url_.empty(); }
+  // True for a server of this object's own (not $TURNRL_TEST_REDIS_URL): it may be reconfigured,
+  // flushed and restarted.
+  bool is_private() const { return process_ != nullptr; }
+  // A private server only: stops redis-server (SIGKILL) and starts a fresh one on the same port,
+  // as a restart without persistence does: every stream, group and key is gone. False if it fails.
+  bool restart() {
+    if (!process_) return false;
+    process_.reset();
+    const int port = std::stoi(url_.substr(url_.rfind(':') + 1));
+    url_.clear();
+    for (int attempt = 0; attempt < 50 && url_.empty(); ++attempt) {  // the port may linger briefly
+      start(port);
+      if (url_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return !url_.empty();
+  }
   const std::string& url() const { return url_; }
   const std::string& skip_reason() const { return skip_reason_; }
   // A stream name unique to this run; on a shared server its keys are deleted with this object.
@@ -173,6 +170,27 @@ class LocalRedis {
     return port ? port : 20000 + int(std::random_device()() % 20000);
   }
 
+  // Starts redis-server on `port` and waits up to 5 s for PONG; sets url_ on success.
+  void start(int port) {
+    process_ = std::make_unique<ChildProcess>(
+        std::vector<std::string>{server_, "--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "no", "--dir", dir_, "--protected-mode", "yes"},
+        dir_ + "/redis.log");
+    const std::string url = fmt::format("redis://127.0.0.1:{}", port);
+    for (int i = 0; i < 250 && process_->alive(); ++i) {
+      try {
+        RedisConnection c(url, 1);
+        if (c.command({"PING"}).str == "PONG") {
+          url_ = url;
+          return;
+        }
+      } catch (const std::exception&) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    process_.reset();
+  }
+
   void forget_streams() {
     try {
       RedisConnection c(url_, 1);
@@ -188,7 +206,7 @@ class LocalRedis {
     }
   }
 
-  std::string url_, skip_reason_, dir_;
+  std::string url_, skip_reason_, dir_, server_;
   std::vector<std::string> streams_;
   std::unique_ptr<ChildProcess> process_;
 };

@@ -214,9 +214,9 @@ TEST_CASE("remote: two workers, 200 candidates, one worker SIGKILLed mid-batch: 
       case 4: CHECK(r.error == EvalError::compile); break;
     }
   }
-  // Nothing left behind: no request queued or pending, the client's result stream deleted.
-  CHECK(watch.command({"XLEN", stream}).integer == 0);
-  CHECK(pending_count(watch, stream) == 0);
+  // Nothing left behind: no request queued or pending (a worker acknowledges right after storing
+  // the result, which the client may read first), the client's result stream deleted.
+  CHECK(wait_for([&] { return watch.command({"XLEN", stream}).integer == 0 && pending_count(watch, stream) == 0; }, 10));
   CHECK(watch.command({"EXISTS", stream + ":results:" + client.client_id()}).integer == 0);
   CHECK(survivor->stop(SIGTERM) == 0);  // a clean exit on SIGTERM
 }
@@ -247,7 +247,7 @@ TEST_CASE("remote: a request past its deadline comes back as a timeout result, n
   auto worker = start_worker(redis, stream, "late-worker");
   CHECK(wait_for([&] { return worker->output().find("skipped 1 requests past their deadline") != std::string::npos; }, 20));
   CHECK(c.command({"EXISTS", stream + ":results:probe"}).integer == 0);
-  CHECK(c.command({"XLEN", stream}).integer == 0);
+  CHECK(wait_for([&] { return c.command({"XLEN", stream}).integer == 0; }, 10));
 }
 
 TEST_CASE("remote: a malformed message is rejected and logged, and the worker keeps serving") {
@@ -288,8 +288,8 @@ TEST_CASE("remote: a malformed message is rejected and logged, and the worker ke
   CHECK(by_id.at("bad-body").error == EvalError::internal);
   CHECK_THAT(by_id.at("bad-body").message, Catch::Contains("field 'task'") || Catch::Contains("magic"));
   CHECK(by_id.at("bad-mode").error == EvalError::internal);
-  CHECK(c.command({"XLEN", stream}).integer == 0);  // every entry acknowledged and removed
-  CHECK(pending_count(c, stream) == 0);
+  // Every entry acknowledged and removed (right after its result is stored, which the client may read first).
+  CHECK(wait_for([&] { return c.command({"XLEN", stream}).integer == 0 && pending_count(c, stream) == 0; }, 10));
 }
 
 TEST_CASE("remote: stored results expire after evaluator.remote.result_ttl_seconds") {
@@ -370,3 +370,160 @@ TEST_CASE("remote: cached reference timing is measured once per (task, device ki
   CHECK_THAT(worker->output(), Catch::Contains("reference cache 6 hits, 2 misses"));
 }
 #endif  // TURNRL_WITH_REDIS
+
+TEST_CASE("remote: a request that took its workers down max_deliveries times is answered as a crash, not evaluated again") {
+  LocalRedis redis;
+  SKIP_WITHOUT_REDIS(redis);
+  const std::string stream = redis.stream("poison");
+  const std::string group = "turnrl-eval-workers";
+  RedisConnection c(redis.url());
+  c.command({"XGROUP", "CREATE", stream, group, "0", "MKSTREAM"});
+  RemoteEvaluatorConfig cc = client_config(redis, stream, 60);
+  RemoteEvaluator client(cc);
+  std::vector<EvalResult> res;
+  std::thread submit([&] { res = client.evaluate({quick("relu_bias", "honest"), quick("relu_bias", "honest")}); });
+  REQUIRE(wait_for([&] { return c.command({"XLEN", stream}).integer == 2; }, 20));
+  // Workers that died holding them: both taken, and the first one's delivery count raised to 3
+  // (three workers died on it); the second was delivered once (one death, e.g. a machine lost).
+  const RedisReply taken = c.command({"XREADGROUP", "GROUP", group, "dead-worker", "COUNT", "10", "STREAMS", stream, ">"});
+  REQUIRE(taken.elements.at(0).elements.at(1).elements.size() == 2);
+  const std::string poison = taken.elements[0].elements[1].elements[0].elements[0].str;
+  c.command({"XCLAIM", stream, group, "dead-worker", "0", poison, "RETRYCOUNT", "3", "JUSTID"});
+  auto worker = start_worker(redis, stream, "survivor", {"--set", "evaluator.remote.visibility_timeout_seconds=0.3"});
+  const auto t0 = std::chrono::steady_clock::now();
+  submit.join();
+  fmt::print(stderr, "remote poison test: both answered {:.1f} s after the worker started\n", seconds_since(t0));
+  INFO(worker->output());
+  REQUIRE(res.size() == 2);
+  CHECK(res[0].error == EvalError::crash);
+  CHECK_THAT(res[0].message, Catch::Contains("delivered 4 times") && Catch::Contains("evaluator.remote.max_deliveries: 3"));
+  CHECK(res[1].correct);  // a request reclaimed once is evaluated as usual
+  CHECK_THAT(worker->output(), Catch::Contains("answered as a crash"));
+  CHECK(wait_for([&] { return c.command({"XLEN", stream}).integer == 0 && pending_count(c, stream) == 0; }, 10));
+}
+
+TEST_CASE("remote: after FLUSHALL and after a Redis restart without persistence the workers recreate their group and serve") {
+  LocalRedis redis(/*allow_external=*/false);  // flushed and restarted: never a shared server
+  SKIP_WITHOUT_REDIS(redis);
+  const std::string stream = redis.stream("nogroup");
+  auto worker = start_worker(redis, stream, "phoenix", {"--set", "evaluator.remote.visibility_timeout_seconds=1"});
+  const std::vector<EvalRequest> three = {quick("relu_bias", "honest"), quick("relu_bias", "wrong"),
+                                          quick("softmax_rows", "honest")};
+  RemoteEvaluator client(client_config(redis, stream, 60));  // one client throughout, as a trainer has
+  auto served = [&](const char* what) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto res = client.evaluate(three);
+    int answered = 0;
+    for (const auto& r : res) answered += r.error != EvalError::timeout;
+    fmt::print(stderr, "remote NOGROUP test, {}: {} of 3 requests served in {:.1f} s\n", what, answered, seconds_since(t0));
+    REQUIRE(res.size() == 3);
+    CHECK(res[0].correct);
+    CHECK(res[1].error == EvalError::mismatch);
+    CHECK(res[2].correct);
+  };
+  served("before");
+  {
+    RedisConnection c(redis.url());
+    c.command({"FLUSHALL"});
+  }
+  served("after FLUSHALL");
+  REQUIRE(redis.restart());
+  served("after a restart");
+  INFO(worker->output());
+  CHECK(worker->alive());
+  size_t recreated = 0;
+  const std::string log = worker->output();
+  for (size_t p = log.find("creating it again"); p != std::string::npos; p = log.find("creating it again", p + 1)) ++recreated;
+  CHECK(recreated >= 2);
+}
+
+TEST_CASE("remote: a result Redis refuses to store (maxmemory) is not acknowledged, and is stored once Redis accepts it") {
+  LocalRedis redis(/*allow_external=*/false);  // reconfigured: never a shared server
+  SKIP_WITHOUT_REDIS(redis);
+  const std::string stream = redis.stream("oom");
+  auto worker = start_worker(redis, stream, "frugal");
+  RedisConnection c(redis.url());
+  REQUIRE(::kill(worker->pid(), SIGSTOP) == 0);  // hold it until the requests are queued and memory is full
+  RemoteEvaluator client(client_config(redis, stream, 60));
+  std::vector<EvalResult> res;
+  std::thread submit([&] { res = client.evaluate({quick("relu_bias", "honest"), quick("relu_bias", "wrong")}); });
+  REQUIRE(wait_for([&] { return c.command({"XLEN", stream}).integer == 2; }, 20));
+  c.command({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+  c.command({"CONFIG", "SET", "maxmemory", "1"});  // every write that needs memory is refused (OOM)
+  REQUIRE(::kill(worker->pid(), SIGCONT) == 0);
+  const bool refused = wait_for([&] { return worker->output().find("Redis refused the result") != std::string::npos; }, 60);
+  INFO(worker->output());
+  CHECK(refused);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  CHECK(c.command({"XLEN", stream}).integer == 2);  // neither deleted...
+  CHECK(pending_count(c, stream) == 2);              // ...nor acknowledged
+  auto refusals = [&] {
+    const std::string log = worker->output();
+    size_t n = 0;
+    for (size_t p = log.find("Redis refused the result"); p != std::string::npos; p = log.find("Redis refused the result", p + 1)) ++n;
+    return n;
+  };
+  CHECK(wait_for([&] { return refusals() >= 2; }, 30));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // a few retries of the writes
+  CHECK(refusals() == 2);  // each refusal logged once, however often the write is retried
+  c.command({"CONFIG", "SET", "maxmemory", "0"});
+  const auto t0 = std::chrono::steady_clock::now();
+  submit.join();
+  fmt::print(stderr, "remote maxmemory test: 2 of 2 results delivered {:.1f} s after memory was freed\n", seconds_since(t0));
+  REQUIRE(res.size() == 2);
+  CHECK(res[0].correct);
+  CHECK(res[1].error == EvalError::mismatch);
+  CHECK(wait_for([&] { return c.command({"XLEN", stream}).integer == 0 && pending_count(c, stream) == 0; }, 10));
+}
+
+TEST_CASE("remote: a reply key of another type is a clear error at once, and the next batch is served") {
+  LocalRedis redis;
+  SKIP_WITHOUT_REDIS(redis);
+  const std::string stream = redis.stream("wrongtype");
+  auto worker = start_worker(redis, stream, "typed");
+  RedisConnection c(redis.url());
+  RemoteEvaluator client(client_config(redis, stream, 60));
+  c.command({"SET", stream + ":results:" + client.client_id(), "someone else's string"});
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto res = client.evaluate({quick("relu_bias", "honest")});
+  CHECK(seconds_since(t0) < 10);
+  REQUIRE(res.size() == 1);
+  CHECK(res[0].error == EvalError::internal);
+  CHECK_THAT(res[0].message, Catch::Contains("cannot hold results") && Catch::Contains("WRONGTYPE"));
+  // The stray key is gone with the batch; the worker's retried write lands and acknowledges the request.
+  INFO(worker->output());
+  CHECK(wait_for([&] { return c.command({"XLEN", stream}).integer == 0 && pending_count(c, stream) == 0; }, 20));
+  const auto next = client.evaluate({quick("relu_bias", "honest")});
+  CHECK(next.at(0).correct);
+}
+
+TEST_CASE("remote: request fields outside the worker's limits are answered with an error naming the field and the limit") {
+  LocalRedis redis;
+  SKIP_WITHOUT_REDIS(redis);
+  const std::string stream = redis.stream("limits");
+  auto worker = start_worker(redis, stream, "bounded");
+  RemoteEvaluator client(client_config(redis, stream, 60));
+  std::vector<EvalRequest> reqs(7, quick("relu_bias", "honest"));
+  reqs[0].correctness_trials = 100000;
+  reqs[1].timing_trials = 2000000000;
+  reqs[2].correctness_trials = -1;
+  reqs[3].timing_trials = 0;
+  reqs[4].candidate = std::string(5 << 20, ' ');
+  reqs[5].task = std::string(300, 't');
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto res = client.evaluate(reqs);
+  fmt::print(stderr, "remote limits test: 7 answers in {:.1f} s\n", seconds_since(t0));
+  REQUIRE(res.size() == 7);
+  const std::vector<std::string> expected = {"field 'correctness_trials' is 100000; allowed: [1, 1000]",
+                                             "field 'timing_trials' is 2000000000; allowed: [1, 10000]",
+                                             "field 'correctness_trials' is -1; allowed: [1, 1000]",
+                                             "field 'timing_trials' is 0; allowed: [1, 10000]",
+                                             "field 'candidate' is 5242880 bytes; allowed: at most 4194304",
+                                             "field 'task' is 300 bytes; allowed: 1 to 256"};
+  for (size_t i = 0; i < expected.size(); ++i) {
+    CHECK(res[i].error == EvalError::internal);
+    CHECK_THAT(res[i].message, Catch::Contains(expected[i]));
+  }
+  CHECK(res[6].correct);
+  CHECK(worker->alive());
+}

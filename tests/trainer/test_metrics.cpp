@@ -33,10 +33,32 @@ TEST_CASE("a torn last line is ignored and truncation keeps steps up to a checkp
   }
   std::ofstream(path, std::ios::app) << "{\"step\": 6, \"rew";  // killed mid-line
   CHECK(read_metrics_jsonl(path).size() == 5);
-  truncate_metrics_after(path, 3);
+  const std::vector<DroppedLine> dropped = truncate_metrics_after(path, 3);
   const auto rows = read_metrics_jsonl(path);
   REQUIRE(rows.size() == 3);
   CHECK(rows.back().at("step") == 3);
+  // The torn line is reported (it held data); lines after the step are dropped as asked, silently.
+  REQUIRE(dropped.size() == 1);
+  CHECK(dropped[0].line == 6);
+  CHECK(dropped[0].text == "{\"step\": 6, \"rew");
+  CHECK_THAT(dropped[0].reason, Catch::Contains("no newline"));
+}
+
+TEST_CASE("truncation reports each garbage line with its number, reason and text", "[trainer][metrics][edge]") {
+  const std::string path = test::fresh_dir("metrics-garbage") + "/metrics.jsonl";
+  CHECK(truncate_metrics_after(path, 3).empty());  // no file yet: nothing to do
+  std::ofstream(path) << "{\"step\": 1}\nforged line " << std::string(200, 'x') << "\n[1, 2]\n{\"step\": 2}\n";
+  const std::vector<DroppedLine> dropped = truncate_metrics_after(path, 3);
+  REQUIRE(dropped.size() == 2);
+  CHECK(dropped[0].line == 2);
+  CHECK(dropped[0].text.size() == 120);  // cut: enough to recognise it
+  CHECK(dropped[0].text.rfind("forged line xxx", 0) == 0);
+  CHECK_FALSE(dropped[0].reason.empty());
+  CHECK(dropped[1].line == 3);
+  CHECK(dropped[1].text == "[1, 2]");
+  const auto rows = read_metrics_jsonl(path);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[1].at("step") == 2);
 }
 
 TEST_CASE("pass@k is the unbiased estimator and fast@p counts failures as speedup 0", "[trainer][metrics]") {

@@ -2,18 +2,24 @@
 // decrease on a fixed batch, bit-for-bit resume, a killed run, and configs it refuses.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <thread>
 
 #include "turnrl/core/error.h"
+#include "turnrl/eval/evaluator_health.h"
 #include "turnrl/trainer/checkpoint.h"
 #include "turnrl/trainer/evaluation.h"
 #include "turnrl/trainer/kernel_recipe.h"
@@ -258,4 +264,164 @@ TEST_CASE("the learning-rate schedule warms up linearly and decays by cosine", "
   CHECK(scheduled_lr(o, 14, 14) == Approx(0.1));
   o.schedule = "constant";
   CHECK(scheduled_lr(o, 100, 14) == 1.0);
+}
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// What `body` printed on stderr (fd 2 redirected to a file meanwhile).
+std::string stderr_of(const std::function<void()>& body) {
+  const std::string path = test::fresh_dir("stderr") + "/stderr.txt";
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ::dup2(file, 2);
+  ::close(file);
+  try {
+    body();
+  } catch (...) {
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+    throw;
+  }
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  return read_text(path);
+}
+
+// Answers the start-up probe like a working backend (the candidate's fault) and every other
+// request, or every request at all, with an internal error, as a pool without TMPDIR does.
+class InternalErrorEvaluator : public KernelEvaluator {
+ public:
+  explicit InternalErrorEvaluator(bool answer_probe) : answer_probe_(answer_probe) {}
+  std::vector<EvalResult> evaluate(const std::vector<EvalRequest>& requests) override {
+    std::vector<EvalResult> out(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const bool probe = requests[i].candidate == kProbeCandidate;
+      out[i].error = probe && answer_probe_ ? EvalError::load : EvalError::internal;
+      out[i].message = "cpu evaluator: cannot create a compile directory";
+    }
+    return out;
+  }
+
+ private:
+  bool answer_probe_;
+};
+
+}  // namespace
+
+TEST_CASE("an evaluator that cannot evaluate stops the run at start-up, and a step of only internal errors is not a step", "[trainer][edge]") {
+  const std::string dir = test::fresh_dir("broken-evaluator");
+  Trainer at_start(test::tiny_config(dir, 2), std::make_shared<InternalErrorEvaluator>(false));
+  CHECK_THROWS_WITH(at_start.train(), Catch::Contains("evaluator start-up check") &&
+                                          Catch::Contains("cannot create a compile directory"));
+  CHECK(at_start.step() == 0);
+  Trainer at_step(test::tiny_config(dir, 2), std::make_shared<InternalErrorEvaluator>(true));
+  CHECK_THROWS_WITH(at_step.train(), Catch::StartsWith("step 1: all ") &&
+                                         Catch::Contains("evaluations failed inside the evaluator"));
+  CHECK(at_step.step() == 0);
+  CHECK(read_metrics_jsonl(dir + "/metrics.jsonl").empty());  // no training step was recorded
+  CHECK_FALSE(latest_checkpoint(dir + "/checkpoints").has_value());
+}
+
+TEST_CASE("resume falls back from a corrupt newest checkpoint and reports garbage lines of metrics.jsonl", "[trainer][resume][edge]") {
+  const std::string dir = test::fresh_dir("corrupt-newest");
+  {
+    Trainer first(test::tiny_config(dir, 3), rules());
+    first.train();
+  }
+  const std::string newest = dir + "/checkpoints/" + checkpoint_name(3);
+  fs::resize_file(newest + "/policy.pt", 16);  // a torn write or a bad disk
+  std::ofstream(dir + "/metrics.jsonl", std::ios::app) << "garbage from somewhere\n";
+  Trainer resumed(test::tiny_config(dir, 4), rules());
+  const std::string said = stderr_of([&] { resumed.train(/*resume=*/true); });
+  CHECK(resumed.step() == 4);
+  CHECK_THAT(said, Catch::Contains("checkpoint '" + newest + "' cannot be loaded") &&
+                       Catch::Contains("resuming from the older '" + dir + "/checkpoints/" + checkpoint_name(2) + "'"));
+  CHECK_THAT(said, Catch::Contains("dropped line 4 of '" + dir + "/metrics.jsonl'") &&
+                       Catch::Contains("garbage from somewhere"));
+  const auto rows = metrics_of(dir);
+  REQUIRE(rows.size() == 4);
+  for (size_t i = 0; i < rows.size(); ++i) CHECK(rows[i].at("step") == double(i + 1));
+}
+
+// Run by the write-failure test in a child process (hidden from ctest): resumes the run in
+// $TURNRL_FSIZE_RUN_DIR to step 6 with files limited to $TURNRL_FSIZE_LIMIT bytes.
+TEST_CASE("child: train with a file-size limit", "[.][fsize_child]") {
+  const char* dir = std::getenv("TURNRL_FSIZE_RUN_DIR");
+  const char* limit = std::getenv("TURNRL_FSIZE_LIMIT");
+  REQUIRE(dir);
+  REQUIRE(limit);
+  ::signal(SIGXFSZ, SIG_IGN);  // a write past the limit fails with EFBIG, as on a full disk
+  const rlim_t bytes = std::strtoull(limit, nullptr, 10);
+  const rlimit r{bytes, bytes};
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &r) == 0);
+  TrainConfig c = test::tiny_config(dir, 6);
+  c.run.samples_per_step = 0;
+  KernelTrainer trainer(c, rules());
+  try {
+    trainer.train(/*resume=*/true);
+  } catch (const Error& e) {  // for the parent, unwrapped (Catch wraps long messages)
+    std::ofstream(std::string(dir) + "/../child_error.txt") << e.what();
+    throw;
+  }
+}
+
+TEST_CASE("failing writes end the run with a message naming the file, and the last good checkpoint stays", "[trainer][edge]") {
+  const std::string dir = test::fresh_dir("fsize") + "/run";  // the child's message goes next to it
+  TrainConfig c = test::tiny_config(dir, 2);
+  c.run.samples_per_step = 0;
+  {
+    Trainer first(c, rules());
+    first.train();
+  }
+  const auto policy_bytes = fs::file_size(dir + "/checkpoints/" + checkpoint_name(2) + "/policy.pt");
+  const auto metrics_bytes = fs::file_size(dir + "/metrics.jsonl");
+  const auto line_bytes = metrics_bytes / 2;
+  const auto config_bytes = fs::file_size(dir + "/config.yaml");
+  auto run_child = [&](uintmax_t limit) {
+    ::setenv("TURNRL_FSIZE_RUN_DIR", dir.c_str(), 1);
+    ::setenv("TURNRL_FSIZE_LIMIT", std::to_string(limit).c_str(), 1);
+    const std::string log = dir + "/child.log";
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    char self[] = "/proc/self/exe";
+    char tag[] = "[fsize_child]";
+    char* argv[] = {self, tag, nullptr};
+    pid_t pid = 0;
+    REQUIRE(::posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv, environ) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    INFO(read_text(log));
+    CHECK(WIFEXITED(status));  // an error and a message, never SIGABRT or SIGXFSZ
+    CHECK(WEXITSTATUS(status) != 0);
+    return read_text(dir + "/../child_error.txt");
+  };
+  // Metrics: room for less than one more line. The step's line cannot be written: the run stops there.
+  REQUIRE(config_bytes < metrics_bytes + line_bytes / 2);
+  CHECK_THAT(run_child(metrics_bytes + line_bytes / 2),
+             Catch::Contains("cannot write '" + dir + "/metrics.jsonl': File too large"));
+  CHECK(latest_checkpoint(dir + "/checkpoints")->step == 2);
+  // Checkpoints: room for two more metrics lines but not for a policy. The step-3 checkpoint fails
+  // and step 2's stays whole and loadable.
+  REQUIRE(metrics_bytes + 3 * line_bytes < policy_bytes);
+  CHECK_THAT(run_child(metrics_bytes + 3 * line_bytes),
+             Catch::Contains("checkpoint: cannot write '") && Catch::Contains("policy.pt'") &&
+                 Catch::Contains("File too large"));
+  const auto listed = list_checkpoints(dir + "/checkpoints");
+  REQUIRE_FALSE(listed.empty());
+  CHECK(listed.back().step == 2);
+  CHECK(remove_incomplete_checkpoints(dir + "/checkpoints") == 0);
+  KernelTrainer probe(c, rules());
+  CHECK_NOTHROW(probe.load_checkpoint(listed.back().path));
+  CHECK(probe.step() == 2);
 }

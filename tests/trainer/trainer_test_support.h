@@ -26,6 +26,12 @@ class PlanRuleEvaluator : public KernelEvaluator {
       ++evaluations;
       std::map<std::string, std::string> plan;
       const size_t at = r.candidate.find("// plan: ");
+      if (at == std::string::npos) {  // not a plan (the trainer's start-up probe): the candidate's fault
+        EvalResult e;
+        e.error = EvalError::format;
+        out.push_back(e);
+        continue;
+      }
       std::istringstream words(r.candidate.substr(at + 9, r.candidate.find('\n', at) - at - 9));
       for (std::string w; words >> w;) plan[w.substr(0, w.find('='))] = w.substr(w.find('=') + 1);
       const int width = std::stoi(plan["vec"]) * std::stoi(plan["unroll"]);

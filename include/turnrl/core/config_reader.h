@@ -58,8 +58,10 @@ class ConfigReader {
 };
 
 // Parses YAML text (a config file's contents); syntax errors become turnrl::Error with the line.
+// A key repeated in one map (a duplicated section included) and a second document ('---') are
+// errors too, naming the key's path and both lines: yaml-cpp alone would keep the first silently.
 YAML::Node parse_yaml(const std::string& text, const std::string& what);
-// Loads a YAML file; a missing file or a syntax error names the file.
+// Loads a YAML file with the same checks; a missing file or a syntax error names the file.
 YAML::Node load_yaml_file(const std::string& file);
 
 }  // namespace turnrl

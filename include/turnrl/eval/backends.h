@@ -38,6 +38,9 @@ struct RemoteEvaluatorConfig {
   double deadline_seconds = 900;        // per request; past it the result is a timeout
   double visibility_timeout_seconds = 120;  // an unacknowledged request is claimed again after this
   double result_ttl_seconds = 3600;     // stored results expire after this
+  // A request delivered more often than this (its workers died or stalled before answering: a
+  // candidate that kills its evaluator) is answered with a crash result instead of evaluated again.
+  int64_t max_deliveries = 3;
   // Requests ask workers for a cached reference timing (ReferenceTimingCache, cpu backend): the
   // reference is timed once per (task definition, device kind) and shared through Redis instead
   // of interleaved with every candidate. Faster; trades away drift cancellation.

@@ -10,7 +10,13 @@
 //
 // - A request is acknowledged only after its result is stored: a worker that dies holding it
 //   leaves it pending, and another worker claims it (XAUTOCLAIM) once it has been idle longer
-//   than visibility_timeout_seconds.
+//   than visibility_timeout_seconds. A result Redis refuses (maxmemory, a reply key of another
+//   type) leaves the request pending too; the worker keeps it and retries the write until the
+//   request's deadline.
+// - A request delivered more than max_deliveries times (it took its workers down) is answered
+//   with a crash result instead of being evaluated again.
+// - The consumer group is created again wherever Redis says NOGROUP (FLUSHALL, a restart without
+//   persistence), and serving goes on.
 // - Result streams expire result_ttl_seconds after their last write; a client deletes its own
 //   when a batch is complete, and its still-queued requests when they time out.
 // - Every request carries an absolute deadline (unix time). The client waits at most until then
@@ -53,7 +59,8 @@ class RemoteEvaluator : public KernelEvaluator {
   ~RemoteEvaluator() override;
 
   // Results in request order, each exactly once; unanswered by the deadline -> EvalError::timeout.
-  // Throws turnrl::Error only when Redis cannot be reached to submit the batch.
+  // Throws turnrl::Error only when Redis cannot be reached to submit the batch (after one retry on
+  // a new connection, so a Redis restart between batches costs nothing).
   std::vector<EvalResult> evaluate(const std::vector<EvalRequest>& requests) override;
 
   const RemoteEvaluatorConfig& config() const { return config_; }
@@ -73,12 +80,24 @@ class RemoteEvaluator : public KernelEvaluator {
 // The factory's branch for backend "remote" (backends.h).
 std::shared_ptr<KernelEvaluator> make_remote_evaluator(const EvaluatorConfig& config);
 
+// Bounds a worker checks on every request before evaluating it: a request outside them is
+// answered with an `internal` result naming the field, its value and the limit, so that no client
+// (buggy or hostile) makes a worker run 1e5 trials or hold a request for years.
+struct RemoteRequestLimits {
+  int max_correctness_trials = 1000;   // >= 1
+  int max_timing_trials = 10000;       // >= 1
+  size_t max_candidate_bytes = 4 << 20;
+  size_t max_task_bytes = 256;
+  double max_deadline_seconds = 1e7;   // ahead of now; evaluator.remote.deadline_seconds' upper bound
+};
+
 // The worker side: serves the stream with a local evaluator (cpu, cuda or python backend).
 struct RemoteWorkerOptions {
   std::string group = "turnrl-eval-workers";  // consumer group shared by all workers of a stream
   std::string name;      // consumer name, unique per worker; "" = <hostname>-<pid>
   int batch = 0;         // requests read and evaluated at once; 0 = the local pool size
   double block_seconds = 1;  // longest blocking read, so that a stop request is seen quickly
+  RemoteRequestLimits limits;
 };
 
 struct RemoteWorkerStats {
@@ -86,6 +105,10 @@ struct RemoteWorkerStats {
   int64_t reclaimed = 0;  // requests claimed from other (dead or slow) workers
   int64_t malformed = 0;  // entries rejected (logged; answered when they carried an id)
   int64_t expired = 0;    // requests skipped because their deadline had passed
+  int64_t out_of_limits = 0;  // requests answered with an error for a field outside RemoteRequestLimits
+  int64_t poison = 0;     // requests delivered more than max_deliveries times, answered as crashes
+  int64_t store_failures = 0;  // result writes Redis refused (left pending, retried until the deadline)
+  int64_t groups_recreated = 0;  // consumer groups created again after NOGROUP (FLUSHALL, restart)
   int64_t reference_hits = 0, reference_misses = 0;  // cached-reference requests
 };
 

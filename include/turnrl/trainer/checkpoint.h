@@ -33,6 +33,28 @@ std::string write_checkpoint(const std::string& root, int64_t step, const std::f
 std::vector<CheckpointEntry> list_checkpoints(const std::string& root);
 // The newest complete checkpoint, if any.
 std::optional<CheckpointEntry> latest_checkpoint(const std::string& root);
+
+// A checkpoint that resuming passed over, and why.
+struct SkippedCheckpoint {
+  CheckpointEntry entry;
+  std::string reason;
+};
+
+// Resuming: calls `load(dir)` on the complete checkpoints under root, newest first, until one
+// returns without throwing; the ones that threw (corrupt, truncated, unreadable) go to *skipped
+// with their error, so the caller can say which one it fell back from. Returns the loaded one, or
+// nullopt when root holds none; throws turnrl::Error listing every checkpoint when none loads.
+std::optional<CheckpointEntry> load_newest_valid_checkpoint(const std::string& root,
+                                                            const std::function<void(const std::string&)>& load,
+                                                            std::vector<SkippedCheckpoint>* skipped);
+
+// Writes `file` with `save(path)` (torch::save, an archive's save_to, Policy::save) such that a
+// failure is a turnrl::Error naming the file and the system's reason. LibTorch's file writer
+// cannot report one: on a full disk its destructor throws during unwinding and the process aborts
+// (seen with LibTorch 1.13). So `save` writes into a pipe, which never fills a disk, and the bytes
+// are copied to `file` as they come with checked writes (core/checked_write.h); memory stays
+// bounded by the pipe. Whatever `save` itself throws becomes a turnrl::Error naming the file too.
+void save_checkpoint_file(const std::string& file, const std::function<void(const std::string& path)>& save);
 // Deletes temporary directories left by killed writers; returns how many.
 int remove_incomplete_checkpoints(const std::string& root);
 

@@ -45,6 +45,7 @@ struct OptimizerConfig {
 struct CheckpointConfig {
   int64_t every = 10;     // steps between checkpoints (0: only the final one)
   int64_t keep_last = 3;  // complete checkpoints kept (older ones are deleted)
+  bool on_stop = true;    // SIGINT/SIGTERM: write a checkpoint of the last finished step before exiting
 };
 
 // How rollout actions are sampled. These options shape the sampling distribution (the plan policy's

@@ -4,7 +4,8 @@
 //   env.action: code  a TransformerPolicy over the byte chat tokenizer, ChatCodec: the policy writes
 //                     a fenced code block, KernelEnv evaluates it, its feedback is the next turn
 // Both: KernelEnv pools over one evaluator (evaluator.*), the tasks of tasks.*, and the stages
-// KernelMetricsStage, MeaningfulTurnMaskStage, GroupFilterStage, PrsStage.
+// EvaluatorHealthStage, KernelMetricsStage, MeaningfulTurnMaskStage, GroupFilterStage, PrsStage, and a
+// start-up check that probes the evaluator once before the first step (evaluator_health.h).
 #include <memory>
 #include <utility>
 

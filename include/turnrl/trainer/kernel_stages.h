@@ -33,6 +33,14 @@ class KernelMetricsStage : public BatchStage {
   std::vector<double> fast_p_;
 };
 
+// Fails the run (turnrl::Error) when every evaluation of the batch was an internal error of the
+// evaluator, not a fault of a candidate (evaluator_health.h require_evaluator_worked): such a
+// batch is not a training step. Place it first; no metrics.
+class EvaluatorHealthStage : public BatchStage {
+ public:
+  Metrics apply(RolloutBatch& rollouts, const StageContext& context) override;
+};
+
 // PRS (rejection.prs) after the mismatch correction, draws seeded by stage_seed(seed, step, prs);
 // metrics "prs/subject", "prs/dropped", "prs/drop_rate".
 class PrsStage : public BatchStage {

@@ -2,10 +2,11 @@
 // Metrics of a run: one JSON object per line (metrics.jsonl), flat "name": number pairs with a
 // "step" key, plus the kernel statistics the paper reports (pass@k, fast@p).
 #include <cstdint>
-#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "turnrl/core/checked_write.h"
 
 namespace turnrl {
 
@@ -20,7 +21,8 @@ Metrics parse_metrics_json(const std::string& line);
 // Every complete line of a metrics.jsonl file (a torn last line from a killed run is ignored).
 std::vector<Metrics> read_metrics_jsonl(const std::string& path);
 
-// Appends JSON lines to a file, flushing each line.
+// Appends JSON lines to a file, each flushed to disk; a failed write throws turnrl::Error naming
+// the file and the system's reason (checked_write.h), so no line is lost without a word.
 class JsonlWriter {
  public:
   JsonlWriter() = default;
@@ -29,12 +31,21 @@ class JsonlWriter {
   bool is_open() const { return out_.is_open(); }
 
  private:
-  std::ofstream out_;
+  CheckedFile out_;
+};
+
+// A line truncate_metrics_after() dropped although it was not past the resumed step: garbage
+// (not a JSON object) or a last line torn by a killed writer. The caller tells the user.
+struct DroppedLine {
+  size_t line = 0;     // 1-based
+  std::string text;    // the line, cut to 120 bytes
+  std::string reason;
 };
 
 // Rewrites metrics.jsonl keeping the complete lines whose "step" is <= `step` (resuming from a
-// checkpoint at `step` drops what the killed run logged after it).
-void truncate_metrics_after(const std::string& path, int64_t step);
+// checkpoint at `step` drops what the killed run logged after it). Returns the lines dropped for
+// being unreadable; a missing file is nothing to do.
+std::vector<DroppedLine> truncate_metrics_after(const std::string& path, int64_t step);
 
 // Unbiased pass@k from n samples of which c are correct (Chen et al. 2021): 1 - C(n-c, k)/C(n, k).
 double pass_at_k(int64_t n, int64_t c, int64_t k);

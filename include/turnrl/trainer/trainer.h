@@ -33,6 +33,7 @@
 // each optimizer step equals one rank's step on the whole batch. Rank 0 alone writes the run
 // directory.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,6 +66,10 @@ struct TrainerParts {
   PayloadDecoder decode_payload;
   // Written as run.dir/config.yaml and into checkpoints, compared across ranks ("" = none).
   std::string resolved_config;
+  // Run by train() before the first step it takes: throws turnrl::Error when the environment
+  // cannot work at all (the kernel recipe probes its evaluator), so a broken setup is a start-up
+  // error, not a run of failed steps. Null = no check.
+  std::function<void()> startup_check;
 };
 
 // Learning rate of optimizer step `optimizer_step` (0-based) out of `total`: linear warm-up over
