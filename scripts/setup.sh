@@ -12,6 +12,7 @@ packages=(
   catch2                # Catch2 v2 tests, discovered by CTest
   python3 python3-torch python3-numpy  # the Python evaluator backend's worker (KernelBench-format tasks)
   redis-server libhiredis-dev          # the remote evaluator (Redis streams) and its tests
+  libseccomp-dev        # the evaluator sandbox's system-call filters
 )
 
 missing=()
