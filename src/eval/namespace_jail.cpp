@@ -214,7 +214,7 @@ JailPlan plan_jail(const SandboxLimits& limits, const std::string& root, const s
   plan.processes = limits.processes;
   plan.output_file_bytes = limits.file_bytes;
   Planner p{plan, {}, {}};
-  for (const char* dir : {"/work", "/tmp", "/dev", "/dev/shm", "/proc"})
+  for (const char* dir : {kSandboxWorkDir, "/tmp", "/dev", "/dev/shm", "/proc"})
     if (p.dirs_made.insert(dir).second) plan.directories.push_back(root + dir);
   for (const char* path : kSystemPaths) p.add(path, false, false);
   for (const char* dev : kDevices) p.add(dev, false, true);
@@ -290,13 +290,13 @@ void enter_jail(JailPlan& plan) {
     if (!copy_file(exchange, plan.inputs[i].c_str(), AT_FDCWD, plan.inside_inputs[i].c_str(), 0)) die("copying an input in");
   if (plan.inside_root)
     for (const char* dir : {kSandboxWorkDir, "/tmp", "/dev/shm"})
-      if (chown(dir, kInsideId, kInsideId) != 0) die("handing /work to the sandbox user");
+      if (chown(dir, kInsideId, kInsideId) != 0) die("handing /sandbox to the sandbox user");
   const pid_t program = fork();
   if (program < 0) die("fork of the program");
   if (program == 0) {
     ::close(exchange);
     ::close(status_pipe[1]);
-    if (chdir(kSandboxWorkDir) != 0) die("chdir /work");
+    if (chdir(kSandboxWorkDir) != 0) die("chdir /sandbox");
     return;
   }
   int st = 0;

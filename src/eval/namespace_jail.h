@@ -32,8 +32,8 @@ struct JailPlan {
   std::vector<std::string> files;        // host paths under root: empty files to bind files onto
   std::vector<std::pair<std::string, std::string>> links;  // (link text, host path under root)
   std::string proc_target;       // root + "/proc"
-  std::vector<std::string> inputs, outputs;  // file names in root / in /work
-  std::vector<std::string> inside_inputs, inside_outputs;  // "/work/<name>"
+  std::vector<std::string> inputs, outputs;  // file names in root / in /sandbox
+  std::vector<std::string> inside_inputs, inside_outputs;  // "/sandbox/<name>"
   int64_t output_file_bytes = 0;
   bool inside_root = false;      // the trainer is root: root inside is root outside (the jail's
                                  // set-up), the program's uid 1000 is nobody outside
@@ -58,7 +58,7 @@ bool map_jail_identity(JailPlan& plan, pid_t child);
 // In the forked child (fds 0-2, and 3 for a worker, in place; nothing else open but the plan's
 // pipes): enters
 // the namespaces, builds the file system and forks twice (an init for the new pid namespace, then
-// the program's process). Returns only in the program's process, with /work as working directory;
+// the program's process). Returns only in the program's process, with /sandbox as working directory;
 // the two others exit with the program's exit status or die of its signal. On failure writes
 // "turnrl sandbox: <step> failed: <errno name>" to fd 2 and exits with status 126.
 void enter_jail(JailPlan& plan);

@@ -163,7 +163,7 @@ pid_t spawn_sandboxed(const std::string& program_path, const std::vector<std::st
     // The trainer's other fds (other workers' channels among them) must not stay open in the
     // jail's helper processes either: a worker's death is seen as EOF on its channel.
     if (jail) close_fds_from(first_closed, jail->ready_pipe[1], jail->go_pipe[0]);
-    if (jail) sandbox_detail::enter_jail(*jail);  // returns in the program's process, in /work
+    if (jail) sandbox_detail::enter_jail(*jail);  // returns in the program's process, in /sandbox
     else if (chdir(dir) != 0) _exit(126);
     close_fds_from(first_closed);
     setrlimit(RLIMIT_AS, &as_limit);

@@ -17,7 +17,7 @@
 // size-limited tmpfs holding read-only bind mounts of /usr (with /bin, /lib... links), the dynamic
 // loader's cache, a few device files, the program and the paths a backend lists; everything else
 // of the host (home directories, /tmp, checkpoints, the compile cache's logs, /etc) is absent. Its
-// working directory /work and /tmp are on that tmpfs. A seccomp filter refuses ptrace, mount,
+// working directory /sandbox and /tmp are on that tmpfs. A seccomp filter refuses ptrace, mount,
 // namespace and kernel-administration calls (syscall_filter.h); workers that run candidate code add
 // a stricter one (sandbox_child::confine_candidate). SandboxIsolation::rlimits_only is the weaker
 // mode for machines without user namespaces: limits, a private directory and the environment only
@@ -51,7 +51,7 @@ struct SandboxLimits {
   bool isolate_network = true;              // rlimits_only: best effort unshare(CLONE_NEWUSER | CLONE_NEWNET)
   std::vector<std::string> environment;     // extra "NAME=value" entries (e.g. CUDA_VISIBLE_DEVICES)
   SandboxIsolation isolation = SandboxIsolation::namespaces;
-  int64_t scratch_bytes = int64_t(256) << 20;  // namespaces: size of the tmpfs (/, /work, /tmp)
+  int64_t scratch_bytes = int64_t(64) << 20;  // namespaces: size of the tmpfs (/, /sandbox, /tmp)
   int processes = 256;                      // namespaces: RLIMIT_NPROC, counted inside the user namespace
   std::vector<std::string> visible_paths;   // namespaces: host paths mounted read-only at the same place
   std::vector<std::string> writable_paths;  // namespaces: host paths mounted read-write (shared caches)
@@ -139,7 +139,7 @@ struct CommandResult {
   std::string message;
 };
 // Runs program with args on the files of work_dir (which must exist; it is not removed): with
-// rlimits_only it runs in work_dir; with namespaces it runs in /work on its tmpfs, the files named
+// rlimits_only it runs in work_dir; with namespaces it runs in /sandbox on its tmpfs, the files named
 // in `inputs` are copied there from work_dir first and those named in `outputs` (regular files of
 // at most limits.file_bytes) back to work_dir after it exited, so that nothing it does on its own
 // file system outlives it.
@@ -155,7 +155,7 @@ void remove_private_dir(const std::string& dir);
 int remove_stale_private_dirs();
 // The directory that sandboxed programs see as their working directory (namespaces): compiler
 // messages name files under it.
-inline constexpr const char* kSandboxWorkDir = "/work";
+inline constexpr const char* kSandboxWorkDir = "/sandbox";
 
 // Finds a helper program (e.g. "turnrl_cpu_worker"): $TURNRL_WORKER_DIR, the directory of the
 // running executable, the build tree, then the install tree. Throws turnrl::Error if absent.
