@@ -10,5 +10,6 @@ extern "C" int turnrl_kernel(const turnrl_tensor* in, int n_in, turnrl_tensor* o
     ss << f.rdbuf();
     std::puts(ss.str().c_str());
   }
+  std::fflush(stdout);
   return 1;
 }
