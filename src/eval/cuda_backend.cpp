@@ -118,7 +118,7 @@ CudaEvaluator::CudaEvaluator(CudaEvalOptions options) : impl_(std::make_unique<I
   require(m.opt.workers_per_device >= 1, "evaluator.workers: at least one worker per GPU");
   m.worker_program = find_helper_program("turnrl_cuda_worker");
   m.nvcc = find_nvcc(m.opt.nvcc);
-  m.cache_dir = m.opt.cache_dir.empty() ? default_cache_dir() : m.opt.cache_dir;
+  m.cache_dir = fs::absolute(m.opt.cache_dir.empty() ? default_cache_dir() : m.opt.cache_dir).string();
   fs::create_directories(m.cache_dir);
   fs::permissions(m.cache_dir, fs::perms::owner_all, fs::perm_options::replace);
   require_sandbox(m.opt.limits, "evaluator.sandbox");

@@ -17,7 +17,9 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -103,6 +105,28 @@ struct Planner {
     plan.binds.push_back(std::move(b));
   }
 };
+
+// Directories of the shared libraries this process has loaded, and $LD_LIBRARY_PATH's: the
+// programs it starts (workers linked against the same LibTorch, wherever it is installed) need them.
+std::vector<std::string> library_dirs() {
+  static const std::vector<std::string> dirs = [] {
+    std::set<std::string> found;
+    std::ifstream maps("/proc/self/maps");
+    for (std::string line; std::getline(maps, line);) {
+      const size_t slash = line.find('/');
+      if (slash == std::string::npos) continue;
+      const std::string file = line.substr(slash);
+      if (file.find(".so") != std::string::npos) found.insert(file.substr(0, file.rfind('/')));
+    }
+    if (const char* ld = std::getenv("LD_LIBRARY_PATH")) {
+      std::stringstream ss(ld);
+      for (std::string dir; std::getline(ss, dir, ':');)
+        if (!dir.empty()) found.insert(dir);
+    }
+    return std::vector<std::string>(found.begin(), found.end());
+  }();
+  return dirs;
+}
 
 // ---- after fork: async-signal-safe only ----------------------------------------------------
 
@@ -217,6 +241,7 @@ JailPlan plan_jail(const SandboxLimits& limits, const std::string& root, const s
   for (const char* dir : {kSandboxWorkDir, "/tmp", "/dev", "/dev/shm", "/proc"})
     if (p.dirs_made.insert(dir).second) plan.directories.push_back(root + dir);
   for (const char* path : kSystemPaths) p.add(path, false, false);
+  for (const auto& dir : library_dirs()) p.add(dir, false, false);
   for (const char* dev : kDevices) p.add(dev, false, true);
   for (const auto& dev : limits.devices) p.add(dev, false, true);
   p.add(program, false, false);
@@ -227,6 +252,11 @@ JailPlan plan_jail(const SandboxLimits& limits, const std::string& root, const s
   plan.outputs = outputs;
   for (const auto& n : inputs) plan.inside_inputs.push_back(std::string(kSandboxWorkDir) + "/" + n);
   for (const auto& n : outputs) plan.inside_outputs.push_back(std::string(kSandboxWorkDir) + "/" + n);
+  // Writable paths are written by the sandbox's user: nobody, for a root trainer.
+  for (const auto& path : limits.writable_paths)
+    if (plan.inside_root && chown(path.c_str(), kNobody, kNobody) != 0)
+      fail("sandbox: cannot hand the writable path {} to the sandbox's user (uid {}): {}", path, kNobody,
+           std::strerror(errno));
   plan.filter = build_syscall_filter(FilterProfile::tool);
   if (pipe2(plan.ready_pipe, O_CLOEXEC) != 0 || pipe2(plan.go_pipe, O_CLOEXEC) != 0)
     fail("sandbox: pipe failed: {}", std::strerror(errno));

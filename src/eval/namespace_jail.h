@@ -44,9 +44,10 @@ struct JailPlan {
   SyscallFilter filter;          // the tool profile, installed before exec
 };
 
-// The view for one program: /usr and the loader's files, the program itself and limits'
-// visible/writable paths and devices, on a tmpfs of limits.scratch_bytes. Chowns root to the
-// sandbox's outer identity.
+// The view for one program: /usr and the loader's files, the directories of the libraries this
+// process has loaded and of $LD_LIBRARY_PATH, the program itself and limits'
+// visible/writable paths and devices, on a tmpfs of limits.scratch_bytes. A root trainer hands
+// the writable paths to nobody, the sandbox's user outside.
 JailPlan plan_jail(const SandboxLimits& limits, const std::string& root, const std::string& program,
                    const std::vector<std::string>& inputs, const std::vector<std::string>& outputs);
 

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -83,6 +84,30 @@ TEST_CASE("sandbox: isolation names parse, and a bad one names the field and the
                         Catch::Contains("namespaces, rlimits-only"));
   CHECK_NOTHROW(require_sandbox(SandboxLimits{}, "evaluator.sandbox"));
   CHECK_NOTHROW(require_sandbox(SandboxLimits{}.isolate(SandboxIsolation::rlimits_only), "evaluator.sandbox"));
+}
+
+// Run by the next test inside a sandbox, whose seccomp filter refuses unshare: a machine without
+// user namespaces, as the evaluator sees it.
+TEST_CASE("sandbox: (inner) require_sandbox where namespaces are refused", "[.inner]") {
+  try {
+    require_sandbox(SandboxLimits{}, "evaluator.sandbox");
+    std::puts("require_sandbox accepted");
+  } catch (const Error& e) {
+    std::puts(e.what());
+  }
+}
+
+TEST_CASE("sandbox: without namespaces the evaluator refuses to start, naming the step and the opt-in key") {
+  Dir d;
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  CommandResult r = run_sandboxed(self, {"sandbox: (inner) require_sandbox where namespaces are refused"},
+                                  SandboxLimits{}.wall(30), d.path);
+  INFO(r.output);
+  REQUIRE(r.status == SandboxStatus::ok);
+  CHECK_THAT(r.output, Catch::Contains("evaluator.sandbox: 'namespaces' sandbox unavailable"));
+  CHECK_THAT(r.output, Catch::Contains("unshare (user, mount, pid, network, IPC, UTS namespaces) failed: EPERM"));
+  CHECK_THAT(r.output, Catch::Contains("Set evaluator.sandbox: rlimits-only"));
+  CHECK_THAT(r.output, !Catch::Contains("require_sandbox accepted"));
 }
 
 TEST_CASE("sandbox: directories left by dead processes are removed at start-up, live ones kept") {

@@ -15,7 +15,8 @@
 // it), in its own user namespace (uid 1000 inside, mapped to the trainer's uid, or to nobody when
 // the trainer is root), mount namespace, network, IPC and UTS namespaces. Its file system is a
 // size-limited tmpfs holding read-only bind mounts of /usr (with /bin, /lib... links), the dynamic
-// loader's cache, a few device files, the program and the paths a backend lists; everything else
+// loader's cache, a few device files, the directories of the trainer's own shared libraries (LibTorch
+// wherever it is installed), the program and the paths a backend lists; everything else
 // of the host (home directories, /tmp, checkpoints, the compile cache's logs, /etc) is absent. Its
 // working directory /sandbox and /tmp are on that tmpfs. A seccomp filter refuses ptrace, mount,
 // namespace and kernel-administration calls (syscall_filter.h); workers that run candidate code add
@@ -54,7 +55,8 @@ struct SandboxLimits {
   int64_t scratch_bytes = int64_t(64) << 20;  // namespaces: size of the tmpfs (/, /sandbox, /tmp)
   int processes = 256;                      // namespaces: RLIMIT_NPROC, counted inside the user namespace
   std::vector<std::string> visible_paths;   // namespaces: host paths mounted read-only at the same place
-  std::vector<std::string> writable_paths;  // namespaces: host paths mounted read-write (shared caches)
+  std::vector<std::string> writable_paths;  // namespaces: host paths mounted read-write (shared caches);
+                                            // a root trainer hands them to nobody, the sandbox's user
   std::vector<std::string> devices;         // namespaces: device files beyond null, zero, full, (u)random
 
   SandboxLimits& wall(double s) { wall_seconds = s; return *this; }
