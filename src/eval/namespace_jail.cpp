@@ -264,6 +264,9 @@ JailPlan plan_jail(const SandboxLimits& limits, const std::string& root, const s
 }
 
 bool map_jail_identity(JailPlan& plan, pid_t child) {
+  // The child's ends first: a child that died before it was ready must read as EOF here.
+  ::close(plan.ready_pipe[1]), plan.ready_pipe[1] = -1;
+  ::close(plan.go_pipe[0]), plan.go_pipe[0] = -1;
   char byte = 0;
   const bool ready = ::read(plan.ready_pipe[0], &byte, 1) == 1;
   bool ok = ready;
