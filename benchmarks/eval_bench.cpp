@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "bench_util.h"
 #include "turnrl/eval/cpu_backend.h"
 #include "turnrl/eval/cpu_tasks.h"
@@ -75,28 +77,35 @@ int main(int argc, char** argv) {
   const auto args = bench::parse_args(argc, argv);
   const size_t n = args.quick ? 16 : 64;
   const auto reqs = batch(n);
-  const std::string cache = make_private_dir("turnrl-eval-bench-cache");
-
-  CpuEvalOptions pooled;
-  pooled.cache_dir = cache;
-  CpuEvaluator pool(pooled);
   std::vector<Row> rows;
-  rows.push_back(measure("pool, cold compile cache", pool, reqs));
-  const int compiles = pool.compiles();
-  rows.push_back(measure("pool, warm compile cache", pool, reqs));
+  int compiles = 0, workers = 0;
+  // The sandbox's cost: the same batch under each isolation mode (sandbox.h), each with its own
+  // cold cache (compiles run in the sandbox too).
+  for (const SandboxIsolation mode : {SandboxIsolation::rlimits_only, SandboxIsolation::namespaces}) {
+    const std::string cache = make_private_dir("turnrl-eval-bench-cache");
+    CpuEvalOptions pooled;
+    pooled.cache_dir = cache;
+    pooled.limits.isolate(mode);
+    CpuEvaluator pool(pooled);
+    rows.push_back(measure(fmt::format("pool, cold compile cache, {}", to_string(mode)), pool, reqs));
+    compiles = pool.compiles();
+    workers = pool.pool_size();
+    rows.push_back(measure(fmt::format("pool, warm compile cache, {}", to_string(mode)), pool, reqs));
+    if (mode == SandboxIsolation::namespaces) {
+      CpuEvalOptions naive = pooled;
+      naive.max_evals_per_worker = 1;  // a fresh worker process for every call
+      CpuEvaluator fresh(naive);
+      // A worker start costs seconds, so the baseline runs the first 16 of the batch (rates compare).
+      const std::vector<EvalRequest> head(reqs.begin(), reqs.begin() + std::min<size_t>(16, reqs.size()));
+      rows.insert(rows.begin(), measure("baseline: process per call (16 cand.)", fresh, head));
+    }
+    remove_private_dir(cache);
+  }
 
-  CpuEvalOptions naive = pooled;
-  naive.max_evals_per_worker = 1;  // a fresh worker process for every call
-  CpuEvaluator fresh(naive);
-  // A worker start costs seconds, so the baseline runs the first 16 of the batch (rates compare).
-  const std::vector<EvalRequest> head(reqs.begin(), reqs.begin() + std::min<size_t>(16, reqs.size()));
-  rows.insert(rows.begin(), measure("baseline: process per call (16 cand.)", fresh, head));
-  remove_private_dir(cache);
-
-  std::printf("eval_bench: %zu CPU candidates, %d workers, %d distinct sources compiled\n", n, pool.pool_size(), compiles);
-  std::printf("%-40s %12s %22s %10s\n", "configuration", "evals/s", "overhead/cand (ms)", "vs baseline");
+  std::printf("eval_bench: %zu CPU candidates, %d workers, %d distinct sources compiled\n", n, workers, compiles);
+  std::printf("%-50s %12s %22s %10s\n", "configuration", "evals/s", "overhead/cand (ms)", "vs baseline");
   for (const auto& r : rows)
-    std::printf("%-40s %12.2f %22.1f %9.2fx\n", r.name.c_str(), r.evals_per_s, r.overhead_ms,
+    std::printf("%-50s %12.2f %22.1f %9.2fx\n", r.name.c_str(), r.evals_per_s, r.overhead_ms,
                 r.evals_per_s / rows[0].evals_per_s);
   return 0;
 }

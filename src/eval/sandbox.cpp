@@ -14,10 +14,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 
+#include "namespace_jail.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/install_paths.h"
 #include "turnrl/core/filesystem.h"
@@ -30,6 +33,7 @@ constexpr char kHello = 'H', kReply = 'R', kOutOfMemory = 'M';
 constexpr int kChannelFd = 3;
 constexpr size_t kTailBytes = 2048;
 constexpr const char* kCpuEnv = "TURNRL_SANDBOX_CPU_SECONDS";
+constexpr const char* kConfineEnv = "TURNRL_SANDBOX_CONFINE";  // set: confine_candidate() installs its filter
 
 std::string frame(char kind, const std::string& body) {
   std::string out(8, '\0');
@@ -82,6 +86,16 @@ const char* to_string(SandboxStatus status) {
   return "?";
 }
 
+const char* to_string(SandboxIsolation isolation) {
+  return isolation == SandboxIsolation::namespaces ? "namespaces" : "rlimits-only";
+}
+
+SandboxIsolation parse_sandbox_isolation(const std::string& name, const std::string& field) {
+  if (name == "namespaces") return SandboxIsolation::namespaces;
+  if (name == "rlimits-only") return SandboxIsolation::rlimits_only;
+  fail("{}: '{}' is not allowed; allowed: namespaces, rlimits-only", field, name);
+}
+
 SandboxWorker::SandboxWorker(std::string program, std::vector<std::string> args, SandboxLimits limits)
     : program_(std::move(program)), args_(std::move(args)), limits_(limits) {}
 
@@ -89,17 +103,34 @@ SandboxWorker::~SandboxWorker() { stop(); }
 
 namespace {
 
-// Forks and execs program in a sandbox (limits, fds, working dir, environment as described in
-// sandbox.h). out_fd becomes the child's stdout/stderr, channel_fd (if >= 0) its fd 3.
-// Returns the child's pid or -1.
+// Closes every fd from `first` on except keep_a and keep_b (async-signal-safe).
+void close_fds_from(int first, int keep_a = -1, int keep_b = -1) {
+  int keep[2] = {std::min(keep_a, keep_b), std::max(keep_a, keep_b)};
+  for (int k : keep) {
+    if (k < first) continue;
+    for (int fd = first; fd < k; ++fd) ::close(fd);
+    first = k + 1;
+  }
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, first, ~0U, 0) == 0) return;
+#endif
+  for (int fd = first; fd < 65536; ++fd) ::close(fd);
+}
+
+// Forks and execs program in a sandbox (limits, fds, file system, environment as described in
+// sandbox.h). out_fd becomes the child's stdout/stderr, channel_fd (if >= 0) its fd 3; `jail`
+// (namespaces) or work_dir (rlimits_only) says where it runs. Returns the child's pid or -1.
 pid_t spawn_sandboxed(const std::string& program_path, const std::vector<std::string>& args,
-                      const SandboxLimits& limits, const std::string& work_dir, int out_fd, int channel_fd) {
+                      const SandboxLimits& limits, const std::string& work_dir, int out_fd, int channel_fd,
+                      sandbox_detail::JailPlan* jail) {
   // Everything the child needs is prepared before fork: after fork only async-signal-safe calls.
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const std::string home = jail ? std::string(kSandboxWorkDir) : work_dir;
   std::vector<std::string> env_strings = {
-      "PATH=/usr/bin:/bin", "LANG=C", "LC_ALL=C", "HOME=" + work_dir, "TMPDIR=" + work_dir,
+      "PATH=/usr/bin:/bin", "LANG=C", "LC_ALL=C", "HOME=" + home, "TMPDIR=" + (jail ? std::string("/tmp") : work_dir),
       "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1",
       fmt::format("{}={}", kCpuEnv, limits.cpu_seconds)};
+  if (jail) env_strings.push_back(std::string(kConfineEnv) + "=1");
   if (const char* ld = std::getenv("LD_LIBRARY_PATH")) env_strings.push_back(std::string("LD_LIBRARY_PATH=") + ld);
   for (const auto& e : limits.environment) env_strings.push_back(e);
   std::vector<char*> envp, argv;
@@ -130,31 +161,77 @@ pid_t spawn_sandboxed(const std::string& program_path, const std::vector<std::st
     dup2(out_fd, 2);
     if (channel_fd >= 0) dup2(channel_fd, kChannelFd);
     const int first_closed = channel_fd >= 0 ? kChannelFd + 1 : 3;
-#ifdef SYS_close_range
-    if (syscall(SYS_close_range, first_closed, ~0U, 0) != 0)
-#endif
-      for (int fd = first_closed; fd < 65536; ++fd) ::close(fd);
-    if (chdir(dir) != 0) _exit(126);
+    // The trainer's other fds (other workers' channels among them) must not stay open in the
+    // jail's helper processes either: a worker's death is seen as EOF on its channel.
+    if (jail) close_fds_from(first_closed, jail->ready_pipe[1], jail->go_pipe[0]);
+    if (jail) sandbox_detail::enter_jail(*jail);  // returns in the program's process, in /sandbox
+    else if (chdir(dir) != 0) _exit(126);
+    close_fds_from(first_closed);
     setrlimit(RLIMIT_AS, &as_limit);
     setrlimit(RLIMIT_CPU, &cpu_limit);
     setrlimit(RLIMIT_CORE, &core_limit);
     setrlimit(RLIMIT_FSIZE, &fsize_limit);
     setrlimit(RLIMIT_NOFILE, &nofile_limit);
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-    if (isolate) unshare(CLONE_NEWUSER | CLONE_NEWNET);  // best effort: no network where allowed
+    if (jail) sandbox_detail::seal_jail(*jail);
+    else if (isolate) unshare(CLONE_NEWUSER | CLONE_NEWNET);  // best effort: no network where allowed
     execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   if (devnull >= 0) ::close(devnull);
+  if (jail && pid > 0) sandbox_detail::map_jail_identity(*jail, pid);
   return pid;
+}
+
+// The jail for one spawn (namespaces), or none (rlimits_only).
+std::unique_ptr<sandbox_detail::JailPlan> plan_for(const SandboxLimits& limits, const std::string& program,
+                                                   const std::string& work_dir, const std::vector<std::string>& inputs,
+                                                   const std::vector<std::string>& outputs) {
+  if (limits.isolation != SandboxIsolation::namespaces) return nullptr;
+  return std::make_unique<sandbox_detail::JailPlan>(sandbox_detail::plan_jail(limits, work_dir, program, inputs, outputs));
+}
+
+// Closes what the parent still holds of a plan (after a failed fork).
+void release_plan(sandbox_detail::JailPlan* jail) {
+  if (!jail) return;
+  for (int* pipe_pair : {jail->ready_pipe, jail->go_pipe})
+    for (int k = 0; k < 2; ++k)
+      if (pipe_pair[k] >= 0) ::close(pipe_pair[k]), pipe_pair[k] = -1;
 }
 
 }  // namespace
 
-std::string make_private_dir(const std::string& prefix) {
+namespace {
+std::string temp_root() {
   const char* tmp = std::getenv("TMPDIR");
-  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/" + prefix + "-XXXXXX";
+  return tmp && *tmp ? tmp : "/tmp";
+}
+}  // namespace
+
+std::string make_private_dir(const std::string& prefix) {
+  std::string templ = fmt::format("{}/{}-{}-XXXXXX", temp_root(), prefix, getpid());
   return mkdtemp(templ.data()) ? templ : std::string();
+}
+
+int remove_stale_private_dirs() {
+  namespace fs = std::filesystem;
+  int removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(temp_root(), ec), end; !ec && it != end; it.increment(ec)) {
+    // turnrl-<what>-<pid>-XXXXXX, as make_private_dir names them.
+    const std::string name = it->path().filename().string();
+    if (name.rfind("turnrl-", 0) != 0 || name.size() < 8 || name[name.size() - 7] != '-') continue;
+    const size_t pid_end = name.size() - 7, pid_begin = name.rfind('-', pid_end - 1);
+    if (pid_begin == std::string::npos || pid_begin + 1 >= pid_end) continue;
+    const std::string pid_text = name.substr(pid_begin + 1, pid_end - pid_begin - 1);
+    if (pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t owner = pid_t(std::stol(pid_text));
+    if (owner == getpid() || kill(owner, 0) == 0 || errno != ESRCH) continue;
+    std::error_code is_dir_ec;
+    if (!fs::is_directory(it->symlink_status(is_dir_ec)) || is_dir_ec) continue;
+    if (remove_tree(it->path().string())) ++removed;
+  }
+  return removed;
 }
 
 void remove_private_dir(const std::string& dir) {
@@ -162,7 +239,8 @@ void remove_private_dir(const std::string& dir) {
 }
 
 CommandResult run_sandboxed(const std::string& program, const std::vector<std::string>& args,
-                            const SandboxLimits& limits, const std::string& work_dir) {
+                            const SandboxLimits& limits, const std::string& work_dir,
+                            const std::vector<std::string>& inputs, const std::vector<std::string>& outputs) {
   CommandResult result;
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) {
@@ -170,7 +248,9 @@ CommandResult run_sandboxed(const std::string& program, const std::vector<std::s
     result.message = "pipe failed";
     return result;
   }
-  const pid_t pid = spawn_sandboxed(program, args, limits, work_dir, out[1], -1);
+  auto jail = plan_for(limits, program, work_dir, inputs, outputs);
+  const pid_t pid = spawn_sandboxed(program, args, limits, work_dir, out[1], -1, jail.get());
+  release_plan(jail.get());
   ::close(out[1]);
   if (pid < 0) {
     ::close(out[0]);
@@ -227,7 +307,16 @@ bool SandboxWorker::start() {
     ::close(sv[1]);
     return false;
   }
-  const pid_t pid = spawn_sandboxed(program_, args_, limits_, work_dir_, out[1], sv[1]);
+  std::unique_ptr<sandbox_detail::JailPlan> jail;
+  try {
+    jail = plan_for(limits_, program_, work_dir_, {}, {});
+  } catch (const Error& e) {
+    output_tail_ = e.what();
+    ::close(sv[0]), ::close(sv[1]), ::close(out[0]), ::close(out[1]);
+    return false;
+  }
+  const pid_t pid = spawn_sandboxed(program_, args_, limits_, work_dir_, out[1], sv[1], jail.get());
+  release_plan(jail.get());
   ::close(sv[1]);
   ::close(out[1]);
   channel_ = sv[0];
@@ -396,6 +485,31 @@ SandboxReply SandboxWorker::call(const std::string& request) {
   return reply;
 }
 
+void require_sandbox(const SandboxLimits& limits, const std::string& config_key) {
+  if (limits.isolation != SandboxIsolation::namespaces) return;
+  static const std::string why_not = [] {
+    const std::string dir = make_private_dir("turnrl-probe");
+    if (dir.empty()) return fmt::format("cannot create a directory under {}", temp_root());
+    CommandResult r;
+    try {
+      r = run_sandboxed("/usr/bin/true", {}, SandboxLimits{}.wall(30), dir);
+    } catch (const Error& e) {
+      r.status = SandboxStatus::start_failed;
+      r.message = e.what();
+    }
+    remove_private_dir(dir);
+    if (r.status == SandboxStatus::ok && r.exit_code == 0) return std::string();
+    std::string out = r.output.empty() ? r.message : r.output;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out.empty() ? fmt::format("a sandboxed /usr/bin/true exited with {}", r.exit_code) : out;
+  }();
+  if (!why_not.empty())
+    fail("{}: 'namespaces' sandbox unavailable on this machine ({}); it needs unprivileged or root user "
+         "namespaces with mount, pid and network namespaces and seccomp. Set {}: rlimits-only to run "
+         "candidates with limits only: they can then read and write what the trainer can (docs/evaluator.md)",
+         config_key, why_not, config_key);
+}
+
 std::string find_helper_program(const std::string& name) { return find_turnrl_file(TurnrlFiles::helpers, name); }
 
 namespace sandbox_child {
@@ -471,6 +585,21 @@ bool read_request(std::string& request) {
 void write_reply(const std::string& reply) {
   const std::string f = frame(kReply, reply);
   if (!write_all(kChannelFd, f.data(), f.size())) _exit(3);
+}
+
+void confine_candidate() {
+  if (!std::getenv(kConfineEnv)) return;
+  try {
+    sandbox_detail::SyscallFilter filter =
+        sandbox_detail::build_syscall_filter(sandbox_detail::FilterProfile::candidate, getpid());
+    if (const int err = sandbox_detail::install_syscall_filter(filter)) {
+      std::fprintf(stderr, "turnrl sandbox: installing the candidate seccomp filter failed: %s\n", std::strerror(err));
+      _exit(126);
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    _exit(126);
+  }
 }
 
 void arm_cpu_limit() {

@@ -380,6 +380,7 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   w.key("compile_seconds", ev.compile_seconds, "compiler time limit");
   w.key("warmup", ev.warmup, "untimed runs before timing");
   w.key("wall_seconds", ev.wall_seconds, "per worker call, then the worker is killed");
+  w.key("sandbox", ev.sandbox.c_str(), "namespaces | rlimits-only (weaker: no file-system isolation; docs/evaluator.md)");
   w.open("cuda", "backend cuda: NVRTC + CUDA events + CUPTI");
   w.key("devices", ev.cuda.devices, "GPU ordinals, one worker each; [] = every visible GPU");
   w.key("l2_flush_mib", ev.cuda.l2_flush_mib, "L2 flush buffer; 0 = twice the L2 size");

@@ -98,7 +98,7 @@ TEST_CASE("a recorded stop ends training after the current step with a checkpoin
     TrainConfig c = test::tiny_config(test::fresh_dir(on_stop ? "stop-on" : "stop-off"), 100);
     c.checkpoint.every = 0;  // only the final one: any checkpoint here comes from the stop
     c.checkpoint.on_stop = on_stop;
-    Trainer trainer(c, std::make_shared<test::PlanRuleEvaluator>());
+    KernelTrainer trainer(c, std::make_shared<test::PlanRuleEvaluator>());
     request_stop(SIGTERM);
     trainer.train();
     CHECK(stop_signal() == SIGTERM);

@@ -55,6 +55,9 @@ struct EvaluatorConfig {
   double compile_seconds = 60;
   int64_t warmup = 3;           // untimed runs before timing
   double wall_seconds = 20;     // per call of a worker (correctness or timing), then it is killed
+  // namespaces | rlimits-only: how candidates and compilers are isolated (sandbox.h); rlimits-only
+  // is the weaker mode for machines without user namespaces, never chosen silently.
+  std::string sandbox = "namespaces";
   CudaEvaluatorConfig cuda;
   PythonEvaluatorConfig python;
   RemoteEvaluatorConfig remote;

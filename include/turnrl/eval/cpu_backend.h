@@ -23,7 +23,9 @@ namespace turnrl {
 struct CpuEvalOptions {
   int workers = 0;                 // pool size; 0 = one per core
   SandboxLimits limits;            // per worker process
-  std::string cache_dir;           // "" = $TURNRL_EVAL_CACHE, else $TMPDIR/turnrl-cpu-cache-<uid>
+  std::string cache_dir;           // "" = $TURNRL_EVAL_CACHE, else $TMPDIR/turnrl-cpu-cache-<uid>;
+                                   // objects in objects/ (workers see it read-only), logs and
+                                   // object hashes beside it (workers never see them)
   std::string compiler = "g++";    // found on PATH unless absolute
   double compile_seconds = 60;
   int warmup = 3;
@@ -47,6 +49,7 @@ struct CompiledCandidate {
   bool ok = false;
   std::string hash;          // hex of the cache key (flags + API header + source)
   std::string library_path;  // the shared object, when ok
+  std::string object_hash;   // object_hash() of the object when it was compiled
   std::string log;           // compiler output, trimmed
   bool cached = false;       // served from the cache
   double seconds = 0;        // compile time (0 when cached)
@@ -61,13 +64,18 @@ class CpuEvaluator : public KernelEvaluator {
   // candidate.
   std::vector<EvalResult> evaluate(const std::vector<EvalRequest>& requests) override;
 
-  // Compiles with the fixed flags, or returns the cached object for the same source.
+  // Compiles with the fixed flags in the sandbox (where only /usr and the API header exist, so
+  // an #include of any other file fails), or returns the cached object for the same source.
   CompiledCandidate compile(const std::string& source);
+  // compile(), then the object's bytes checked against the hash recorded when it was compiled:
+  // an object changed on disk is never loaded but compiled again (objects_replaced counts it).
+  CompiledCandidate verified_object(const std::string& source);
 
   const CpuEvalOptions& options() const;
   int pool_size() const;
   int worker_starts() const;  // children started so far, over the whole pool
   int compiles() const;       // compiler runs so far (cache misses)
+  int objects_replaced() const;  // cached objects found changed and compiled again
 
  private:
   struct Impl;
@@ -99,6 +107,10 @@ Comparison merge_in_order(const std::vector<Comparison>& outputs, const std::vec
 Comparison compare_tensors(const at::Tensor& candidate, const at::Tensor& reference, double atol, double rtol);
 // compare_all for outputs that are tensors (on any device), with compare_tensors.
 Comparison compare_all(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& ref, double atol, double rtol);
+
+// 64-bit FNV-1a of a file's bytes, in hex ("" when it cannot be read): detects a changed object
+// (the cache is out of candidates' reach; this is the check behind that, not a signature).
+std::string object_hash(const std::string& path);
 
 // Median, minimum and median absolute deviation of samples (microseconds).
 TimingStats timing_stats(std::vector<double> samples_us);

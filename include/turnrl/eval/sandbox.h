@@ -5,10 +5,24 @@
 // fork of the trainer). Parent and child talk over one socketpair (fd 3 in the child) with
 // length-prefixed frames; the child's stdout/stderr go to a pipe that the parent drains and
 // counts. The child runs with an address-space limit, a CPU-time limit re-armed per call, no core
-// dumps, a file-size limit, only fds 0-3 open, no-new-privs, its own process group, a private
-// temporary working directory, a restricted environment and (where the kernel allows) its own
-// network namespace. A call that crashes, hangs, floods its output or runs out of memory costs
-// that call only: the reply says which, the child is killed, and the next call starts a fresh one.
+// dumps, a file-size limit, only fds 0-3 open, no-new-privs, its own process group and a
+// restricted environment. A call that crashes, hangs, floods its output or runs out of memory
+// costs that call only: the reply says which, the child is killed, and the next call starts a
+// fresh one.
+//
+// Isolation (SandboxIsolation::namespaces, the default): the child is pid 2 of its own pid
+// namespace under a small init (when that init dies, every process the child started dies with
+// it), in its own user namespace (uid 1000 inside, mapped to the trainer's uid, or to nobody when
+// the trainer is root), mount namespace, network, IPC and UTS namespaces. Its file system is a
+// size-limited tmpfs holding read-only bind mounts of /usr (with /bin, /lib... links), the dynamic
+// loader's cache, a few device files, the directories of the trainer's own shared libraries (LibTorch
+// wherever it is installed), the program and the paths a backend lists; everything else
+// of the host (home directories, /tmp, checkpoints, the compile cache's logs, /etc) is absent. Its
+// working directory /sandbox and /tmp are on that tmpfs. A seccomp filter refuses ptrace, mount,
+// namespace and kernel-administration calls (syscall_filter.h); workers that run candidate code add
+// a stricter one (sandbox_child::confine_candidate). SandboxIsolation::rlimits_only is the weaker
+// mode for machines without user namespaces: limits, a private directory and the environment only
+// (docs/evaluator.md says what it leaves open); a config must ask for it (evaluator.sandbox).
 #include <sys/types.h>
 
 #include <cstdint>
@@ -16,6 +30,15 @@
 #include <vector>
 
 namespace turnrl {
+
+// How a sandboxed process is isolated from the host (the `evaluator.sandbox` config key).
+enum class SandboxIsolation {
+  namespaces,    // user, mount, pid, network, IPC, UTS namespaces, tmpfs root, seccomp (see above)
+  rlimits_only,  // resource limits, private directory, environment: sees and writes what the trainer can
+};
+const char* to_string(SandboxIsolation isolation);
+// "namespaces" | "rlimits-only"; throws turnrl::Error naming `field` otherwise.
+SandboxIsolation parse_sandbox_isolation(const std::string& name, const std::string& field);
 
 // Per-worker limits; chainable setters in the style of LibTorch options.
 struct SandboxLimits {
@@ -26,13 +49,24 @@ struct SandboxLimits {
   int64_t output_bytes = int64_t(1) << 20;  // stdout+stderr per call
   int64_t file_bytes = int64_t(16) << 20;   // RLIMIT_FSIZE
   int open_files = 256;                     // RLIMIT_NOFILE
-  bool isolate_network = true;              // best effort: unshare(CLONE_NEWUSER | CLONE_NEWNET)
+  bool isolate_network = true;              // rlimits_only: best effort unshare(CLONE_NEWUSER | CLONE_NEWNET)
   std::vector<std::string> environment;     // extra "NAME=value" entries (e.g. CUDA_VISIBLE_DEVICES)
+  SandboxIsolation isolation = SandboxIsolation::namespaces;
+  int64_t scratch_bytes = int64_t(64) << 20;  // namespaces: size of the tmpfs (/, /sandbox, /tmp)
+  int processes = 256;                      // namespaces: RLIMIT_NPROC, counted inside the user namespace
+  std::vector<std::string> visible_paths;   // namespaces: host paths mounted read-only at the same place
+  std::vector<std::string> writable_paths;  // namespaces: host paths mounted read-write (shared caches);
+                                            // a root trainer hands them to nobody, the sandbox's user
+  std::vector<std::string> devices;         // namespaces: device files beyond null, zero, full, (u)random
 
   SandboxLimits& wall(double s) { wall_seconds = s; return *this; }
   SandboxLimits& cpu(double s) { cpu_seconds = s; return *this; }
   SandboxLimits& address_space(int64_t bytes) { address_space_bytes = bytes; return *this; }
   SandboxLimits& output(int64_t bytes) { output_bytes = bytes; return *this; }
+  SandboxLimits& isolate(SandboxIsolation i) { isolation = i; return *this; }
+  SandboxLimits& scratch(int64_t bytes) { scratch_bytes = bytes; return *this; }
+  SandboxLimits& visible(const std::string& path) { visible_paths.push_back(path); return *this; }
+  SandboxLimits& writable(const std::string& path) { writable_paths.push_back(path); return *this; }
 };
 
 enum class SandboxStatus {
@@ -93,6 +127,11 @@ class SandboxWorker {
   int calls_since_start_ = 0;
 };
 
+// Throws turnrl::Error when limits ask for namespaces and this machine cannot make them: names
+// what failed and `config_key` (e.g. "evaluator.sandbox"), the key that opts into rlimits-only.
+// Probes once per process (a sandboxed /usr/bin/true) and remembers the answer.
+void require_sandbox(const SandboxLimits& limits, const std::string& config_key);
+
 // One run of a program under the same sandbox (no channel): e.g. the compiler on candidate source.
 struct CommandResult {
   SandboxStatus status = SandboxStatus::ok;  // ok: it exited (any exit code)
@@ -101,12 +140,24 @@ struct CommandResult {
   std::string output;  // stdout+stderr, at most limits.output_bytes
   std::string message;
 };
-// Runs program with args in work_dir (which must exist; it is not removed).
+// Runs program with args on the files of work_dir (which must exist; it is not removed): with
+// rlimits_only it runs in work_dir; with namespaces it runs in /sandbox on its tmpfs, the files named
+// in `inputs` are copied there from work_dir first and those named in `outputs` (regular files of
+// at most limits.file_bytes) back to work_dir after it exited, so that nothing it does on its own
+// file system outlives it.
 CommandResult run_sandboxed(const std::string& program, const std::vector<std::string>& args,
-                            const SandboxLimits& limits, const std::string& work_dir);
-// A fresh private directory (mode 0700) under $TMPDIR or /tmp, and its recursive removal.
+                            const SandboxLimits& limits, const std::string& work_dir,
+                            const std::vector<std::string>& inputs = {}, const std::vector<std::string>& outputs = {});
+// A fresh private directory (mode 0700) under $TMPDIR or /tmp named <prefix>-<pid>-XXXXXX, and its
+// recursive removal.
 std::string make_private_dir(const std::string& prefix);
 void remove_private_dir(const std::string& dir);
+// Removes the turnrl-* private directories under $TMPDIR or /tmp whose creating process is gone
+// (left by SIGKILLed runs); returns how many were removed.
+int remove_stale_private_dirs();
+// The directory that sandboxed programs see as their working directory (namespaces): compiler
+// messages name files under it.
+inline constexpr const char* kSandboxWorkDir = "/sandbox";
 
 // Finds a helper program (e.g. "turnrl_cpu_worker") among turnrl's helpers (core/install_paths.h:
 // $TURNRL_WORKER_DIR, the running program's folder, <program>/../libexec/turnrl, ...). Throws
@@ -123,6 +174,10 @@ void say_hello();
 // Blocks for the next request; false when the parent closed the channel.
 bool read_request(std::string& request);
 void write_reply(const std::string& reply);
+// Installs the candidate seccomp profile (no processes, programs, sockets or signals to others;
+// syscall_filter.h) when the parent started this worker with namespaces; a no-op in rlimits_only.
+// Call after start-up work, before any candidate code is loaded. Exits the worker if it fails.
+void confine_candidate();
 // Re-arms RLIMIT_CPU so that this call may use the configured per-call CPU seconds.
 void arm_cpu_limit();
 // Tells the parent the limit was hit (std::bad_alloc in the candidate), then exits.

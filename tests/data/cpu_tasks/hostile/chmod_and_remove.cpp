@@ -1,0 +1,9 @@
+// Takes the permissions of one file of the run and removes another.
+#include <turnrl/eval/candidate_api.h>
+#include <cstdio>
+#include <sys/stat.h>
+extern "C" int turnrl_kernel(const turnrl_tensor* in, int n_in, turnrl_tensor* out, int n_out, const turnrl_lib* lib) {
+  chmod("@OUT@/run/config.yaml", 0);
+  std::remove("@OUT@/run/victim.txt");
+  return 1;
+}
