@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -116,6 +117,25 @@ TEST_CASE("bpe tokenizer: the priority-queue merge loop equals a naive lowest-ra
       CHECK(tok.encode(text) == expected);
     }
   }
+}
+
+TEST_CASE("bpe tokenizer: threads encoding at once (sharing the word cache) get the single-threaded ids", "[model]") {
+  const json fixture = test::tokenizer_fixture("encode_fixtures.json");
+  const BpeTokenizer tok = BpeTokenizer::from_file(test::hf_tokenizer_dir("qwen3") + "/tokenizer.json");  // cold cache
+  std::vector<std::string> texts;
+  std::vector<TokenIds> expected;
+  for (const json& c : fixture.at("cases")) {
+    texts.push_back(c.at("text"));
+    expected.push_back(c.at("qwen3").get<TokenIds>());
+  }
+  std::vector<std::vector<TokenIds>> got(4, std::vector<TokenIds>(texts.size()));
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < got.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (size_t i = 0; i < texts.size(); ++i) got[t][i] = tok.encode(texts[i], true);
+    });
+  for (std::thread& thread : threads) thread.join();
+  for (const auto& per_thread : got) CHECK(per_thread == expected);
 }
 
 TEST_CASE("bpe tokenizer: the pre-tokenizer regexes split digits, contractions and whitespace as each model does", "[model]") {
