@@ -106,15 +106,17 @@ void add_unique(std::vector<int64_t>& ids, int64_t id) {
 }  // namespace
 
 std::shared_ptr<HfChatTokenizer> load_hf_chat_tokenizer(const std::string& dir, const HfTokenizerOptions& options) {
-  BpeTokenizer tok = BpeTokenizer::from_file(dir + "/tokenizer.json");
   const std::string config_path = dir + "/tokenizer_config.json";
   const nlohmann::json config_doc = read_json_file(config_path);
   const JsonAt config{config_doc, config_path, ""};
   try {
+    // The template first: a folder turnrl cannot render fails before the large tokenizer.json is read.
     const ChatTemplate chat_template = choose_template(dir, config, options);
+    BpeTokenizer tok = BpeTokenizer::from_file(dir + "/tokenizer.json");
 
+    // (A vocabulary without the template's tokens is refused by the constructor, naming the token.)
     std::vector<int64_t> stop;
-    add_unique(stop, *tok.token_to_id(end_of_turn_token(chat_template)));
+    if (const auto end_of_turn = tok.token_to_id(end_of_turn_token(chat_template))) add_unique(stop, *end_of_turn);
     const auto eos = token_name(config, "eos_token");
     if (eos) add_unique(stop, token_id(tok, config, "eos_token", *eos));
     const std::string generation_path = dir + "/generation_config.json";

@@ -2,30 +2,42 @@
 
 namespace turnrl::detail {
 
-size_t utf8_sequence_length(std::string_view text, size_t pos) {
+namespace {
+
+// What a lead byte allows: the sequence length (0 for a byte that cannot start one) and the range
+// of the second byte, which excludes overlong forms, surrogates and code points above U+10FFFF.
+struct Lead {
+  size_t length = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
+};
+
+Lead lead_of(unsigned char b) {
+  Lead l;
+  if (b < 0x80) l.length = 1;
+  else if (b >= 0xC2 && b <= 0xDF) l.length = 2;
+  else if (b >= 0xE0 && b <= 0xEF) l.length = 3, l.lo = b == 0xE0 ? 0xA0 : 0x80, l.hi = b == 0xED ? 0x9F : 0xBF;
+  else if (b >= 0xF0 && b <= 0xF4) l.length = 4, l.lo = b == 0xF0 ? 0x90 : 0x80, l.hi = b == 0xF4 ? 0x8F : 0xBF;
+  return l;
+}
+
+// How many bytes from `pos` belong to the sequence its lead byte starts: the whole sequence when
+// it is well-formed, else the longest prefix that could still begin one (at least 1; one U+FFFD
+// replaces exactly this "maximal subpart").
+size_t valid_prefix(std::string_view text, size_t pos, const Lead& lead) {
   const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-  const unsigned char lead = byte(pos);
-  if (lead < 0x80) return 1;
-  size_t length;
-  unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte (excludes overlongs, surrogates)
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    length = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    length = 3;
-    if (lead == 0xE0) lo = 0xA0;
-    if (lead == 0xED) hi = 0x9F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    length = 4;
-    if (lead == 0xF0) lo = 0x90;
-    if (lead == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (pos + length > text.size()) return 0;
-  if (byte(pos + 1) < lo || byte(pos + 1) > hi) return 0;
-  for (size_t i = 2; i < length; ++i)
-    if ((byte(pos + i) & 0xC0) != 0x80) return 0;
-  return length;
+  if (lead.length <= 1) return 1;
+  if (pos + 1 >= text.size() || byte(pos + 1) < lead.lo || byte(pos + 1) > lead.hi) return 1;
+  size_t taken = 2;
+  while (taken < lead.length && pos + taken < text.size() && (byte(pos + taken) & 0xC0) == 0x80) ++taken;
+  return taken;
+}
+
+}  // namespace
+
+size_t utf8_sequence_length(std::string_view text, size_t pos) {
+  const Lead lead = lead_of(static_cast<unsigned char>(text[pos]));
+  if (lead.length == 0) return 0;
+  return valid_prefix(text, pos, lead) == lead.length ? lead.length : 0;
 }
 
 char32_t utf8_decode_at(std::string_view text, size_t pos, size_t length) {
@@ -62,29 +74,6 @@ size_t utf8_first_invalid(std::string_view text) {
   return std::string_view::npos;
 }
 
-namespace {
-
-// Bytes of the longest prefix at `pos` that could still begin a well-formed sequence (at least 1):
-// one U+FFFD replaces exactly this "maximal subpart".
-size_t maximal_subpart(std::string_view text, size_t pos) {
-  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-  const unsigned char lead = byte(pos);
-  size_t length = 0;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) length = 2;
-  else if (lead >= 0xE0 && lead <= 0xEF) length = 3, lo = lead == 0xE0 ? 0xA0 : 0x80, hi = lead == 0xED ? 0x9F : 0xBF;
-  else if (lead >= 0xF0 && lead <= 0xF4) length = 4, lo = lead == 0xF0 ? 0x90 : 0x80, hi = lead == 0xF4 ? 0x8F : 0xBF;
-  else return 1;
-  size_t taken = 1;
-  if (pos + 1 < text.size() && byte(pos + 1) >= lo && byte(pos + 1) <= hi) {
-    taken = 2;
-    while (taken < length && pos + taken < text.size() && (byte(pos + taken) & 0xC0) == 0x80) ++taken;
-  }
-  return taken;
-}
-
-}  // namespace
-
 std::string utf8_lossy(std::string_view bytes) {
   std::string out;
   out.reserve(bytes.size());
@@ -95,7 +84,7 @@ std::string utf8_lossy(std::string_view bytes) {
       pos += length;
     } else {
       out += "\xEF\xBF\xBD";
-      pos += maximal_subpart(bytes, pos);
+      pos += valid_prefix(bytes, pos, lead_of(static_cast<unsigned char>(bytes[pos])));
     }
   }
   return out;

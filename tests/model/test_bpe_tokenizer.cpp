@@ -4,7 +4,9 @@
 // scripts/dev/make_tokenizer_fixtures.mjs; benchmarks/device/check_tokenizers.py re-checks the
 // same corpus against the real `tokenizers` library on a machine that has it.
 #include <algorithm>
+#include <array>
 #include <map>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -117,6 +119,25 @@ TEST_CASE("bpe tokenizer: the priority-queue merge loop equals a naive lowest-ra
   }
 }
 
+TEST_CASE("bpe tokenizer: threads encoding at once (sharing the word cache) get the single-threaded ids", "[model]") {
+  const json fixture = test::tokenizer_fixture("encode_fixtures.json");
+  const BpeTokenizer tok = BpeTokenizer::from_file(test::hf_tokenizer_dir("qwen3") + "/tokenizer.json");  // cold cache
+  std::vector<std::string> texts;
+  std::vector<TokenIds> expected;
+  for (const json& c : fixture.at("cases")) {
+    texts.push_back(c.at("text"));
+    expected.push_back(c.at("qwen3").get<TokenIds>());
+  }
+  std::vector<std::vector<TokenIds>> got(4, std::vector<TokenIds>(texts.size()));
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < got.size(); ++t)
+    threads.emplace_back([&, t] {
+      for (size_t i = 0; i < texts.size(); ++i) got[t][i] = tok.encode(texts[i], true);
+    });
+  for (std::thread& thread : threads) thread.join();
+  for (const auto& per_thread : got) CHECK(per_thread == expected);
+}
+
 TEST_CASE("bpe tokenizer: the pre-tokenizer regexes split digits, contractions and whitespace as each model does", "[model]") {
   const BpeTokenizer& qwen = real_tokenizer("qwen3");
   const BpeTokenizer& llama = real_tokenizer("llama3");
@@ -162,6 +183,34 @@ TEST_CASE("bpe tokenizer: decode replaces broken UTF-8 as HF does and skips ids 
   CHECK(qwen.decode({qwen.encode("a").at(0), 151800}) == "a");
   CHECK_THROWS_WITH(qwen.decode({-1}), Catch::Contains("negative id -1"));
   CHECK_THROWS_WITH(qwen.encode("bad \xFF byte"), Catch::Contains("not valid UTF-8") && Catch::Contains("offset 4"));
+}
+
+TEST_CASE("bpe tokenizer: decode replaces each maximal ill-formed UTF-8 subpart with one U+FFFD", "[model]") {
+  const BpeTokenizer& llama = real_tokenizer("llama3");
+  // GPT-2's byte symbols, written out here: printable Latin-1 bytes are themselves, the other 68
+  // bytes take U+0100.. in byte order; one token per byte.
+  std::array<int, 256> code{};
+  for (int b = 0, next = 0x100; b < 256; ++b) {
+    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    code[size_t(b)] = printable ? b : next++;
+  }
+  const auto byte_ids = [&](const std::string& bytes) {
+    TokenIds ids;
+    for (const char ch : bytes) {
+      const int c = code[static_cast<unsigned char>(ch)];  // below U+0144: one or two UTF-8 bytes
+      const std::string symbol = c < 0x80 ? std::string(1, char(c)) : std::string{char(0xC0 | (c >> 6)), char(0x80 | (c & 0x3F))};
+      ids.push_back(llama.token_to_id(symbol).value());
+    }
+    return ids;
+  };
+  const std::string fffd = "\xEF\xBF\xBD";
+  CHECK(llama.decode(byte_ids("a\xC3\xA9z")) == "a\xC3\xA9z");         // well-formed
+  CHECK(llama.decode(byte_ids("a\xC3")) == "a" + fffd);                 // truncated 2-byte
+  CHECK(llama.decode(byte_ids("\xF0\x9F\x99!")) == fffd + "!");         // truncated 4-byte: one subpart
+  CHECK(llama.decode(byte_ids("\xE0\x80\x80")) == fffd + fffd + fffd);  // overlong: three
+  CHECK(llama.decode(byte_ids("\xED\xA0\x80")) == fffd + fffd + fffd);  // surrogate: three
+  CHECK(llama.decode(byte_ids("\xFF\x80 ")) == fffd + fffd + " ");      // bytes that start nothing
+  CHECK(llama.decode(byte_ids("\n\t ")) == "\n\t ");
 }
 
 TEST_CASE("bpe tokenizer: merges apply lowest rank first, in both merge formats", "[model]") {

@@ -46,7 +46,8 @@ class BpeTokenizer {
   // tokens (Qwen3's <think>, <tool_call>) are always matched, as in HF. Throws on invalid UTF-8.
   TokenIds encode(std::string_view text, bool parse_special = false) const;
   // Ids to text (HF `tokenizers` decode, without transformers' clean_up_tokenization_spaces).
-  // Throws on an id outside the vocabulary.
+  // Ids that name no token (a model's embedding rows past the tokenizer) decode to nothing, as in
+  // HF; a negative id throws.
   std::string decode(const TokenIds& ids, bool skip_special_tokens = false) const;
 
   // The pre-tokenizer's pieces of `text` (normalized, byte-level mapped), as HF's
