@@ -48,8 +48,21 @@ struct ImportedSymbol {
 // turnrl::Error when the file is not a readable ELF64 object.
 std::vector<ImportedSymbol> imported_symbols(const std::string& shared_object_path);
 
-// Static checks. Source: inline assembly, cycle counters, /proc access (tampering).
+// The tokens a compiler would see, roughly: comments removed, string and character literals moved
+// out (their contents concatenated into `literals`), `#if 0` blocks dropped, `a ## b` pasted.
+struct SourceTokens {
+  std::vector<std::string> identifiers;
+  std::string literals;
+};
+SourceTokens source_tokens(const std::string& source);
+
+// Static checks. Source identifiers: inline assembly, cycle-counter intrinsics, FILE descriptor
+// rewiring (_fileno), stack walking; literals naming /proc/ or /dev/ (tampering). Words inside
+// comments, literals and #if 0 blocks do not count.
 std::vector<HackFinding> check_source(const std::string& source);
+// The compiled object's disassembly (objdump -d): rdtsc, rdtscp, rdpmc, syscall, sysenter and
+// int $0x80 are tampering however the source produced them (token pasting, macros, intrinsics).
+std::vector<HackFinding> check_instructions(const std::string& disassembly);
 // Imports: unversioned symbols (LibTorch, BLAS: calls_reference), dynamic loading, memory
 // protection, raw syscalls, signals, processes, files, sockets, clocks (tampering), thread
 // creation (deferred_work: work on another thread can finish after the timer stops).
@@ -63,6 +76,14 @@ std::vector<HackFinding> check_replaced_routines(const std::vector<std::string>&
 // Candidate median faster than the physical bound: bytes / bandwidth and flops / peak.
 std::vector<HackFinding> check_plausible_speed(double candidate_us, double bytes, double flops,
                                                double bandwidth_bytes_per_s, const HackingThresholds& t);
+
+// The parent's cross-check of the times a worker reported (seconds). billed_s: CPU time the kernel
+// billed the worker for the timing request (read from outside, clock_getcpuclockid); harness_s:
+// what the same loop cost a clean worker beyond its timed calls; reported_s: the sum of the
+// reported call times. Tampering when the reply came before the harness's own work could have run
+// (billed < harness / 2), or when the calls were reported at under half the CPU time billed
+// beyond the harness's (5 ms of slack on both).
+std::vector<HackFinding> check_billed_time(double reported_s, double billed_s, double harness_s);
 
 // OR of the flags and "; "-joined reasons.
 uint32_t flags_of(const std::vector<HackFinding>& findings);
