@@ -233,10 +233,14 @@ bool is_prime(int64_t v) {
   return true;
 }
 
-// The first prime at or above a random point of [lo, hi] (hi when none is found before it).
-int64_t prime_in(int64_t lo, int64_t hi, uint64_t& state) {
-  int64_t v = lo + int64_t(splitmix64(state) % uint64_t(std::max<int64_t>(1, hi - lo + 1)));
-  while (v < hi && !is_prime(v)) ++v;
+// A random point of [lo, hi].
+int64_t draw(int64_t lo, int64_t hi, uint64_t& state) {
+  return lo + int64_t(splitmix64(state) % uint64_t(std::max<int64_t>(1, hi - lo + 1)));
+}
+
+// The first prime at or above v (prime gaps at these sizes are a few dozen).
+int64_t next_prime(int64_t v) {
+  while (!is_prime(v)) ++v;
   return v;
 }
 
@@ -262,9 +266,10 @@ ShapeSet random_shape_set(const CpuTask& task, uint64_t seed, bool larger) {
       }
       if (k == firsts.size()) {
         const int64_t v = shown[i][d];
-        // Larger: a prime up to a quarter above the shown size; smaller: an odd or prime size under 64.
-        drawn.push_back(larger ? prime_in(v + 1, v + std::max<int64_t>(8, v / 4), state)
-                               : prime_in(1, std::min<int64_t>(std::max<int64_t>(v, 2), 63), state) | 1);
+        // Larger: the first prime after a random point up to a quarter above the shown size;
+        // smaller: an odd size under 64.
+        drawn.push_back(larger ? next_prime(draw(v + 1, v + std::max<int64_t>(8, v / 4), state))
+                               : draw(1, std::min<int64_t>(std::max<int64_t>(v, 2), 63), state) | 1);
         firsts.emplace_back(i, d);
       }
       out[i][d] = drawn[k];

@@ -83,7 +83,7 @@ std::vector<ImportedSymbol> imported_symbols(const std::string& path) {
   return out;
 }
 
-SourceTokens source_tokens(const std::string& source) {
+std::string code_text(const std::string& source, std::string* literals) {
   // Line continuations first, as translation phase 2 does.
   std::string text;
   for (size_t i = 0; i < source.size(); ++i) {
@@ -93,7 +93,6 @@ SourceTokens source_tokens(const std::string& source) {
     }
     text += source[i];
   }
-  SourceTokens out;
   std::string code;  // text with comments and literals replaced by a space
   for (size_t i = 0; i < text.size();) {
     const char c = text[i];
@@ -113,13 +112,13 @@ SourceTokens source_tokens(const std::string& source) {
       if (open == std::string::npos) break;
       const std::string close = ")" + text.substr(i + 2, open - i - 2) + "\"";
       const size_t end = text.find(close, open + 1);
-      out.literals += text.substr(open + 1, (end == std::string::npos ? text.size() : end) - open - 1);
+      if (literals) *literals += text.substr(open + 1, (end == std::string::npos ? text.size() : end) - open - 1);
       i = end == std::string::npos ? text.size() : end + close.size();
       code += ' ';
     } else if (c == '"' || c == '\'') {
       size_t k = i + 1;
       while (k < text.size() && text[k] != c && text[k] != '\n') k += text[k] == '\\' ? 2 : 1;
-      if (c == '"') out.literals += text.substr(i + 1, std::min(k, text.size()) - i - 1);
+      if (c == '"') if (literals) *literals += text.substr(i + 1, std::min(k, text.size()) - i - 1);
       i = std::min(k + 1, text.size());
       code += ' ';
     } else {
@@ -152,6 +151,12 @@ SourceTokens source_tokens(const std::string& source) {
     }
     kept += line + "\n";
   }
+  return kept;
+}
+
+SourceTokens source_tokens(const std::string& source) {
+  SourceTokens out;
+  std::string kept = code_text(source, &out.literals);
   // Token pasting: `a ## b` forms the identifier ab, so the operands are joined before splitting.
   kept = std::regex_replace(kept, std::regex(R"(\s*##\s*)"), "");
   static const std::regex identifier(R"([A-Za-z_][A-Za-z0-9_]*)");

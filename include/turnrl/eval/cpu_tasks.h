@@ -56,7 +56,8 @@ void fill_input(const InputSpec& spec, float* data, int64_t n, uint64_t seed, in
 std::vector<at::Tensor> make_inputs(const CpuTask& task, int shape_set, uint64_t seed);
 std::vector<at::Tensor> make_inputs(const CpuTask& task, const ShapeSet& shapes, uint64_t seed);
 // An extra shape set drawn from seed for the specialisation check: every size of shape_sets[0]
-// replaced by a prime up to a quarter larger (larger) or by an odd size under 64; sizes that agree
+// replaced by a prime above it (the first after a random point up to a quarter above; larger) or
+// by an odd size under 64; sizes that agree
 // in all of the task's shape sets get the same draw. Different every evaluation.
 ShapeSet random_shape_set(const CpuTask& task, uint64_t seed, bool larger);
 // The cache check: rewrites the second half of every input in place (first half kept).

@@ -48,6 +48,11 @@ struct ImportedSymbol {
 // turnrl::Error when the file is not a readable ELF64 object.
 std::vector<ImportedSymbol> imported_symbols(const std::string& shared_object_path);
 
+// The source as code only: comments and string/character literals replaced by a space (the
+// literals' contents appended to *literals when given), `#if 0` blocks dropped, line
+// continuations joined. Names found in it are names in code (kernel names, forbidden identifiers).
+std::string code_text(const std::string& source, std::string* literals = nullptr);
+
 // The tokens a compiler would see, roughly: comments removed, string and character literals moved
 // out (their contents concatenated into `literals`), `#if 0` blocks dropped, `a ## b` pasted.
 struct SourceTokens {
