@@ -130,13 +130,16 @@ struct WorkerRequest {
   uint64_t timing_seed = 0;
   std::vector<std::vector<int64_t>> timing_output_shapes;
   uint8_t flush_caches = 1;
+  // Reference timing only: allocate through a reusing allocator, so that the time is the
+  // operators' alone (the yardstick of the laziness check), not glibc's page faults.
+  uint8_t reusing_allocator = 0;
   void write(Writer& w) const {
     w.put(kind), w.put(nonce), w.put(task), w.put(library_path), w.put(trials), w.put(warmup), w.put(timing_trials),
-        w.put(timing_seed), w.put(timing_output_shapes), w.put(flush_caches);
+        w.put(timing_seed), w.put(timing_output_shapes), w.put(flush_caches), w.put(reusing_allocator);
   }
   void read(Reader& r) {
     r.get(kind), r.get(nonce), r.get(task), r.get(library_path), r.get(trials), r.get(warmup), r.get(timing_trials),
-        r.get(timing_seed), r.get(timing_output_shapes), r.get(flush_caches);
+        r.get(timing_seed), r.get(timing_output_shapes), r.get(flush_caches), r.get(reusing_allocator);
   }
 };
 
