@@ -73,7 +73,9 @@ std::vector<HackFinding> check_instructions(const std::string& disassembly);
 // creation (deferred_work: work on another thread can finish after the timer stops).
 std::vector<HackFinding> check_imports(const std::vector<ImportedSymbol>& imports);
 
-// Profile checks. coverage = candidate's own time / call time over the timed calls.
+// Profile checks. coverage as the backend defines it: on CPU 1 - library CPU time per call / the
+// reference's operators' CPU time (busy work cannot raise it); on CUDA the own kernels' share of
+// device time over the profiled calls.
 std::vector<HackFinding> check_coverage(double coverage, int64_t library_calls, const HackingThresholds& t);
 // Calls to library routines that compute the whole task.
 std::vector<HackFinding> check_replaced_routines(const std::vector<std::string>& called,
