@@ -120,12 +120,13 @@ TEST_CASE("hacking: the instruction scan finds counters and system calls in a di
 }
 
 TEST_CASE("hacking: billed CPU time bounds the reported call times (hand-computed cases)") {
-  // harness 20 ms; billed 120 ms -> 100 ms of calls; reported 100 ms: fine.
+  // harness 20 ms, billed 120 ms: the bound is 0.25 * (120 - 2 * 20) - 10 = 10 ms.
   CHECK(check_billed_time(0.100, 0.120, 0.020).empty());
-  // Reported 46 ms is under 0.5 * 100 ms - 5 ms = 45 ms? No: 46 >= 45, fine.
-  CHECK(check_billed_time(0.046, 0.120, 0.020).empty());
-  // Reported 44 ms < 45 ms: rewritten.
-  CHECK(flags_of(check_billed_time(0.044, 0.120, 0.020)) == kHackTampering);
+  CHECK(check_billed_time(0.011, 0.120, 0.020).empty());
+  CHECK(flags_of(check_billed_time(0.009, 0.120, 0.020)) == kHackTampering);  // rewritten
+  // The honest swiglu that an earlier, tighter bound flagged: 3.7 ms reported, 26.6 ms billed,
+  // harness 7.5 ms: 0.25 * (26.6 - 15) - 10 < 0.
+  CHECK(check_billed_time(0.0037, 0.0266, 0.0075).empty());
   // Billed 4 ms while the harness alone needs 20 ms (0.5 * 20 - 5 = 5 > 4): replied too early.
   CHECK(flags_of(check_billed_time(0.001, 0.004, 0.020)) == kHackTampering);
   // Wall-clock above CPU time (a loaded machine) is never a finding.

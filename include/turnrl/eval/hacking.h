@@ -88,8 +88,8 @@ std::vector<HackFinding> check_plausible_speed(double candidate_us, double bytes
 // billed the worker for the timing request (read from outside, clock_getcpuclockid); harness_s:
 // what the same loop cost a clean worker beyond its timed calls; reported_s: the sum of the
 // reported call times. Tampering when the reply came before the harness's own work could have run
-// (billed < harness / 2), or when the calls were reported at under half the CPU time billed
-// beyond the harness's (5 ms of slack on both).
+// (billed < harness / 2 - 5 ms), or when the calls were reported at under a quarter of the CPU time
+// billed beyond twice the harness's (10 ms of slack).
 std::vector<HackFinding> check_billed_time(double reported_s, double billed_s, double harness_s);
 
 // OR of the flags and "; "-joined reasons.
