@@ -1,7 +1,7 @@
 // Evaluator throughput: a batch of 64 CPU candidates (honest, wrong, lazy and hacking ones over
 // the built-in tasks), evaluated by the worker pool with a cold compile cache, then warm. Baseline,
-// measured in the same run: the naive evaluator that starts a fresh worker process for every
-// call (what one-process-per-candidate evaluation costs), compile cache warm, on the first 16.
+// measured in the same run: the naive evaluator that starts fresh worker processes for every
+// evaluation (what one-process-per-candidate evaluation costs), compile cache warm, on the first 16.
 // Per-candidate overhead = the evaluation's wall time minus the candidate's own timed runs.
 #include <chrono>
 #include <cstdio>

@@ -498,7 +498,8 @@ def _capture(torch, numpy_ok):
         torch=torch, Tensor=torch.Tensor, base=base, numpy_ok=numpy_ok,
         clone=base.clone, detach=base.detach, cpu=base.cpu, contiguous=base.contiguous, copy_=base.copy_,
         fill_=base.fill_, zero_=base.zero_, view_dtype=base.view, reshape=base.reshape, to=base.to,
-        equal=torch.equal, isnan=torch.isnan, randperm=torch.randperm, Generator=torch.Generator,
+        equal=torch.equal, isnan=torch.isnan, randperm=torch.randperm, randint=torch.randint, rand=torch.rand,
+        Generator=torch.Generator,
         manual_seed=torch.manual_seed, is_grad_enabled=torch._C.is_grad_enabled,
         set_grad_enabled=torch._C._set_grad_enabled, profile=torch.profiler.profile,
         activity=torch.profiler.ProfilerActivity, empty=torch.empty, sync=None, record=None, elapsed=None)
@@ -607,14 +608,23 @@ def _permute_tail(inputs, seed):
         T.copy_(flat[half:], T.to(T.clone(flat[half:])[perm], t.device))
 
 
-def _perturb(inputs, i):
-    """Timing trial i: one element of the first floating input is overwritten (defeats result caches)."""
-    for t in _tensors(inputs):
-        if t.is_floating_point() and t.numel() >= 2 and t.is_contiguous():
-            flat = _state["T"].reshape(t, (-1,))
-            n = flat.numel()
-            flat[(i * 7919 + 1) % n] = flat[(i * 104729 + 3) % n]
-            return
+def _perturb(inputs, i, seed):
+    """Timing trial i: in every floating input, 1 to n/64 + 1 elements change, at places and by amounts
+    drawn from (seed, i), so that result caches miss and recomputing only what a kept copy says changed
+    saves nothing. The reference's and the candidate's timing walk through the same sequence."""
+    T = _state["T"]
+    for k, t in enumerate(_tensors(inputs)):
+        if not (t.is_floating_point() and t.numel() >= 1 and t.is_contiguous()):
+            continue
+        g = T.Generator()
+        g.manual_seed((int(seed) * 1000003 + i * 7919 + k * 104729) % (1 << 62))
+        flat = T.reshape(t, (-1,))
+        n = flat.numel()
+        count = 1 + int(T.randint(0, n // 64 + 1, (1,), generator=g)[0])
+        where = T.to(T.randint(0, n, (count,), generator=g), t.device)
+        scale = T.to(T.rand((count,), generator=g) + 0.5, t.device, t.dtype)
+        shift = T.to(T.rand((count,), generator=g) * 0.5 - 0.25, t.device, t.dtype)
+        flat[where] = flat[where] * scale + shift
 
 
 def _flatten(out, acc=None):
@@ -770,7 +780,7 @@ def _reference_request(req, blob):
             _sync()
         nbytes = sum(t.numel() * t.element_size() for t in _tensors(inputs))
         for i in range(trials if clean else max(checks, default=-1) + 1):
-            _perturb(inputs, i)
+            _perturb(inputs, i, timing["seed"])
             if not clean and i not in checks:
                 continue
             out, marks = _time_call(model, inputs, _state.get("flush"))
@@ -1179,7 +1189,7 @@ def _timing_request(req, blob):
         _sync()
         _call_checks(findings)
         for i in range(int(timing["trials"])):
-            _perturb(inputs, i)
+            _perturb(inputs, i, timing["seed"])
             for which in ((0, 1) if i % 2 == 0 else (1, 0)):  # interleaved, order alternating
                 if which == 0:
                     out, marks = _time_call(ref, inputs, flush)

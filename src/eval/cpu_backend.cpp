@@ -1,5 +1,7 @@
 #include "turnrl/eval/cpu_backend.h"
 
+#include <dirent.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <ATen/Parallel.h>
@@ -10,10 +12,14 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
+#include <random>
 #include <sstream>
 #include <thread>
+
+#include <fmt/ranges.h>
 
 #include "trial_seeds.h"
 #include "worker_round_trip.h"
@@ -25,6 +31,7 @@
 namespace turnrl {
 namespace fs = std::filesystem;
 using cpu_detail::CallReport;
+using cpu_detail::RequestKind;
 using cpu_detail::TrialPlan;
 using cpu_detail::WorkerReply;
 using cpu_detail::WorkerRequest;
@@ -79,7 +86,7 @@ struct TrialKind {
 
 // The reference outputs of one trial, computed in the parent (never inside the worker).
 std::vector<at::Tensor> reference_outputs(const CpuTask& task, const TrialPlan& plan, uint64_t reuse_seed) {
-  std::vector<at::Tensor> in = make_inputs(task, plan.shape_set, plan.reuse ? reuse_seed : plan.seed);
+  std::vector<at::Tensor> in = make_inputs(task, plan.input_shapes, plan.reuse ? reuse_seed : plan.seed);
   if (plan.reuse) rewrite_tail(task, in, plan.tail_seed);
   std::vector<at::Tensor> out;
   for (auto& t : task.reference(in)) out.push_back(t.contiguous().to(at::kFloat));
@@ -104,9 +111,100 @@ void add_call_findings(const CallReport& r, const std::string& where, std::vecto
   if (r.repointed) add_once(f, kHackReturnsInput, where + ": an output descriptor was replaced by other memory");
   if (r.mutated_inputs) add_once(f, kHackMutatesInputs, where + ": the inputs changed during the call");
   if (r.out_of_bounds) add_once(f, kHackOutOfBoundsWrite, where + ": a guard region around an output was written");
+  if (r.called_replaced)
+    add_once(f, kHackCallsReference, where + ": called the library routine the task asks to replace (refused)");
   if (r.left_threads || r.changed_after_return)
     add_once(f, kHackDeferredWork, where + (r.changed_after_return ? ": outputs kept changing after the call returned"
                                                                     : ": threads were left running after the call"));
+}
+
+uint64_t fresh_nonce() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ rd();
+}
+
+// CPU time the kernel has billed process pid (all its threads, live and exited), in seconds; NaN
+// when it cannot be read. The candidate cannot rewrite this number.
+double billed_cpu_seconds(pid_t pid) {
+  clockid_t clock;
+  timespec ts{};
+  if (pid <= 0 || clock_getcpuclockid(pid, &clock) != 0 || clock_gettime(clock, &ts) != 0) return std::nan("");
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+int thread_count(pid_t pid) {
+  int n = 0;
+  if (DIR* d = opendir(fmt::format("/proc/{}/task", pid).c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    closedir(d);
+  }
+  return n;
+}
+
+// with_outputs: the call's outputs come back (correctness trials, the candidate's timed calls);
+// otherwise none may (warm-up calls, the reference's timed calls).
+std::string malformed_call(const CallReport& c, const std::vector<std::vector<int64_t>>& output_shapes, bool with_outputs,
+                           const std::string& where) {
+  if (c.outputs.size() != (with_outputs ? output_shapes.size() : 0))
+    return fmt::format("{}: {} outputs for {}", where, c.outputs.size(), with_outputs ? output_shapes.size() : 0);
+  for (size_t k = 0; k < c.outputs.size(); ++k)
+    if (int64_t(c.outputs[k].size()) != numel(output_shapes[k]))
+      return fmt::format("{}: output {} has {} elements, not {}", where, k, c.outputs[k].size(), numel(output_shapes[k]));
+  for (double t : {c.call_us, c.call_cpu_us, c.lib_us, c.lib_cpu_us})
+    if (!std::isfinite(t) || t < 0) return fmt::format("{}: time {}", where, t);
+  return "";
+}
+
+// Why a decoded reply cannot be the worker's answer to req ("" when it can): the nonce, the number
+// of calls and outputs, and every time must be what the request implies.
+std::string malformed_reply(const WorkerRequest& req, const WorkerReply& reply) {
+  if (reply.nonce != req.nonce) return "the reply answers another request (nonce)";
+  const bool ok = reply.status == WorkerStatus::ok;
+  if (req.kind == RequestKind::ping)
+    return ok && reply.trials.empty() && reply.timed.empty() && reply.warmups.empty() ? "" : "a ping got a full reply";
+  if (req.kind == RequestKind::correctness) {
+    if (!reply.timed.empty() || !reply.warmups.empty()) return "timed calls in a correctness reply";
+    if (reply.trials.size() > req.trials.size() || (ok && reply.trials.size() != req.trials.size()))
+      return fmt::format("{} trials for {} requested", reply.trials.size(), req.trials.size());
+    if (reply.status == WorkerStatus::runtime_error && reply.failed_trial >= 0 &&
+        size_t(reply.failed_trial) + 1 != reply.trials.size())
+      return fmt::format("failed trial {} of {} reported", reply.failed_trial, reply.trials.size());
+    for (size_t t = 0; t < reply.trials.size(); ++t)
+      if (auto why = malformed_call(reply.trials[t], req.trials[t].output_shapes, true, fmt::format("trial {}", t));
+          !why.empty())
+        return why;
+    return "";
+  }
+  if (!reply.trials.empty()) return "correctness trials in a timing reply";
+  if (reply.warmups.size() > size_t(std::max(0, req.warmup)) || reply.timed.size() > size_t(std::max(0, req.timing_trials)) ||
+      (ok && (reply.warmups.size() != size_t(req.warmup) || reply.timed.size() != size_t(req.timing_trials))))
+    return fmt::format("{} warm-up and {} timed calls for {} and {} requested", reply.warmups.size(), reply.timed.size(),
+                       req.warmup, req.timing_trials);
+  for (size_t w = 0; w < reply.warmups.size(); ++w)
+    if (auto why = malformed_call(reply.warmups[w], req.timing_output_shapes, false, fmt::format("warm-up {}", w));
+        !why.empty())
+      return why;
+  for (size_t i = 0; i < reply.timed.size(); ++i)
+    if (auto why = malformed_call(reply.timed[i], req.timing_output_shapes, !req.library_path.empty(),
+                                  fmt::format("timed call {}", i));
+        !why.empty())
+      return why;
+  if (reply.lib_names.size() != reply.lib_stats.size()) return "library profile names and entries differ in number";
+  for (size_t k = 0; k < reply.lib_names.size(); ++k) {
+    if (std::find(std::begin(cpu_detail::kLibraryRoutines), std::end(cpu_detail::kLibraryRoutines), reply.lib_names[k]) ==
+        std::end(cpu_detail::kLibraryRoutines))
+      return "unknown library routine '" + reply.lib_names[k] + "'";
+    if (!std::isfinite(reply.lib_stats[k].us) || reply.lib_stats[k].us < 0 || reply.lib_stats[k].calls < 0)
+      return "library profile entry out of range";
+  }
+  return "";
+}
+
+double sum_call_us(const std::vector<CallReport>& calls, double CallReport::*field) {
+  double s = 0;
+  for (const auto& c : calls) s += c.*field;
+  return s;
 }
 
 EvalError error_of(const Comparison& c) {
@@ -251,19 +349,82 @@ TimingStats timing_stats(std::vector<double> s) {
   return t;
 }
 
+namespace {
+
+std::vector<double> timed_us(const std::vector<CallReport>& calls) {
+  std::vector<double> us;
+  for (const auto& c : calls) us.push_back(c.call_us);
+  return us;
+}
+
+// Timed calls the parent checks, drawn here after the reply arrived: the worker recorded every
+// call's outputs the same way, so no call could tell it would be checked.
+constexpr int kCheckedTimedCalls = 3;
+
+void check_timed_outputs(const CpuTask& task, const WorkerRequest& treq, const WorkerReply& timing,
+                         std::vector<HackFinding>& findings) {
+  const int n = int(timing.timed.size());
+  std::vector<int> order(size_t(n), 0);
+  for (int i = 0; i < n; ++i) order[size_t(i)] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(fresh_nonce()));
+  std::vector<bool> checked(size_t(n), false);
+  for (int k = 0; k < std::min(n, kCheckedTimedCalls); ++k) checked[size_t(order[size_t(k)])] = true;
+  // The inputs walk through the same perturbations as the worker's.
+  std::vector<at::Tensor> inputs = make_inputs(task, 0, treq.timing_seed);
+  for (int i = 0; i < n; ++i) {
+    perturb_for_timing(inputs, treq.timing_seed, i);
+    if (!checked[size_t(i)]) continue;
+    std::vector<at::Tensor> ref;
+    for (auto& t : task.reference(inputs)) ref.push_back(t.contiguous().to(at::kFloat));
+    const auto& got = timing.timed[size_t(i)].outputs;
+    const Comparison loose = compare_all(got, ref, task.atol, task.rtol);
+    if (!loose.ok()) {
+      add_once(findings, kHackDeferredWork,
+               fmt::format("timed call {} returned wrong outputs (max abs error {:.3g}): the work differs when timed",
+                           i, loose.max_abs_error));
+      continue;
+    }
+    const Comparison tight = compare_all(got, ref, task.precision_atol, task.precision_rtol);
+    if (!tight.ok())
+      add_once(findings, kHackPrecisionDowngrade,
+               fmt::format("timed call {}: max abs error {:.3g} exceeds the float32 tolerance (precision dropped when "
+                           "timed)", i, tight.max_abs_error));
+  }
+}
+
+// The inputs of check_billed_time for one evaluation: the clean worker's billed time beyond its
+// reference calls is the harness's own cost of the same loop.
+std::vector<HackFinding> cross_check_times(const WorkerReply& candidate, double candidate_billed,
+                                           const WorkerReply& reference, double reference_billed) {
+  if (!std::isfinite(candidate_billed) || !std::isfinite(reference_billed)) return {};
+  const double harness_s = std::max(0.0, reference_billed - 1e-6 * (sum_call_us(reference.timed, &CallReport::call_cpu_us) +
+                                                                     sum_call_us(reference.warmups, &CallReport::call_cpu_us)));
+  const double reported_s =
+      1e-6 * (sum_call_us(candidate.timed, &CallReport::call_us) + sum_call_us(candidate.warmups, &CallReport::call_us));
+  return check_billed_time(reported_s, candidate_billed, harness_s);
+}
+
+}  // namespace
+
 struct CpuEvaluator::Impl {
   CpuEvaluator* self = nullptr;
   CpuEvalOptions opt;
-  std::string worker_program, compiler, include_dir, cache_dir, objects_dir, flags_key;
+  std::string worker_program, compiler, disassembler, include_dir, cache_dir, objects_dir, flags_key;
   std::vector<std::string> flags;
   std::vector<std::unique_ptr<SandboxWorker>> workers;
+  // One clean worker per pool slot: it never loads a candidate, and times the task's reference
+  // with the same loop, so that nothing a candidate does to its own process reaches that time.
+  std::vector<std::unique_ptr<SandboxWorker>> reference_workers;
   std::mutex cache_mu;
   std::map<std::string, CompiledCandidate> memo;
+  std::map<std::string, std::vector<HackFinding>> instruction_findings;  // by candidate hash
   std::atomic<int> compiles{0};
   std::atomic<int> objects_replaced{0};
 
-  EvalResult run(SandboxWorker& worker, const EvalRequest& req);
-  bool call(SandboxWorker& worker, const WorkerRequest& wreq, WorkerReply& reply, EvalResult& r);
+  EvalResult run(SandboxWorker& worker, SandboxWorker& reference_worker, const EvalRequest& req);
+  std::vector<HackFinding> check_object(const CompiledCandidate& c);
+  bool exchange(SandboxWorker& worker, WorkerRequest& wreq, WorkerReply& reply, EvalResult& r,
+                std::vector<HackFinding>& findings, double* billed_seconds = nullptr);
 };
 
 CpuEvaluator::CpuEvaluator(CpuEvalOptions options) : impl_(std::make_unique<Impl>()) {
@@ -273,6 +434,7 @@ CpuEvaluator::CpuEvaluator(CpuEvalOptions options) : impl_(std::make_unique<Impl
   if (m.opt.workers <= 0) m.opt.workers = int(std::max(1u, std::thread::hardware_concurrency()));
   m.worker_program = find_helper_program("turnrl_cpu_worker");
   m.compiler = find_on_path(m.opt.compiler);
+  m.disassembler = find_on_path("objdump");
   m.include_dir = api_include_dir();
   m.cache_dir = fs::absolute(m.opt.cache_dir.empty() ? default_cache_dir() : m.opt.cache_dir).string();
   require_sandbox(m.opt.limits, "evaluator.sandbox");
@@ -294,8 +456,11 @@ CpuEvaluator::CpuEvaluator(CpuEvalOptions options) : impl_(std::make_unique<Impl
   m.flags_key += read_file(fs::path(m.include_dir) / "turnrl/eval/candidate_api.h");
   SandboxLimits worker_limits = m.opt.limits;
   worker_limits.visible(m.objects_dir);
-  for (int i = 0; i < m.opt.workers; ++i)
+  for (int i = 0; i < m.opt.workers; ++i) {
     m.workers.push_back(std::make_unique<SandboxWorker>(m.worker_program, std::vector<std::string>{}, worker_limits));
+    m.reference_workers.push_back(
+        std::make_unique<SandboxWorker>(m.worker_program, std::vector<std::string>{}, worker_limits));
+  }
 }
 
 CpuEvaluator::~CpuEvaluator() = default;
@@ -345,6 +510,7 @@ CompiledCandidate CpuEvaluator::compile(const std::string& source) {
     lim.wall_seconds = lim.cpu_seconds = m.opt.compile_seconds;
     lim.output_bytes = 64 << 10;
     lim.address_space_bytes = std::max<int64_t>(lim.address_space_bytes, int64_t(4) << 30);
+  lim.visible(objects_dir);  // with namespaces, the object is not otherwise in objdump's view
     lim.file_bytes = std::max<int64_t>(lim.file_bytes, int64_t(64) << 20);
     lim.visible(m.include_dir);  // the compiler sees /usr, the API header and its own directory
     CommandResult r = run_sandboxed(m.compiler, args, lim, dir, {"candidate.cpp"}, {"candidate.so"});
@@ -408,13 +574,82 @@ std::string object_hash(const std::string& path) {
   return fmt::format("{:016x}", fnv1a(read_file(path)));
 }
 
-// One round trip; false (with r filled in) when the sandbox or the worker reported a failure.
-bool CpuEvaluator::Impl::call(SandboxWorker& worker, const WorkerRequest& wreq, WorkerReply& reply, EvalResult& r) {
-  auto got = eval_detail::decoded_round_trip(worker, cpu_detail::encode(wreq), opt.max_evals_per_worker, opt.message_chars, r,
-                                             [](const std::string& payload) { return cpu_detail::decode<WorkerReply>(payload); });
+// The instruction scan of a compiled candidate: objdump in the sandbox (it parses untrusted
+// bytes), once per object. An object that cannot be disassembled is refused, not waved through.
+std::vector<HackFinding> CpuEvaluator::Impl::check_object(const CompiledCandidate& c) {
+  {
+    std::lock_guard<std::mutex> lock(cache_mu);
+    if (auto it = instruction_findings.find(c.hash); it != instruction_findings.end()) return it->second;
+  }
+  const std::string dir = make_private_dir("turnrl-objdump");
+  if (dir.empty()) fail("cpu evaluator: cannot create a directory for objdump");
+  SandboxLimits lim = opt.limits;
+  lim.wall_seconds = lim.cpu_seconds = opt.compile_seconds;
+  lim.output_bytes = int64_t(64) << 20;
+  lim.address_space_bytes = std::max<int64_t>(lim.address_space_bytes, int64_t(4) << 30);
+  lim.visible(objects_dir);  // with namespaces, the object is not otherwise in objdump's view
+  const CommandResult d = run_sandboxed(disassembler, {"-d", "--no-show-raw-insn", c.library_path}, lim, dir);
+  remove_private_dir(dir);
+  std::vector<HackFinding> found =
+      d.status == SandboxStatus::ok && d.exit_code == 0
+          ? check_instructions(d.output)
+          : std::vector<HackFinding>{{kHackTampering, "the compiled candidate could not be disassembled: " +
+                                                          (d.message.empty() ? d.output.substr(0, 200) : d.message)}};
+  std::lock_guard<std::mutex> lock(cache_mu);
+  instruction_findings[c.hash] = found;
+  return found;
+}
+
+// One request and its reply, then a ping whose fresh nonce must come straight back: the reply is
+// this request's and nothing else is queued on the channel. A reply that does not decode, answers
+// another request, has the wrong number of calls or outputs, or is followed by anything but the
+// pong is a forged or stray frame: the worker is killed (the next call gets a fresh one) and the
+// result is tampering. billed_seconds gets the CPU time the kernel billed the worker for the
+// request. False with r set when anything failed.
+bool CpuEvaluator::Impl::exchange(SandboxWorker& worker, WorkerRequest& wreq, WorkerReply& reply, EvalResult& r,
+                                  std::vector<HackFinding>& findings, double* billed_seconds) {
+  // Restarts happen here, before the billing starts, never inside the round trip.
+  if (worker.calls_since_start() >= 4 * opt.max_evals_per_worker) worker.stop();
+  if (!worker.running()) worker.start();
+  const pid_t pid = worker.pid();
+  const double cpu_before = billed_cpu_seconds(pid);
+  const auto forged = [&](const std::string& why) {
+    worker.stop();
+    r.error = EvalError::hacking;
+    add_once(findings, kHackTampering, "the worker's channel carried a frame that is not its answer (" + why + ")");
+    return false;
+  };
+  const auto decode = [](const std::string& payload) { return cpu_detail::decode<WorkerReply>(payload); };
+  const int64_t no_restart = std::numeric_limits<int64_t>::max();
+  wreq.nonce = fresh_nonce();
+  auto got = eval_detail::round_trip(worker, cpu_detail::encode(wreq), no_restart, opt.message_chars, r);
   if (!got) return false;
-  reply = std::move(got->first);
-  const std::string& tail = got->second;
+  try {
+    reply = decode(got->payload);
+  } catch (const Error& e) {
+    return forged(e.what());
+  }
+  if (const std::string why = malformed_reply(wreq, reply); !why.empty()) return forged(why);
+  WorkerRequest ping;
+  ping.kind = RequestKind::ping;
+  ping.nonce = fresh_nonce();
+  auto pong = eval_detail::round_trip(worker, cpu_detail::encode(ping), no_restart, opt.message_chars, r);
+  if (!pong) return false;
+  try {
+    if (const std::string why = malformed_reply(ping, decode(pong->payload)); !why.empty()) return forged("ping: " + why);
+  } catch (const Error& e) {
+    return forged(std::string("ping: ") + e.what());
+  }
+  if (billed_seconds) *billed_seconds = billed_cpu_seconds(pid) - cpu_before;
+  if (thread_count(pid) > 1) {
+    worker.stop();
+    add_once(findings, kHackDeferredWork, "threads were left running in the worker after its reply");
+  }
+  if (!reply.state_change.empty()) {
+    worker.stop();  // reset: the next candidate gets a fresh process
+    add_once(findings, kHackTampering, "changed process-wide state: " + reply.state_change);
+  }
+  const std::string tail = eval_detail::output_note(*got);
   switch (reply.status) {
     case WorkerStatus::ok: return true;
     case WorkerStatus::load_failed: r.error = EvalError::load; break;
@@ -425,7 +660,7 @@ bool CpuEvaluator::Impl::call(SandboxWorker& worker, const WorkerRequest& wreq, 
   return false;
 }
 
-EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& req) {
+EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& reference_worker, const EvalRequest& req) {
   EvalResult r;
   if (req.candidate.find_first_not_of(" \t\r\n") == std::string::npos) {
     r.error = EvalError::format;
@@ -449,6 +684,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& req
   }
   r.stage = EvalStage::compiled;
   for (auto& f : check_imports(imported_symbols(c.library_path))) findings.push_back(f);
+  for (auto& f : check_object(c)) findings.push_back(f);
   if (!findings.empty()) {  // statically caught: never loaded
     r.error = EvalError::hacking;
     r.hacking_flags = flags_of(findings);
@@ -457,29 +693,35 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& req
   }
 
   // Correctness plan: fresh unpredictable seeds; the cache trial reuses the last main trial's
-  // buffers; one trial per extra shape; one precision trial with the tighter tolerance.
+  // buffers; one trial per extra shape of the task and two drawn for this evaluation (prime sizes
+  // above the shown ones, odd sizes under 64); one precision trial with the tighter tolerance.
   eval_detail::TrialSeeds seeds(req.seed);
   WorkerRequest wreq;
+  wreq.kind = RequestKind::correctness;
   wreq.task = task.name;
   wreq.library_path = c.library_path;
   std::vector<TrialKind::Kind> kinds;
+  const ShapeSet& shown = task.shape_sets[0];
   const int main_trials = std::max(1, req.correctness_trials);
-  for (int i = 0; i < main_trials; ++i) wreq.trials.push_back({0, seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::main);
+  for (int i = 0; i < main_trials; ++i) wreq.trials.push_back({0, shown, seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::main);
   const uint64_t reuse_seed = wreq.trials.back().seed;
-  wreq.trials.push_back({0, 0, 1, seeds.next(), {}}), kinds.push_back(TrialKind::cache);
+  wreq.trials.push_back({0, shown, 0, 1, seeds.next(), {}}), kinds.push_back(TrialKind::cache);
   for (size_t s = 1; s < task.shape_sets.size(); ++s)
-    wreq.trials.push_back({int32_t(s), seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::extra_shape);
-  wreq.trials.push_back({0, seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::precision);
+    wreq.trials.push_back({int32_t(s), task.shape_sets[s], seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::extra_shape);
+  for (bool larger : {true, false})
+    wreq.trials.push_back({-1, random_shape_set(task, seeds.next(), larger), seeds.next(), 0, 0, {}}),
+        kinds.push_back(TrialKind::extra_shape);
+  wreq.trials.push_back({0, shown, seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::precision);
   std::vector<std::vector<at::Tensor>> refs;
   for (auto& plan : wreq.trials) {
     refs.push_back(reference_outputs(task, plan, reuse_seed));
     plan.output_shapes = shapes_of(refs.back());
   }
   WorkerReply reply;
-  const bool replied = call(worker, wreq, reply, r);
+  const bool replied = exchange(worker, wreq, reply, r, findings);
   // Observations from every trial that ran, even when a later one failed.
   for (size_t t = 0; t < reply.trials.size(); ++t) add_call_findings(reply.trials[t], fmt::format("trial {}", t), findings);
-  if (!replied) {  // crash, timeout, ...: keep that error class, report what was seen before
+  if (!replied) {  // crash, timeout, forged reply...: keep that error class, report what was seen before
     if (!findings.empty()) r.hacking_flags = flags_of(findings), r.hacking_reason = reasons_of(findings);
     return r;
   }
@@ -511,7 +753,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& req
                                               "across calls)"});
     if (kinds[t] == TrialKind::extra_shape && !cmp.ok())
       findings.push_back({kHackShapeSpecialisation,
-                          fmt::format("wrong on extra shape set {} ({})", wreq.trials[t].shape_set,
+                          fmt::format("wrong on extra shapes {} ({})", fmt::join(wreq.trials[t].input_shapes, " "),
                                       !cmp.shape_ok ? "shape" : fmt::format("max abs error {:.3g}", cmp.max_abs_error))});
     if (kinds[t] == TrialKind::precision) {
       const Comparison tight = compare_all(reply.trials[t].outputs, refs[t], task.precision_atol, task.precision_rtol);
@@ -537,59 +779,104 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& req
   r.stage = EvalStage::correct;
   if (!findings.empty() || req.timing_trials <= 0) return finish();
 
-  // Timing: the reference and the candidate interleaved in the worker on the same inputs.
+  // Timing: the candidate alone in its worker; every timed call's outputs come back poisoned-then-
+  // written, and a subset the worker cannot know is checked at the precision tolerance.
   WorkerRequest treq;
+  treq.kind = RequestKind::timing;
   treq.task = task.name;
   treq.library_path = c.library_path;
   treq.warmup = opt.warmup;
   treq.timing_trials = req.timing_trials;
   treq.timing_seed = seeds.next();
   treq.flush_caches = opt.flush_caches;
-  treq.time_reference = opt.time_reference;
-  std::vector<at::Tensor> timing_inputs = make_inputs(task, 0, treq.timing_seed);
-  for (int i = 0; i < treq.timing_trials; ++i) perturb_for_timing(timing_inputs, treq.timing_seed, i);
-  std::vector<at::Tensor> timing_ref;
-  for (auto& t : task.reference(timing_inputs)) timing_ref.push_back(t.contiguous().to(at::kFloat));
-  treq.timing_output_shapes = shapes_of(timing_ref);
+  treq.timing_output_shapes = shapes_of(task.reference(make_inputs(task, 0, treq.timing_seed)));
   WorkerReply timing;
-  if (!call(worker, treq, timing, r)) {
+  double candidate_billed = 0;
+  if (!exchange(worker, treq, timing, r, findings, &candidate_billed)) {
     r.correct = false;
     return finish();
   }
-  add_call_findings(timing.recheck, "post-timing re-check", findings);
-  if (!compare_all(timing.recheck.outputs, timing_ref, task.atol, task.rtol).ok())
-    findings.push_back({kHackDeferredWork, "the last timed call's outputs were wrong when the timer stopped (deferred "
-                                           "or cached work)"});
-  r.reference_time = timing_stats(timing.reference_us);
-  r.candidate_time = timing_stats(timing.candidate_us);
-  if (r.candidate_time.median_us > 0) r.speedup = r.reference_time.median_us / r.candidate_time.median_us;
+  for (size_t i = 0; i < timing.timed.size(); ++i)
+    add_call_findings(timing.timed[i], fmt::format("timed call {}", i), findings);
+  for (size_t w = 0; w < timing.warmups.size(); ++w)
+    add_call_findings(timing.warmups[w], fmt::format("warm-up call {}", w), findings);
+  check_timed_outputs(task, treq, timing, findings);
+
+  // The reference's time, from the clean worker on the same inputs; it also tells how much CPU the
+  // harness itself costs per call.
+  WorkerReply reference;
+  double reference_billed = 0, reference_operators_cpu_us = 0;
+  if (opt.time_reference) {
+    WorkerRequest rreq = treq;
+    rreq.library_path.clear();
+    EvalResult scratch;
+    std::vector<HackFinding> none;
+    if (!exchange(reference_worker, rreq, reference, scratch, none, &reference_billed)) {
+      r.correct = false;
+      r.error = EvalError::internal;
+      r.message = "the reference worker failed: " + scratch.message;
+      return finish();
+    }
+    r.reference_time = timing_stats(timed_us(reference.timed));
+    // The laziness yardstick: the reference's operators alone (no page-faulting allocations), in
+    // CPU time, on a few calls of the same inputs.
+    rreq.reusing_allocator = 1;
+    rreq.warmup = 2;
+    rreq.timing_trials = std::min(rreq.timing_trials, 5);
+    WorkerReply operators;
+    if (!exchange(reference_worker, rreq, operators, scratch, none)) {
+      r.correct = false;
+      r.error = EvalError::internal;
+      r.message = "the reference worker failed: " + scratch.message;
+      return finish();
+    }
+    std::vector<double> cpu_us;
+    for (const auto& c : operators.timed) cpu_us.push_back(c.call_cpu_us);
+    reference_operators_cpu_us = timing_stats(cpu_us).median_us;
+  }
+  r.candidate_time = timing_stats(timed_us(timing.timed));
+  if (r.candidate_time.median_us > 0 && r.reference_time.median_us > 0)
+    r.speedup = r.reference_time.median_us / r.candidate_time.median_us;
   r.stage = EvalStage::timed;
+  if (opt.time_reference)
+    for (auto& f : cross_check_times(timing, candidate_billed, reference, reference_billed)) findings.push_back(f);
 
   // Profiling: library routines are the "other kernels"; the rest of the call is the candidate's.
-  double total_us = 0;
-  for (double x : timing.candidate_us) total_us += x;
-  const double own_us = std::max(0.0, total_us - timing.candidate_lib_us);
-  r.coverage = total_us > 0 ? std::clamp(own_us / total_us, 0.0, 1.0) : 0;
-  r.reference_coverage = timing.timing_loop_us > 0 ? std::clamp(own_us / timing.timing_loop_us, 0.0, 1.0) : 0;
-  const double n_calls = double(timing.candidate_us.size());
-  r.kernel_count_coverage = n_calls / (n_calls + double(timing.candidate_lib_calls));
+  const double total_us = sum_call_us(timing.timed, &CallReport::call_us);
+  const double lib_us = sum_call_us(timing.timed, &CallReport::lib_us);
+  int64_t lib_calls = 0;
+  for (const auto& l : timing.lib_stats) lib_calls += l.calls;
+  const double own_us = std::max(0.0, total_us - lib_us);
+  const double n_calls = double(timing.timed.size());
+  r.reference_coverage = total_us > 0 ? std::clamp(own_us / total_us, 0.0, 1.0) : 0;
+  // Coverage is judged against the reference's work: the share of its operators' time the
+  // candidate did not hand to the library. Work added next to a library call changes the call's
+  // time, not this share. CPU times on both sides: other processes on a loaded machine inflate
+  // neither.
+  const double lib_cpu_us = sum_call_us(timing.timed, &CallReport::lib_cpu_us);
+  r.coverage = opt.time_reference && reference_operators_cpu_us > 0 && n_calls > 0
+                   ? std::clamp(1.0 - lib_cpu_us / n_calls / reference_operators_cpu_us, 0.0, 1.0)
+                   : r.reference_coverage;
+  r.kernel_count_coverage = n_calls / (n_calls + double(lib_calls));
   r.profile.push_back({"candidate", own_us, int(n_calls), true});
   for (size_t k = 0; k < timing.lib_names.size(); ++k)
     r.profile.push_back({"lib:" + timing.lib_names[k], timing.lib_stats[k].us, int(timing.lib_stats[k].calls), false});
   r.stage = EvalStage::profiled;
-  for (auto& f : check_coverage(r.coverage, timing.candidate_lib_calls, opt.hacking)) findings.push_back(f);
+  for (auto& f : check_coverage(r.coverage, lib_calls, opt.hacking)) findings.push_back(f);
   for (auto& f : check_replaced_routines(timing.lib_names, task.replaces)) findings.push_back(f);
   const double flops = task.flops ? task.flops(task.shape_sets[0]) : 0;
+  const double bandwidth = opt.time_reference ? reference.bandwidth_bytes_per_s : timing.bandwidth_bytes_per_s;
   for (auto& f : check_plausible_speed(r.candidate_time.median_us, bytes_moved(task.shape_sets[0], treq.timing_output_shapes),
-                                       flops, timing.bandwidth_bytes_per_s, opt.hacking))
+                                       flops, bandwidth, opt.hacking))
     findings.push_back(f);
   return finish();
 }
 
 std::vector<EvalResult> CpuEvaluator::evaluate(const std::vector<EvalRequest>& requests) {
   Impl& m = *impl_;
-  return evaluate_on_pool(m.workers.size(), requests.size(),
-                          [&](size_t w, size_t i) { return m.run(*m.workers[w], requests[i]); });
+  return evaluate_on_pool(m.workers.size(), requests.size(), [&](size_t w, size_t i) {
+    return m.run(*m.workers[w], *m.reference_workers[w], requests[i]);
+  });
 }
 
 }  // namespace turnrl

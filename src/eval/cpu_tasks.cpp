@@ -1,5 +1,6 @@
 #include "turnrl/eval/cpu_tasks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -167,8 +168,11 @@ void fill_input(const InputSpec& spec, float* data, int64_t n, uint64_t seed, in
 }
 
 std::vector<at::Tensor> make_inputs(const CpuTask& task, int shape_set, uint64_t seed) {
+  return make_inputs(task, task.shape_sets.at(size_t(shape_set)), seed);
+}
+
+std::vector<at::Tensor> make_inputs(const CpuTask& task, const ShapeSet& shapes, uint64_t seed) {
   std::vector<at::Tensor> out;
-  const ShapeSet& shapes = task.shape_sets.at(size_t(shape_set));
   for (size_t i = 0; i < shapes.size(); ++i) {
     at::Tensor t = at::empty(shapes[i], at::kFloat);
     fill_input(task.inputs[i], t.data_ptr<float>(), t.numel(), seed, int(i));
@@ -193,10 +197,16 @@ void rewrite_tail(const CpuTask& task, std::vector<at::Tensor>& inputs, uint64_t
 
 void perturb_for_timing(float* const* data, const int64_t* n, int num_inputs, uint64_t seed, int trial) {
   for (int i = 0; i < num_inputs; ++i) {
+    if (n[i] <= 0) continue;
     uint64_t state = mix(mix(seed, uint64_t(trial) + 7), uint64_t(i));
-    const int64_t at_index = int64_t(splitmix64(state) % uint64_t(n[i]));
-    // A small relative change keeps the value in the input's distribution.
-    data[i][at_index] = data[i][at_index] * 0.5f + 0.25f;
+    // Between 1 and n/64 + 1 elements, spread over the whole buffer, so that recomputing only the
+    // rows or tiles a kept copy says changed saves nothing.
+    const int64_t changes = 1 + int64_t(splitmix64(state) % uint64_t(n[i] / 64 + 1));
+    for (int64_t c = 0; c < changes; ++c) {
+      const int64_t at_index = int64_t(splitmix64(state) % uint64_t(n[i]));
+      // A random scale in [0.5, 1.5) and shift in [-0.25, 0.25) keep the value in the input's range.
+      data[i][at_index] = data[i][at_index] * float(0.5 + unit(state)) + float(unit(state) * 0.5 - 0.25);
+    }
   }
 }
 
@@ -205,6 +215,59 @@ void perturb_for_timing(std::vector<at::Tensor>& inputs, uint64_t seed, int tria
   std::vector<int64_t> n;
   for (auto& t : inputs) data.push_back(t.data_ptr<float>()), n.push_back(t.numel());
   perturb_for_timing(data.data(), n.data(), int(inputs.size()), seed, trial);
+}
+
+namespace {
+
+bool is_prime(int64_t v) {
+  if (v < 2) return false;
+  for (int64_t d = 2; d * d <= v; ++d)
+    if (v % d == 0) return false;
+  return true;
+}
+
+// A random point of [lo, hi].
+int64_t draw(int64_t lo, int64_t hi, uint64_t& state) {
+  return lo + int64_t(splitmix64(state) % uint64_t(std::max<int64_t>(1, hi - lo + 1)));
+}
+
+// The first prime at or above v (prime gaps at these sizes are a few dozen).
+int64_t next_prime(int64_t v) {
+  while (!is_prime(v)) ++v;
+  return v;
+}
+
+}  // namespace
+
+ShapeSet random_shape_set(const CpuTask& task, uint64_t seed, bool larger) {
+  const ShapeSet& shown = task.shape_sets.at(0);
+  // Dimensions whose sizes agree in every shape set of the task are one size (x [R,C] and b [C]
+  // share C): the value drawn for the first of them serves them all.
+  std::vector<std::pair<size_t, size_t>> firsts;  // (input, dim) of each class's first member
+  std::vector<int64_t> drawn;
+  uint64_t state = mix(seed, larger ? 0x1A46E : 0x5A11);
+  ShapeSet out = shown;
+  for (size_t i = 0; i < shown.size(); ++i)
+    for (size_t d = 0; d < shown[i].size(); ++d) {
+      size_t k = 0;
+      for (; k < firsts.size(); ++k) {
+        bool same = true;
+        for (const auto& set : task.shape_sets)
+          same = same && set[i].size() == shown[i].size() && set[firsts[k].first].size() > firsts[k].second &&
+                 set[i][d] == set[firsts[k].first][firsts[k].second];
+        if (same) break;
+      }
+      if (k == firsts.size()) {
+        const int64_t v = shown[i][d];
+        // Larger: the first prime after a random point up to a quarter above the shown size;
+        // smaller: an odd size under 64.
+        drawn.push_back(larger ? next_prime(draw(v + 1, v + std::max<int64_t>(8, v / 4), state))
+                               : draw(1, std::min<int64_t>(std::max<int64_t>(v, 2), 63), state) | 1);
+        firsts.emplace_back(i, d);
+      }
+      out[i][d] = drawn[k];
+    }
+  return out;
 }
 
 double bytes_moved(const ShapeSet& inputs, const std::vector<Shape>& outputs) {

@@ -1,4 +1,5 @@
 #include "turnrl/eval/cuda_launch.h"
+#include "turnrl/eval/hacking.h"
 
 #include <cxxabi.h>
 
@@ -106,7 +107,8 @@ std::vector<std::string> cuda_kernel_names(const std::string& source) {
   static const std::regex global(R"(__global__\b[^;{(]*?\b([A-Za-z_][A-Za-z0-9_]*)\s*\()");
   static const std::regex bounds(R"(__launch_bounds__\s*\([^)]*\))");
   std::vector<std::string> names;
-  const std::string text = std::regex_replace(strip_comments(source), bounds, " ");
+  // Names in code only: a __global__ in a string literal or an #if 0 block is no kernel.
+  const std::string text = std::regex_replace(code_text(source), bounds, " ");
   for (std::sregex_iterator it(text.begin(), text.end(), global), end; it != end; ++it) {
     const std::string n = (*it)[1];
     if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);

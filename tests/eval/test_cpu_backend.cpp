@@ -199,6 +199,9 @@ TEST_CASE("cpu backend: every task's honest, wrong and lazy candidates get their
     CHECK(r.error == EvalError::hacking);
     CHECK(!r.correct);
     CHECK(r.coverage < 0.3);
+    // The routine a task replaces is refused (it writes nothing): that candidate never reaches
+    // the profile.
+    if ((r.hacking_flags & kHackCallsReference) != 0) continue;
     REQUIRE(r.profile.size() >= 2);  // the candidate's own row plus library rows
     CHECK(r.profile[0].candidate);
     CHECK(!r.profile[1].candidate);

@@ -71,7 +71,8 @@ TEST_CASE("cuda launch: form, #define launch shape, grids, kernel names") {
   const auto names = cuda_kernel_names(
       "template <int B> __global__ void __launch_bounds__(256) tile_kernel(float* y) {}\n"
       "extern \"C\" __global__ void turnrl_kernel(const float* x) {}\n/* __global__ void commented(int) */\n"
-      "static __global__ void helper2 (int n) {}");
+      "static __global__ void helper2 (int n) {}\n"
+      "const char* note = \"__global__ void in_a_string(int)\";\n#if 0\n__global__ void disabled(int) {}\n#endif\n");
   CHECK(names == std::vector<std::string>{"tile_kernel", "turnrl_kernel", "helper2"});
 
   const std::vector<std::string> own = {"tile_kernel", "turnrl_kernel", "epilogue"};

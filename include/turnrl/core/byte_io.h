@@ -73,13 +73,15 @@ class ByteReader {
   template <typename T>
   void get(std::vector<T>& v) {
     const auto n = pod<uint64_t>();
+    // Every element takes at least one byte of the message: a forged count cannot make the reader
+    // allocate more than the message could hold (or overflow n * sizeof(T)).
+    if (n > uint64_t(end_ - p_)) throw Error("byte stream: vector longer than the message");
     if constexpr (std::is_trivially_copyable_v<T>) {
       need(n * sizeof(T));
       v.resize(n);
       std::memcpy(v.data(), p_, n * sizeof(T));
       p_ += n * sizeof(T);
     } else {
-      require(n < (uint64_t(1) << 32), "byte stream: vector too long");
       v.resize(n);
       for (auto& x : v) get(x);
     }

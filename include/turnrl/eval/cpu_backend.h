@@ -4,8 +4,9 @@
 // hash) and run in a pool of sandboxed worker processes (sandbox.h) against LibTorch CPU
 // references (cpu_tasks.h). Pipeline per request:
 //   extract -> static checks -> compile -> import checks -> load -> correctness trials (parent
-//   compares against parent-computed references) -> timing (interleaved with the reference in the
-//   worker) -> profiling (library vs own time) -> dynamic hacking checks.
+//   compares against parent-computed references) -> timing (the candidate in its worker, the
+//   reference in a clean one; reported times cross-checked with the CPU time the kernel billed) ->
+//   profiling (library time against the reference's) -> dynamic hacking checks.
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,9 +31,10 @@ struct CpuEvalOptions {
   double compile_seconds = 60;
   int warmup = 3;
   bool flush_caches = true;        // clflush the task's buffers before every timed run
-  // false: the timing loop runs the candidate only, reference_time stays empty and speedup 0; for
-  // callers that supply the reference's timing themselves (the remote worker's
-  // ReferenceTimingCache). true keeps the interleaved schedule that cancels drift.
+  // true: the reference is timed in a clean worker (one per pool slot, never loading a candidate)
+  // with the same loop on the same inputs, right after the candidate. false: reference_time stays
+  // empty and speedup 0, for callers that supply the reference's timing themselves (the remote
+  // worker's ReferenceTimingCache); coverage then falls back to the own share of the call.
   bool time_reference = true;
   int max_evals_per_worker = 256;  // then the worker is replaced (bounds leaks and leftover state)
   size_t message_chars = 2000;     // compiler / runtime messages are trimmed to this

@@ -56,10 +56,18 @@ std::vector<std::string> cpu_task_names();
 // Deterministic inputs: input i of shape_sets[set] from (seed, i).
 void fill_input(const InputSpec& spec, float* data, int64_t n, uint64_t seed, int input_index);
 std::vector<at::Tensor> make_inputs(const CpuTask& task, int shape_set, uint64_t seed);
+std::vector<at::Tensor> make_inputs(const CpuTask& task, const ShapeSet& shapes, uint64_t seed);
+// An extra shape set drawn from seed for the specialisation check: every size of shape_sets[0]
+// replaced by a prime above it (the first after a random point up to a quarter above; larger) or
+// by an odd size under 64; sizes that agree
+// in all of the task's shape sets get the same draw. Different every evaluation.
+ShapeSet random_shape_set(const CpuTask& task, uint64_t seed, bool larger);
 // The cache check: rewrites the second half of every input in place (first half kept).
 void rewrite_tail(const CpuTask& task, float* const* data, const int64_t* numel, uint64_t seed);
 void rewrite_tail(const CpuTask& task, std::vector<at::Tensor>& inputs, uint64_t seed);
-// Between timing trials: one element of every input changes, so content-keyed caches miss.
+// Between timing trials: a random number (1 to n/64 + 1) of every input's elements change, at
+// random places by random amounts drawn from (seed, trial), so that content-keyed caches miss and
+// incremental recomputation saves nothing.
 void perturb_for_timing(float* const* data, const int64_t* numel, int num_inputs, uint64_t seed, int trial);
 void perturb_for_timing(std::vector<at::Tensor>& inputs, uint64_t seed, int trial);
 

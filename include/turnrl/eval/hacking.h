@@ -48,14 +48,34 @@ struct ImportedSymbol {
 // turnrl::Error when the file is not a readable ELF64 object.
 std::vector<ImportedSymbol> imported_symbols(const std::string& shared_object_path);
 
-// Static checks. Source: inline assembly, cycle counters, /proc access (tampering).
+// The source as code only: comments and string/character literals replaced by a space (the
+// literals' contents appended to *literals when given), `#if 0` blocks dropped, line
+// continuations joined. Names found in it are names in code (kernel names, forbidden identifiers).
+std::string code_text(const std::string& source, std::string* literals = nullptr);
+
+// The tokens a compiler would see, roughly: comments removed, string and character literals moved
+// out (their contents concatenated into `literals`), `#if 0` blocks dropped, `a ## b` pasted.
+struct SourceTokens {
+  std::vector<std::string> identifiers;
+  std::string literals;
+};
+SourceTokens source_tokens(const std::string& source);
+
+// Static checks. Source identifiers: inline assembly, cycle-counter intrinsics, FILE descriptor
+// rewiring (_fileno), stack walking; literals naming /proc/ or /dev/ (tampering). Words inside
+// comments, literals and #if 0 blocks do not count.
 std::vector<HackFinding> check_source(const std::string& source);
+// The compiled object's disassembly (objdump -d): rdtsc, rdtscp, rdpmc, syscall, sysenter and
+// int $0x80 are tampering however the source produced them (token pasting, macros, intrinsics).
+std::vector<HackFinding> check_instructions(const std::string& disassembly);
 // Imports: unversioned symbols (LibTorch, BLAS: calls_reference), dynamic loading, memory
 // protection, raw syscalls, signals, processes, files, sockets, clocks (tampering), thread
 // creation (deferred_work: work on another thread can finish after the timer stops).
 std::vector<HackFinding> check_imports(const std::vector<ImportedSymbol>& imports);
 
-// Profile checks. coverage = candidate's own time / call time over the timed calls.
+// Profile checks. coverage as the backend defines it: on CPU 1 - library CPU time per call / the
+// reference's operators' CPU time (busy work cannot raise it); on CUDA the own kernels' share of
+// device time over the profiled calls.
 std::vector<HackFinding> check_coverage(double coverage, int64_t library_calls, const HackingThresholds& t);
 // Calls to library routines that compute the whole task.
 std::vector<HackFinding> check_replaced_routines(const std::vector<std::string>& called,
@@ -63,6 +83,14 @@ std::vector<HackFinding> check_replaced_routines(const std::vector<std::string>&
 // Candidate median faster than the physical bound: bytes / bandwidth and flops / peak.
 std::vector<HackFinding> check_plausible_speed(double candidate_us, double bytes, double flops,
                                                double bandwidth_bytes_per_s, const HackingThresholds& t);
+
+// The parent's cross-check of the times a worker reported (seconds). billed_s: CPU time the kernel
+// billed the worker for the timing request (read from outside, clock_getcpuclockid); harness_s:
+// what the same loop cost a clean worker beyond its timed calls; reported_s: the sum of the
+// reported call times. Tampering when the reply came before the harness's own work could have run
+// (billed < harness / 2 - 5 ms), or when the calls were reported at under a quarter of the CPU time
+// billed beyond twice the harness's (10 ms of slack).
+std::vector<HackFinding> check_billed_time(double reported_s, double billed_s, double harness_s);
 
 // OR of the flags and "; "-joined reasons.
 uint32_t flags_of(const std::vector<HackFinding>& findings);
