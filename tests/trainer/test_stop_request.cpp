@@ -19,7 +19,7 @@
 #include "turnrl/trainer/checkpoint.h"
 #include "turnrl/trainer/metrics.h"
 #include "turnrl/trainer/stop_request.h"
-#include "turnrl/trainer/trainer.h"
+#include "turnrl/trainer/kernel_recipe.h"
 #include "trainer/trainer_test_support.h"
 
 extern char** environ;

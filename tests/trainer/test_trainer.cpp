@@ -318,11 +318,11 @@ class InternalErrorEvaluator : public KernelEvaluator {
 
 TEST_CASE("an evaluator that cannot evaluate stops the run at start-up, and a step of only internal errors is not a step", "[trainer][edge]") {
   const std::string dir = test::fresh_dir("broken-evaluator");
-  Trainer at_start(test::tiny_config(dir, 2), std::make_shared<InternalErrorEvaluator>(false));
+  KernelTrainer at_start(test::tiny_config(dir, 2), std::make_shared<InternalErrorEvaluator>(false));
   CHECK_THROWS_WITH(at_start.train(), Catch::Contains("evaluator start-up check") &&
                                           Catch::Contains("cannot create a compile directory"));
   CHECK(at_start.step() == 0);
-  Trainer at_step(test::tiny_config(dir, 2), std::make_shared<InternalErrorEvaluator>(true));
+  KernelTrainer at_step(test::tiny_config(dir, 2), std::make_shared<InternalErrorEvaluator>(true));
   CHECK_THROWS_WITH(at_step.train(), Catch::StartsWith("step 1: all ") &&
                                          Catch::Contains("evaluations failed inside the evaluator"));
   CHECK(at_step.step() == 0);
@@ -333,13 +333,13 @@ TEST_CASE("an evaluator that cannot evaluate stops the run at start-up, and a st
 TEST_CASE("resume falls back from a corrupt newest checkpoint and reports garbage lines of metrics.jsonl", "[trainer][resume][edge]") {
   const std::string dir = test::fresh_dir("corrupt-newest");
   {
-    Trainer first(test::tiny_config(dir, 3), rules());
+    KernelTrainer first(test::tiny_config(dir, 3), rules());
     first.train();
   }
   const std::string newest = dir + "/checkpoints/" + checkpoint_name(3);
   fs::resize_file(newest + "/policy.pt", 16);  // a torn write or a bad disk
   std::ofstream(dir + "/metrics.jsonl", std::ios::app) << "garbage from somewhere\n";
-  Trainer resumed(test::tiny_config(dir, 4), rules());
+  KernelTrainer resumed(test::tiny_config(dir, 4), rules());
   const std::string said = stderr_of([&] { resumed.train(/*resume=*/true); });
   CHECK(resumed.step() == 4);
   CHECK_THAT(said, Catch::Contains("checkpoint '" + newest + "' cannot be loaded") &&
@@ -378,7 +378,7 @@ TEST_CASE("failing writes end the run with a message naming the file, and the la
   TrainConfig c = test::tiny_config(dir, 2);
   c.run.samples_per_step = 0;
   {
-    Trainer first(c, rules());
+    KernelTrainer first(c, rules());
     first.train();
   }
   const auto policy_bytes = fs::file_size(dir + "/checkpoints/" + checkpoint_name(2) + "/policy.pt");
