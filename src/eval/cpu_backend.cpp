@@ -510,7 +510,6 @@ CompiledCandidate CpuEvaluator::compile(const std::string& source) {
     lim.wall_seconds = lim.cpu_seconds = m.opt.compile_seconds;
     lim.output_bytes = 64 << 10;
     lim.address_space_bytes = std::max<int64_t>(lim.address_space_bytes, int64_t(4) << 30);
-  lim.visible(objects_dir);  // with namespaces, the object is not otherwise in objdump's view
     lim.file_bytes = std::max<int64_t>(lim.file_bytes, int64_t(64) << 20);
     lim.visible(m.include_dir);  // the compiler sees /usr, the API header and its own directory
     CommandResult r = run_sandboxed(m.compiler, args, lim, dir, {"candidate.cpp"}, {"candidate.so"});
