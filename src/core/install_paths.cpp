@@ -1,5 +1,7 @@
 #include "turnrl/core/install_paths.h"
 
+#include <filesystem>
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -105,7 +107,9 @@ std::string find_turnrl_file(TurnrlFiles kind, const std::string& relative) {
   const int mode = kind == TurnrlFiles::helpers ? X_OK : R_OK;
   for (const std::string& d : dirs) {
     const std::string path = d + "/" + relative;
-    if (::access(path.c_str(), mode) == 0) return path;
+    // Normalised ("bin/../include" -> "include"): the evaluator's sandbox mounts these folders at
+    // the same paths, and a mount point cannot be spelled through "..".
+    if (::access(path.c_str(), mode) == 0) return std::filesystem::path(path).lexically_normal().string();
   }
   fail("'{}' not found; looked in: {} (set {} to the folder that has it)", relative, fmt::join(dirs, ", "),
        override_variable(kind));

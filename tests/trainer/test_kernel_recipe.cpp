@@ -21,6 +21,14 @@ bool is_timing(const std::string& key) {
   return key.rfind("time/", 0) == 0 || (key.size() > 6 && key.compare(key.size() - 6, 6, "_per_s") == 0);
 }
 
+// Metrics added after the reference was recorded: verl's names for existing ones (actor/, timing_s/)
+// and the batch statistics verl and TRL report (critic/, response_length/, frac_reward_zero_std).
+bool is_added_metric(const std::string& key) {
+  for (const char* prefix : {"actor/", "critic/", "response_length/", "timing_s/", "frac_reward_zero_std"})
+    if (key.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
 // The valid tokens of a row (attention mask true), in order.
 std::vector<int64_t> valid_tokens(const TurnBatch& b, int64_t row) {
   const torch::Tensor t = b.tokens[row].masked_select(b.attention_mask[row]).cpu().contiguous();
@@ -36,7 +44,12 @@ std::vector<torch::Tensor> parameters_of(Trainer& t) {
 }  // namespace
 
 // The reference file holds the metrics of the same 6 steps written by the kernel-only Trainer that
-// the generic one replaced (commit 418356b): the engine's refactoring changed no number.
+// the generic one replaced (commit 418356b): the engine's refactoring changed no number. Two later
+// changes move the last bits of gradient norms (at most 1e-7 relative): the built-in transformer's
+// rotary frequencies are computed in float32 as transformers does, and the per-token entropy is
+// always computed (actor/entropy is logged). Hence the 1e-6 relative tolerance; every count,
+// reward and sampled outcome stays exactly equal, or the trajectories would part.
+// Keys a later change added (verl's names, batch statistics) may appear beside the reference's.
 TEST_CASE("cpu_default.yaml trains exactly as the kernel-only trainer did, metric for metric", "[trainer][reference]") {
   const std::string dir = test::fresh_dir("reference");
   const TrainConfig c = load_config(std::string(TURNRL_SOURCE_DIR) + "/configs/cpu_default.yaml",
@@ -51,11 +64,11 @@ TEST_CASE("cpu_default.yaml trains exactly as the kernel-only trainer did, metri
       if (is_timing(key)) continue;
       INFO("step " << step + 1 << ", " << key);
       REQUIRE(got[step].count(key) == 1);
-      CHECK(got[step].at(key) == value);
+      CHECK(got[step].at(key) == Approx(value).epsilon(1e-6).margin(1e-12));
     }
     for (const auto& [key, value] : got[step]) {
       INFO("step " << step + 1 << ", new key " << key);
-      CHECK(want[step].count(key) == 1);
+      CHECK((want[step].count(key) == 1 || is_added_metric(key)));
     }
   }
 }
