@@ -4,7 +4,7 @@
 
 #include <unicode/uchar.h>
 
-#include "utf8.h"
+#include "../core/utf8.h"
 
 namespace turnrl::detail {
 

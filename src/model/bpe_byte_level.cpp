@@ -1,6 +1,6 @@
 #include "bpe_byte_level.h"
 
-#include "utf8.h"
+#include "../core/utf8.h"
 
 namespace turnrl::detail {
 

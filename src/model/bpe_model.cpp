@@ -3,7 +3,7 @@
 #include <mutex>
 #include <queue>
 
-#include "utf8.h"
+#include "../core/utf8.h"
 
 namespace turnrl::detail {
 

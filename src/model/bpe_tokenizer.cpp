@@ -10,7 +10,7 @@
 #include "bpe_model.h"
 #include "bpe_normalizer.h"
 #include "bpe_pre_tokenizer.h"
-#include "utf8.h"
+#include "../core/utf8.h"
 
 namespace turnrl {
 

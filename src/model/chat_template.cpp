@@ -1,7 +1,7 @@
 #include "turnrl/model/chat_template.h"
 
 #include "turnrl/core/error.h"
-#include "utf8.h"
+#include "../core/utf8.h"
 
 namespace turnrl {
 

@@ -9,10 +9,14 @@
 #include <fmt/format.h>
 
 #include "turnrl/core/error.h"
+#include "../core/utf8.h"
 
 namespace turnrl {
 
-std::string json_string(const std::string& s) {
+std::string json_string(const std::string& text) {
+  // JSON is UTF-8: bytes that are not (a byte-level policy's response can be anything) become
+  // U+FFFD, as HF's decode shows them, so every line stays readable by any JSON parser.
+  const std::string s = detail::utf8_first_invalid(text) == std::string::npos ? text : detail::utf8_lossy(text);
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {

@@ -23,6 +23,9 @@ TEST_CASE("metrics JSON round-trips numbers exactly, non-finite values become nu
   CHECK(nested.at("ok") == 1);
   CHECK_THROWS(parse_metrics_json("{\"step\": }"));
   CHECK(json_string("a\"\n\x01") == "\"a\\\"\\n\\u0001\"");
+  // Bytes that are not UTF-8 (a byte-level policy's response) become U+FFFD; valid UTF-8 stays.
+  CHECK(json_string("a\xff" "b") == "\"a\xef\xbf\xbd" "b\"");
+  CHECK(json_string("\xc3\xa9") == "\"\xc3\xa9\"");
 }
 
 TEST_CASE("a torn last line is ignored and truncation keeps steps up to a checkpoint", "[trainer][metrics]") {

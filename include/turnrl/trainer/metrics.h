@@ -62,7 +62,7 @@ const std::vector<std::pair<std::string, std::string>>& verl_metric_aliases();
 // stays), so that dashboards built for verl runs read turnrl runs unchanged.
 void add_verl_metric_names(Metrics& metrics);
 
-// JSON string literal of `s` (quotes and escapes added).
-std::string json_string(const std::string& s);
+// JSON string literal of `text` (quotes and escapes added; bytes that are not UTF-8 become U+FFFD).
+std::string json_string(const std::string& text);
 
 }  // namespace turnrl

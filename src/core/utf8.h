@@ -1,5 +1,6 @@
 #pragma once
-// UTF-8 helpers shared by the BPE tokenizer and the chat templates (internal).
+// UTF-8 helpers (internal): the BPE tokenizer and chat templates, and JSON writers that must emit
+// valid UTF-8 whatever bytes a policy produced.
 #include <cstddef>
 #include <cstdint>
 #include <string>
