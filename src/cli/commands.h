@@ -14,6 +14,8 @@ namespace turnrl::cli {
 
 // `train` (with --nproc, --resume) and `eval` (a checkpoint on the validation tasks).
 void add_train_commands(CLI::App& app);
+// `sft`: supervised fine-tuning on chat conversations, with --resume.
+void add_sft_command(CLI::App& app);
 // `evaluate-kernel`: one candidate through the evaluator, reward and feedback printed.
 void add_evaluate_kernel_command(CLI::App& app);
 // `plot`: metrics.jsonl files -> PNG line charts.

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
       "CONFIG is a YAML file (configs/cpu_default.yaml; every key: docs/configuration.md).\n\n"
       "Example:\n  turnrl train configs/cpu_default.yaml --set trainer.steps=60 --set run.dir=runs/longer");
   add_train_commands(app);
+  add_sft_command(app);
   add_evaluate_kernel_command(app);
   add_plot_command(app);
   add_config_command(app);

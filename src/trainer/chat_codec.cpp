@@ -31,6 +31,28 @@ SamplingOptions ChatCodec::sampling(const SamplingOptions& base) const {
   return out.stop(tokenizer_->stop_tokens()).pad(tokenizer_->pad_id()).max_new(max_new_tokens_);
 }
 
+ConversationTokens conversation_tokens(const ChatCodec& codec, const std::vector<ChatMessage>& messages) {
+  const ChatTokenizer& tokenizer = codec.tokenizer();
+  const std::vector<int64_t> stops = tokenizer.stop_tokens();
+  if (stops.empty()) fail("conversation_tokens: the tokenizer has no stop token to end an assistant turn");
+  ConversationTokens out;
+  EpisodeTokens so_far;
+  Observation seen;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].role != "assistant") continue;
+    seen.messages.assign(messages.begin(), messages.begin() + std::ptrdiff_t(i));
+    const TokenIds prompt = codec.prompt(so_far, seen);
+    TokenIds response = tokenizer.encode(messages[i].text);
+    response.push_back(stops.front());
+    out.assistant.resize(prompt.size(), 0);
+    out.assistant.resize(prompt.size() + response.size(), 1);
+    so_far = after_turn(prompt, response, seen, stops);
+  }
+  if (so_far.sequence.empty()) fail("conversation_tokens: the conversation has no assistant message to learn from");
+  out.tokens = std::move(so_far.sequence);
+  return out;
+}
+
 std::string ChatCodec::observation_text(const Observation& observation) const {
   return observation.messages.empty() ? std::string() : observation.messages.back().text;
 }

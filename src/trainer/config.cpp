@@ -95,6 +95,27 @@ void describe(V& v, EvalConfig& o) {
   v.integer("seed", o.seed, 0, INT64_MAX, "sampling seed");
 }
 
+template <typename V>
+void describe(V& v, SFTDataConfig& o) {
+  v.text("train", o.train, "chat JSON Lines file ({\"messages\": [{\"role\", \"content\"}, ...]} a line)");
+  v.text("validation", o.validation, "held-out chat JSON Lines file; \"\" = none");
+  v.integer("max_length", o.max_length, 2, 1 << 24, "tokens per row; >= 2");
+  v.choice("truncation", o.truncation, {"truncate", "drop"}, "longer conversations: truncate | drop");
+  v.flag("packing", o.packing, "join whole conversations into rows of up to max_length tokens");
+  v.integer("bucket_window", o.bucket_window, 1, 1 << 30, "sort rows by length within windows of the shuffled order; 1 = off");
+}
+
+template <typename V>
+void describe(V& v, SFTLoopConfig& o) {
+  v.integer("steps", o.steps, 0, int64_t(1) << 40, "optimizer steps; 0 = epochs passes over the data");
+  v.integer("epochs", o.epochs, 1, 1 << 20, "passes over the training rows when steps is 0; >= 1");
+  v.integer("micro_batch_size", o.micro_batch_size, 1, 1 << 20, "rows per forward/backward; >= 1");
+  v.integer("grad_accum", o.grad_accum, 1, 1 << 20, "micro-batches per optimizer step; >= 1");
+  v.integer("eval_every", o.eval_every, 0, int64_t(1) << 40, "steps between validation losses; 0 = only at the end");
+  v.integer("seed", o.seed, 0, INT64_MAX, "model init and data order");
+  v.integer("threads", o.threads, 0, 4096, "LibTorch intra-op threads; 0 = LibTorch default");
+}
+
 // Checks across the fields of a section, after reading (r names the keys).
 template <typename T>
 void check(const ConfigReader&, const T&) {}
@@ -322,11 +343,16 @@ void apply_override(YAML::Node& root, const std::string& assignment) {
   node[parts.back()] = parse_yaml(text.empty() ? "\"\"" : text, "--set " + path);
 }
 
-TrainConfig load_config(const std::string& file, const std::vector<std::string>& overrides) {
+namespace {
+
+// Loads `file` (empty: the defaults), applies `overrides`, then `parse`; an error is prefixed
+// with the --set it is about, else with the file.
+template <typename Parse>
+auto load_with_overrides(const std::string& file, const std::vector<std::string>& overrides, Parse&& parse) {
   YAML::Node root = file.empty() ? YAML::Node(YAML::NodeType::Map) : load_yaml_file(file);
   for (const auto& o : overrides) apply_override(root, o);
   try {
-    return parse_config(root);
+    return parse(root);
   } catch (const Error& e) {
     // Errors start with the key path they are about: one an override set is that --set's error.
     const std::string what = e.what();
@@ -338,6 +364,12 @@ TrainConfig load_config(const std::string& file, const std::vector<std::string>&
     if (file.empty()) throw;
     throw Error(fmt::format("{}: {}", file, what));
   }
+}
+
+}  // namespace
+
+TrainConfig load_config(const std::string& file, const std::vector<std::string>& overrides) {
+  return load_with_overrides(file, overrides, [](const YAML::Node& root) { return parse_config(root); });
 }
 
 std::string config_to_yaml(const TrainConfig& c, bool annotate) {
@@ -522,5 +554,39 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
 }
 
 std::string default_config_yaml() { return config_to_yaml(TrainConfig{}, true); }
+
+SFTConfig parse_sft_config(const YAML::Node& root) {
+  SFTConfig c;
+  ConfigReader r(root, "");
+  section(r, "run", [&](ConfigReader& s) { read_section(s, c.run); });
+  section(r, "model", [&](ConfigReader& s) { read_section(s, c.model); });
+  section(r, "data", [&](ConfigReader& s) { read_section(s, c.data); });
+  section(r, "sft", [&](ConfigReader& s) { read_section(s, c.sft); });
+  section(r, "optimizer", [&](ConfigReader& s) { read_section(s, c.optimizer); });
+  section(r, "checkpoint", [&](ConfigReader& s) { read_section(s, c.checkpoint); });
+  r.finish();
+  if (c.model.max_seq < c.data.max_length)
+    fail("model.max_seq: {} is shorter than data.max_length {}; allowed: >= data.max_length", c.model.max_seq,
+         c.data.max_length);
+  return c;
+}
+
+SFTConfig load_sft_config(const std::string& file, const std::vector<std::string>& overrides) {
+  return load_with_overrides(file, overrides, [](const YAML::Node& root) { return parse_sft_config(root); });
+}
+
+std::string sft_config_to_yaml(const SFTConfig& c, bool annotate) {
+  Writer w(annotate);
+  if (annotate) w.raw("# turnrl sft config: every key with its default. Reference: docs/configuration.md");
+  write_section(w, "run", "Where the run writes: resolved config, metrics.jsonl, checkpoints/, export/.", c.run);
+  write_section(w, "model", "The built-in policy: a small decoder-only transformer.", c.model);
+  write_section(w, "data", "Chat conversations; the loss is on the assistant's tokens only.", c.data);
+  write_section(w, "sft", "SFT loop sizes.", c.sft);
+  write_section(w, "optimizer", "AdamW with linear warm-up, then constant or cosine decay.", c.optimizer);
+  write_section(w, "checkpoint", "Atomic checkpoints under run.dir/checkpoints/step_NNNNNNNN.", c.checkpoint);
+  return w.str();
+}
+
+std::string default_sft_config_yaml() { return sft_config_to_yaml(SFTConfig{}, true); }
 
 }  // namespace turnrl

@@ -28,11 +28,17 @@ ProgressLine::ProgressLine(int64_t start_step, bool enabled, std::FILE* out)
       start_(std::chrono::steady_clock::now()) {}
 
 void ProgressLine::update(const ProgressSample& p) {
-  if (!enabled_) return;
+  if (enabled_) print(format_progress(p, eta_seconds(p.step, p.total_steps)));
+}
+
+double ProgressLine::eta_seconds(int64_t step, int64_t total_steps) const {
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  const int64_t done = p.step - start_step_;
-  const double eta = done > 0 ? elapsed / double(done) * double(p.total_steps - p.step) : NAN;
-  const std::string line = format_progress(p, eta);
+  const int64_t done = step - start_step_;
+  return done > 0 ? elapsed / double(done) * double(total_steps - step) : NAN;
+}
+
+void ProgressLine::print(const std::string& line) {
+  if (!enabled_) return;
   if (tty_) {
     fmt::print(out_, "\r{:<110}", line);
     dirty_ = true;

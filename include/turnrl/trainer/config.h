@@ -17,6 +17,7 @@
 #include "turnrl/reward/kernel_reward.h"
 #include "turnrl/reward/rejection.h"
 #include "turnrl/trainer/engine_options.h"
+#include "turnrl/trainer/sft.h"
 
 namespace turnrl {
 
@@ -79,5 +80,19 @@ std::string config_to_yaml(const TrainConfig& config, bool annotate = false);
 
 // config_to_yaml(TrainConfig{}, true): what `turnrl config --print-defaults` prints.
 std::string default_config_yaml();
+
+// `turnrl sft`'s config: the SFT loop's sections (sft.h) and the model it trains. Its run,
+// optimizer and checkpoint sections are the training config's, key for key.
+struct SFTConfig : SFTOptions {
+  ModelConfig model;
+};
+
+// As parse_config / load_config / config_to_yaml, for the sections of SFTConfig; checks across
+// sections (model.max_seq >= data.max_length) included.
+SFTConfig parse_sft_config(const YAML::Node& root);
+SFTConfig load_sft_config(const std::string& file, const std::vector<std::string>& overrides = {});
+std::string sft_config_to_yaml(const SFTConfig& config, bool annotate = false);
+// sft_config_to_yaml(SFTConfig{}, true): `turnrl config --print-defaults --sft`.
+std::string default_sft_config_yaml();
 
 }  // namespace turnrl

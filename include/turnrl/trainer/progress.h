@@ -27,7 +27,12 @@ class ProgressLine {
  public:
   // start_step: steps already done (a resumed run), so the ETA counts only this session's pace.
   explicit ProgressLine(int64_t start_step, bool enabled = true, std::FILE* out = stderr);
+  // The RL trainer's line (format_progress).
   void update(const ProgressSample& sample);
+  // Any loop's own line (e.g. `turnrl sft`'s tokens/s and loss), shown the same way.
+  void print(const std::string& line);
+  // Seconds left until `total_steps` at this session's pace so far (NaN before its first step).
+  double eta_seconds(int64_t step, int64_t total_steps) const;
   void finish();
 
  private:
