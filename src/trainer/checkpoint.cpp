@@ -157,6 +157,19 @@ void save_checkpoint_file(const std::string& file, const std::function<void(cons
   out.close();
 }
 
+void save_checkpoint_folder(const std::string& folder, const std::function<void(const std::string& path)>& save) {
+  remove_tree(folder);
+  fs::create_directories(folder);
+  try {
+    save(folder);
+  } catch (const std::exception& e) {
+    fail("checkpoint: cannot write '{}': {}", folder, first_line(e.what()));
+  }
+  for (const auto& entry : fs::recursive_directory_iterator(folder))
+    if (entry.is_regular_file()) fsync_path(entry.path().string());
+  fsync_path(folder);
+}
+
 int remove_incomplete_checkpoints(const std::string& root) {
   if (!fs::is_directory(root)) return 0;
   std::vector<fs::path> temps;

@@ -451,13 +451,20 @@ Metrics Trainer::train_step() {
 
 // --- checkpoints -------------------------------------------------------------------------------
 
+// The policy inside a checkpoint directory: one file, or a folder (Policy::saves_folder).
+constexpr const char* kPolicyFile = "policy.pt";
+constexpr const char* kPolicyFolder = "policy";
+
 std::string Trainer::save_checkpoint() {
   State& s = *s_;
   if (s.rank != 0) return "";  // every rank holds the same state; rank 0 writes it
   return write_checkpoint(
       s.checkpoint_root(), s.step,
       [&](const std::string& dir) {
-        save_checkpoint_file(dir + "/policy.pt", [&](const std::string& path) { s.parts.policy->save(path); });
+        if (s.parts.policy->saves_folder())
+          save_checkpoint_folder(dir + "/" + kPolicyFolder, [&](const std::string& path) { s.parts.policy->save(path); });
+        else
+          save_checkpoint_file(dir + "/" + kPolicyFile, [&](const std::string& path) { s.parts.policy->save(path); });
         save_checkpoint_file(dir + "/optimizer.pt", [&](const std::string& path) { torch::save(*s.optimizer, path); });
         torch::serialize::OutputArchive state;
         state.write("step", torch::tensor(s.step, torch::kLong));
@@ -471,14 +478,22 @@ std::string Trainer::save_checkpoint() {
 }
 
 void Trainer::load_policy(const std::string& path) {
-  const std::string file = fs::is_directory(path) ? (fs::path(path) / "policy.pt").string() : path;
-  if (!fs::exists(file)) fail("checkpoint: no policy file '{}'", file);
-  s_->parts.policy->load(file);
+  Policy& policy = *s_->parts.policy;
+  // A checkpoint directory holds policy.pt or, for a policy that saves a folder, policy/; a folder
+  // policy also loads from its own folder (an exported one).
+  std::string stored = path;
+  if (fs::is_directory(path)) {
+    const fs::path inside = fs::path(path) / (policy.saves_folder() ? kPolicyFolder : kPolicyFile);
+    if (!policy.saves_folder() || fs::exists(inside)) stored = inside.string();
+  }
+  if (!fs::exists(stored)) fail("checkpoint: no policy file '{}'", stored);
+  policy.load(stored);
 }
 
 void Trainer::load_checkpoint(const std::string& dir) {
   State& s = *s_;
-  for (const char* name : {"policy.pt", "optimizer.pt", "trainer_state.pt"})
+  const char* policy = s.parts.policy->saves_folder() ? kPolicyFolder : kPolicyFile;
+  for (const char* name : {policy, "optimizer.pt", "trainer_state.pt"})
     if (!fs::exists(fs::path(dir) / name)) fail("checkpoint '{}': missing {}", dir, name);
   load_policy(dir);
   torch::load(*s.optimizer, dir + "/optimizer.pt");
