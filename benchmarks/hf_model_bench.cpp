@@ -2,7 +2,9 @@
 // forward tokens/s of a training micro-batch against the built-in TransformerPolicy of the same
 // width, depth and heads (baseline: turnrl's own decoder, measured in the same run; the HF one
 // adds GQA, q/k norms and transformers' exact numerics), and KV-cache generation tokens/s against
-// recomputing the whole sequence each step (baseline, same run).
+// recomputing the whole sequence each step (baseline, same run), and forward_logp with a response
+// mask on the full Qwen3 vocabulary (qwen3-tiny's shape: the vocabulary projection is most of the
+// cost) against projecting every position, the prompt's too (baseline, same run).
 //
 //   hf_model_bench [--device cpu|cuda] [--quick]
 // cpu: fp32, hidden 256, 2 layers; cuda: bf16, Qwen3-0.6B's shape (hidden 1024, 28 layers,
@@ -21,14 +23,25 @@ using namespace turnrl;
 
 namespace {
 
-std::string qwen3_config(bool large) {
-  const int hidden = large ? 1024 : 256, layers = large ? 28 : 2, heads = large ? 16 : 8, kv = large ? 8 : 2,
-            head_dim = large ? 128 : 32, inter = large ? 3072 : 704, vocab = large ? 151936 : 4096;
+std::string qwen3_config(int hidden, int layers, int heads, int kv, int head_dim, int inter, int vocab) {
   return fmt::format(
       R"({{"architectures": ["Qwen3ForCausalLM"], "vocab_size": {}, "hidden_size": {}, "intermediate_size": {},
           "num_hidden_layers": {}, "num_attention_heads": {}, "num_key_value_heads": {}, "head_dim": {},
           "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": false}})",
       vocab, hidden, inter, layers, heads, kv, head_dim);
+}
+
+std::string qwen3_config(bool large) {
+  return large ? qwen3_config(1024, 28, 16, 8, 128, 3072, 151936) : qwen3_config(256, 2, 8, 2, 32, 704, 4096);
+}
+
+HFDecoder random_decoder(const HFConfig& config, torch::Dtype dtype, torch::Device device) {
+  HFDecoder model(config, torch::TensorOptions(dtype).device(device));
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters())
+    p.key().find("norm") != std::string::npos ? p.value().fill_(1.0) : p.value().normal_(0.0, 0.02);
+  model->eval();
+  return model;
 }
 
 }  // namespace
@@ -44,13 +57,7 @@ int main(int argc, char** argv) {
   const int max_reps = args.device.is_cuda() ? 20 : 5;
 
   torch::manual_seed(0);
-  HFDecoder model(config, torch::TensorOptions(dtype).device(args.device));
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& p : model->named_parameters())
-      p.key().find("norm") != std::string::npos ? p.value().fill_(1.0) : p.value().normal_(0.0, 0.02);
-  }
-  model->eval();
+  HFDecoder model = random_decoder(config, dtype, args.device);
   HFPolicy policy(model);
   TransformerPolicy builtin(TransformerOptions()
                                 .vocab(config.vocab_size)
@@ -92,6 +99,23 @@ int main(int argc, char** argv) {
   std::printf("%-46s | %12.0f | %-40s %12.0f | %6.2f\n",
               fmt::format("generate kv-cache B={} P={} N={}", gen_batch, prompt, new_tokens).c_str(),
               generated / cached, "recompute the sequence every step", generated / recompute, recompute / cached);
+
+  // A turn as the trainer scores it: a long prompt, the policy's response the last eighth.
+  const HFConfig tiny = parse_hf_config(qwen3_config(128, 4, 4, 2, 32, 384, 151936), "qwen3-tiny config");
+  HFDecoder tiny_model = random_decoder(tiny, dtype, args.device);
+  HFPolicy tiny_policy(tiny_model);
+  const int64_t turn_length = args.quick ? 256 : 512, turns = 2;
+  const torch::Tensor turn_tokens =
+      torch::randint(0, tiny.vocab_size, {turns, turn_length}, torch::TensorOptions(torch::kLong).device(args.device));
+  torch::Tensor response = torch::zeros({turns, turn_length}, torch::TensorOptions(torch::kBool).device(args.device));
+  response.narrow(1, turn_length - turn_length / 8, turn_length / 8).fill_(true);
+  const double masked = bench::median_seconds([&] { tiny_policy.forward_logp(turn_tokens, {}, response); }, args.device, 0.2, max_reps, 1);
+  const double every_position = bench::median_seconds(
+      [&] { token_logp_from_logits(tiny_model->forward(turn_tokens), turn_tokens, response); }, args.device, 0.2, max_reps, 1);
+  const double scored = double(turns * turn_length);
+  std::printf("%-46s | %12.0f | %-40s %12.0f | %6.2f\n",
+              fmt::format("forward_logp qwen3-tiny, response T/8, T={}", turn_length).c_str(), scored / masked,
+              "vocabulary projection at every position", scored / every_position, every_position / masked);
   std::printf("\nratio > 1: the HF decoder (or its KV cache) is faster than the baseline.\n");
   return 0;
 }

@@ -10,6 +10,11 @@ install(DIRECTORY include/turnrl DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # the source tree: the Python backend's worker script and the shipped configs.
 install(FILES python/turnrl_eval_worker.py DESTINATION ${CMAKE_INSTALL_DATADIR}/turnrl/python)
 install(DIRECTORY configs DESTINATION ${CMAKE_INSTALL_DATADIR}/turnrl FILES_MATCHING PATTERN "*.yaml")
+# The Qwen3 tokenizer files scripts/setup.sh fetched (Apache-2.0), for `turnrl init-model`;
+# Llama-3's stay out of the install (Meta's license), so llama3 presets need --tokenizer there.
+if(EXISTS ${PROJECT_SOURCE_DIR}/.deps/hf-tokenizers/qwen3/tokenizer.json)
+  install(DIRECTORY .deps/hf-tokenizers/qwen3 DESTINATION ${CMAKE_INSTALL_DATADIR}/turnrl/.deps/hf-tokenizers)
+endif()
 if(TARGET turnrl_cli)
   install(TARGETS turnrl_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 endif()

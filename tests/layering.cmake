@@ -13,7 +13,7 @@ set(layer_patterns
     "^(include/turnrl|src)/reward/(rejection|coverage_source)[.]" algo
     "^(include/turnrl|src)/model/" model
     "^(include/turnrl|src)/env/(environment|task)[.]" rl
-    "^(include/turnrl|src)/trainer/(trainer|engine_options|rollout|batch_stage|action_codec|chat_codec|checkpoint|metrics|progress|distributed|nccl_communicator|plot|batch_metrics|tensorboard|stop_request|sft|sft_data)[._]" rl
+    "^(include/turnrl|src)/trainer/(trainer|engine_options|rollout|batch_stage|action_codec|chat_codec|checkpoint|metrics|progress|distributed|nccl_communicator|plot|batch_metrics|tensorboard|stop_request|model_config|policy_factory|sft|sft_data)[._]" rl
     "^(include/turnrl|src)/(eval|reward|env|trainer)/" kernels
     "^src/cli/" cli)
 set(rank_core 0)

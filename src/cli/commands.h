@@ -26,6 +26,8 @@ void add_config_command(CLI::App& app);
 void add_eval_worker_command(CLI::App& app);
 // `import-kernelbench`: a KernelBench folder of problems -> a Python task file.
 void add_import_kernelbench_command(CLI::App& app);
+// init-model: a random HuggingFace model folder from a preset.
+void add_init_model_command(CLI::App& app);
 
 // The repeatable `--set key.path=value` option every config-reading subcommand takes.
 void add_config_overrides(CLI::App& command, std::vector<std::string>& sets);

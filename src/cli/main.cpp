@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   add_config_command(app);
   add_eval_worker_command(app);
   add_import_kernelbench_command(app);
+  add_init_model_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

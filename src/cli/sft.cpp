@@ -7,11 +7,13 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <torch/cuda.h>
 
 #include "commands.h"
 #include "turnrl/core/error.h"
-#include "turnrl/model/transformer.h"
+#include "turnrl/model/hf_policy.h"
 #include "turnrl/trainer/config.h"
+#include "turnrl/trainer/policy_factory.h"
 #include "turnrl/trainer/sft.h"
 #include "turnrl/trainer/stop_request.h"
 
@@ -24,26 +26,30 @@ struct SFTArgs {
   bool resume = false;
 };
 
-// The built-in policy over the byte tokenizer, as `turnrl train` builds it for code actions; the
-// export is its model file, which model.init reads.
-SFTParts builtin_sft_parts(const SFTConfig& c) {
+// The configured policy (policy_factory.h). The export is what the RL config's model section reads:
+// the builtin policy's model file (model.init: <run.dir>/export/policy.pt), or for hf a plain
+// HuggingFace folder with the adapters merged and the tokenizer files (model.path: <run.dir>/export).
+SFTParts sft_parts(const SFTConfig& c) {
+  if (c.model.device == "cuda" && !torch::cuda::is_available())
+    fail("model.device: 'cuda' but LibTorch sees no CUDA device; allowed here: cpu");
+  const ChatPolicy chat = make_chat_policy(c.model, uint64_t(c.sft.seed), torch::Device(c.model.device));
   SFTParts parts;
-  parts.tokenizer = std::make_shared<const ByteChatTokenizer>();
-  torch::manual_seed(uint64_t(c.sft.seed));
-  TransformerOptions mo;
-  mo.vocab(parts.tokenizer->vocab_size()).d_model(c.model.d_model).layers(c.model.layers).heads(c.model.heads)
-      .ffn(c.model.ffn).max_seq(c.model.max_seq);
-  validate(mo);
-  auto policy = std::make_shared<TransformerPolicy>(mo, c.model.device == "cuda" ? torch::kCUDA : torch::kCPU);
-  if (!c.model.init.empty()) policy->load(c.model.init);
-  parts.policy = policy;
-  parts.export_model = [](Policy& p, const std::string& folder) { p.save(folder + "/policy.pt"); };
+  parts.policy = chat.policy;
+  parts.tokenizer = chat.tokenizer;
+  parts.max_seq = chat.max_seq;
+  const std::string tokenizer_dir = c.model.tokenizer.empty() ? c.model.path : c.model.tokenizer;
+  parts.export_model = [tokenizer_dir](Policy& policy, const std::string& folder) {
+    if (auto* hf = dynamic_cast<HFPolicy*>(&policy))
+      hf->save_pretrained(folder, SavePretrainedOptions().copy_files_from(tokenizer_dir));
+    else
+      policy.save(folder + "/policy.pt");
+  };
   return parts;
 }
 
 int run_sft(const SFTArgs& a) {
   const SFTConfig c = load_sft_config(a.config, a.sets);
-  SFTParts parts = builtin_sft_parts(c);
+  SFTParts parts = sft_parts(c);
   parts.options = c;
   parts.resolved_config = sft_config_to_yaml(c);
   SFTTrainer trainer(std::move(parts));

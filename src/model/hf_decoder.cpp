@@ -97,6 +97,15 @@ KVCache HFDecoderImpl::make_cache(int64_t batch, int64_t capacity) const {
 
 torch::Tensor HFDecoderImpl::forward(const torch::Tensor& tokens, const torch::Tensor& attention_mask, KVCache* cache,
                                      bool last_position_only) {
+  torch::Tensor hidden = final_hidden(tokens, attention_mask, cache);
+  if (last_position_only) hidden = hidden.narrow(1, hidden.size(1) - 1, 1);
+  return logits(hidden);
+}
+
+torch::Tensor HFDecoderImpl::logits(const torch::Tensor& hidden) const { return torch::matmul(hidden, lm_head_.t()); }
+
+torch::Tensor HFDecoderImpl::final_hidden(const torch::Tensor& tokens, const torch::Tensor& attention_mask,
+                                          KVCache* cache) {
   const detail::AttentionLayout layout = detail::attention_layout(tokens, attention_mask, cache);
   auto [cos, sin] = detail::rotary_angles(layout.positions, inv_freq_);
   // transformers hands cos/sin to the layers in the model dtype.
@@ -105,8 +114,7 @@ torch::Tensor HFDecoderImpl::forward(const torch::Tensor& tokens, const torch::T
   torch::Tensor x = torch::embedding(embed_tokens_, tokens);
   for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward(x, cos, sin, layout.attend, cache, i);
   if (cache) detail::advance(*cache, layout);
-  if (last_position_only) x = x.narrow(1, x.size(1) - 1, 1);
-  return torch::matmul(detail::rms_norm(x, final_norm_, config_.rms_norm_eps), lm_head_.t());
+  return detail::rms_norm(x, final_norm_, config_.rms_norm_eps);
 }
 
 void HFDecoderImpl::load_weights(const SafetensorsCheckpoint& checkpoint) {

@@ -41,6 +41,17 @@ json read_json(const fs::path& path) {
   }
 }
 
+// The tokenizer and generation files of `from` that exist, into `folder` ("" = none).
+void copy_tokenizer_files(const std::string& from, const std::string& folder) {
+  if (from.empty()) return;
+  if (!fs::is_directory(from)) fail("save_pretrained.copy_files_from: '{}' is not a folder", from);
+  for (const char* name : kCopiedFiles) {
+    const fs::path source = fs::path(from) / name;
+    if (fs::exists(source) && fs::absolute(source) != fs::absolute(fs::path(folder) / name))
+      fs::copy_file(source, fs::path(folder) / name, fs::copy_options::overwrite_existing);
+  }
+}
+
 }  // namespace
 
 torch::Dtype hf_dtype_from_name(const std::string& name) {
@@ -68,12 +79,17 @@ std::unique_ptr<HFPolicy> load_hf_policy(const HFModelOptions& options) {
   HFDecoder model(config, torch::TensorOptions(options.dtype()).device(options.device()));
   model->load_weights(SafetensorsCheckpoint(options.path()));
   model->add_lora(options.lora());
-  return std::make_unique<HFPolicy>(model, options.path());
+  return std::make_unique<HFPolicy>(model, options.path(),
+                                    options.tokenizer_dir().empty() ? options.path() : options.tokenizer_dir());
 }
 
 TokenLogp HFPolicy::forward_logp(const torch::Tensor& tokens, const torch::Tensor& attention_mask,
                                  const torch::Tensor& response_mask) {
-  return token_logp_from_logits(model_->forward(tokens, attention_mask), tokens, response_mask);
+  if (!response_mask.defined()) return token_logp_from_logits(model_->forward(tokens, attention_mask), tokens);
+  HFDecoder model = model_;
+  return token_logp_at_responses(model_->final_hidden(tokens, attention_mask),
+                                 [model](const torch::Tensor& hidden) { return model->logits(hidden); }, tokens,
+                                 response_mask);
 }
 
 Rollout HFPolicy::generate(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,
@@ -111,8 +127,10 @@ void HFPolicy::to(torch::Dtype dtype) {
 }
 
 void HFPolicy::save(const std::string& folder) {
-  if (model_->lora().enabled()) return save_adapter(folder);
-  save_pretrained(folder);
+  const SavePretrainedOptions options = SavePretrainedOptions().copy_files_from(tokenizer_dir_);
+  if (!model_->lora().enabled()) return save_pretrained(folder, options);
+  save_adapter(folder);
+  copy_tokenizer_files(options.copy_files_from(), folder);
 }
 
 void HFPolicy::load(const std::string& folder) {
@@ -125,14 +143,7 @@ void HFPolicy::save_pretrained(const std::string& folder, const SavePretrainedOp
   write_safetensors_checkpoint(folder, model_->merged_state(),
                                SafetensorsCheckpointOptions().max_shard_bytes(options.max_shard_bytes()));
   write_text(fs::path(folder) / "config.json", hf_config_json(config(), hf_dtype_name(model_->dtype())));
-  if (options.copy_files_from().empty()) return;
-  if (!fs::is_directory(options.copy_files_from()))
-    fail("save_pretrained.copy_files_from: '{}' is not a folder", options.copy_files_from());
-  for (const char* name : kCopiedFiles) {
-    const fs::path source = fs::path(options.copy_files_from()) / name;
-    if (fs::exists(source) && fs::absolute(source) != fs::absolute(fs::path(folder) / name))
-      fs::copy_file(source, fs::path(folder) / name, fs::copy_options::overwrite_existing);
-  }
+  copy_tokenizer_files(options.copy_files_from(), folder);
 }
 
 void HFPolicy::save_adapter(const std::string& folder) const {

@@ -39,6 +39,30 @@ TokenLogp token_logp_from_logits(const torch::Tensor& logits, const torch::Tenso
   return out;
 }
 
+TokenLogp token_logp_at_responses(const torch::Tensor& hidden, const std::function<torch::Tensor(const torch::Tensor&)>& head,
+                                  const torch::Tensor& tokens, const torch::Tensor& response_mask) {
+  if (hidden.dim() != 3 || tokens.dim() != 2 || hidden.size(0) != tokens.size(0) || hidden.size(1) != tokens.size(1))
+    fail("token_logp_at_responses: hidden {} must be [B, T, H] for tokens {} [B, T]", c10::str(hidden.sizes()),
+         c10::str(tokens.sizes()));
+  if (!response_mask.defined() || response_mask.sizes() != tokens.sizes())
+    fail("forward_logp: response_mask has shape {}, tokens {}; they must match",
+         response_mask.defined() ? c10::str(response_mask.sizes()) : "undefined", c10::str(tokens.sizes()));
+  const auto float_options = torch::TensorOptions(torch::kFloat).device(hidden.device());
+  TokenLogp out{torch::zeros(tokens.sizes(), float_options), torch::zeros(tokens.sizes(), float_options)};
+  // Token t is predicted at position t - 1; column 0 has no prediction and stays 0.
+  torch::Tensor scored = response_mask.to(torch::kBool).clone();
+  scored.select(1, 0).fill_(false);
+  const torch::Tensor where = scored.nonzero();
+  if (where.size(0) == 0) return out;
+  const torch::Tensor row = where.select(1, 0), column = where.select(1, 1);
+  const torch::Tensor log_probs = head(hidden.index({row, column - 1})).to(torch::kFloat).log_softmax(-1);
+  const torch::Tensor logp = log_probs.gather(-1, tokens.index({row, column}).unsqueeze(-1)).squeeze(-1);
+  const torch::Tensor entropy = -(log_probs.exp() * log_probs).sum(-1);
+  out.logp = out.logp.index_put({row, column}, logp);
+  out.entropy = out.entropy.index_put({row, column}, entropy);
+  return out;
+}
+
 torch::Tensor positions_from_mask(const torch::Tensor& attention_mask) {
   return (attention_mask.to(torch::kLong).cumsum(1) - 1).clamp_min(0);
 }

@@ -17,6 +17,7 @@
 #include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/filesystem.h"
+#include "turnrl/model/policy.h"
 
 namespace turnrl {
 namespace fs = std::filesystem;
@@ -155,6 +156,42 @@ void save_checkpoint_file(const std::string& file, const std::function<void(cons
   if (!write_error.empty()) fail("checkpoint: {}", write_error);
   if (!save_error.empty()) fail("checkpoint: cannot write '{}': {}", file, save_error);
   out.close();
+}
+
+void save_checkpoint_folder(const std::string& folder, const std::function<void(const std::string& path)>& save) {
+  remove_tree(folder);
+  fs::create_directories(folder);
+  try {
+    save(folder);
+  } catch (const std::exception& e) {
+    fail("checkpoint: cannot write '{}': {}", folder, first_line(e.what()));
+  }
+  for (const auto& entry : fs::recursive_directory_iterator(folder))
+    if (entry.is_regular_file()) fsync_path(entry.path().string());
+  fsync_path(folder);
+}
+
+const char* policy_checkpoint_entry(const Policy& policy) { return policy.saves_folder() ? "policy" : "policy.pt"; }
+
+void save_policy_checkpoint(Policy& policy, const std::string& dir) {
+  const std::string entry = dir + "/" + policy_checkpoint_entry(policy);
+  const auto save = [&](const std::string& path) { policy.save(path); };
+  if (policy.saves_folder())
+    save_checkpoint_folder(entry, save);
+  else
+    save_checkpoint_file(entry, save);
+}
+
+void load_policy_checkpoint(Policy& policy, const std::string& path) {
+  // A checkpoint directory holds policy.pt or, for a policy that saves a folder, policy/; a folder
+  // policy also loads from its own folder (an exported one).
+  std::string stored = path;
+  if (fs::is_directory(path)) {
+    const fs::path inside = fs::path(path) / policy_checkpoint_entry(policy);
+    if (!policy.saves_folder() || fs::exists(inside)) stored = inside.string();
+  }
+  if (!fs::exists(stored)) fail("checkpoint: no policy file '{}'", stored);
+  policy.load(stored);
 }
 
 int remove_incomplete_checkpoints(const std::string& root) {

@@ -57,17 +57,6 @@ void describe(V& v, DistributedConfig& o) {
 }
 
 template <typename V>
-void describe(V& v, ModelConfig& o) {
-  v.integer("d_model", o.d_model, 2, 1 << 16, "residual width; d_model / heads must be even");
-  v.integer("layers", o.layers, 1, 1024, "decoder blocks");
-  v.integer("heads", o.heads, 1, 1024, "attention heads");
-  v.integer("ffn", o.ffn, 0, 1 << 20, "SwiGLU width; 0 = 8/3 d_model rounded up to 64");
-  v.integer("max_seq", o.max_seq, 16, 1 << 20, "longest sequence; >= 16");
-  v.choice("device", o.device, {"cpu", "cuda"}, "cpu | cuda");
-  v.text("init", o.init, "model file to start from; \"\" = fresh weights");
-}
-
-template <typename V>
 void describe(V& v, RolloutSamplingConfig& o) {
   v.number("temperature", o.temperature, 1e-3, 100.0, "> 0");
   v.integer("top_k", o.top_k, 0, 1 << 20, "0 = off");
@@ -124,12 +113,7 @@ void check(const ConfigReader& r, const RunConfig& o) {
   if (o.dir.empty()) fail("{}: the run directory must not be empty", r.key_path("dir"));
 }
 
-void check(const ConfigReader& r, const ModelConfig& o) {
-  if (o.d_model % o.heads != 0 || (o.d_model / o.heads) % 2 != 0)
-    fail("{}: {} heads do not split d_model {} into even head widths (rotary positions); allowed: d_model / heads "
-         "an even integer",
-         r.key_path("heads"), o.heads, o.d_model);
-}
+void check(const ConfigReader&, const ModelConfig& o) { check_model_config(o); }
 
 void check(const ConfigReader& r, const TasksConfig& o) {
   if (o.source == "file" && o.file.empty())
@@ -154,6 +138,14 @@ struct FieldReader {
   void choice(const char* key, std::string& v, const std::vector<std::string>& allowed, const char*) { r.choice(key, v, allowed); }
   void numbers(const char* key, std::vector<double>& v, const char*) { r.numbers(key, v); }
   void texts(const char* key, std::vector<std::string>& v, const char*) { r.texts(key, v); }
+  // A nested section (model.lora): its own keys, unknown ones refused.
+  template <typename T>
+  void section(const char* key, T& v, const char*) {
+    ConfigReader nested = r.section(key);
+    FieldReader fields{nested};
+    describe(fields, v);
+    nested.finish();
+  }
   // Two numbers in [0, 1) written as one list (Adam's betas).
   void unit_pair(const char* key, double& first, double& second, const char*) {
     std::vector<double> pair = {first, second};
@@ -248,6 +240,12 @@ struct FieldWriter {
   void choice(const char* key, std::string& v, const std::vector<std::string>&, const char* help) { w.key(key, v.c_str(), help); }
   void numbers(const char* key, std::vector<double>& v, const char* help) { w.key(key, v, help); }
   void texts(const char* key, std::vector<std::string>& v, const char* help) { w.key(key, v, help); }
+  template <typename T>
+  void section(const char* key, T& v, const char* help) {
+    w.open(key, help);
+    describe(*this, v);
+    w.close();
+  }
   void unit_pair(const char* key, double& first, double& second, const char* help) {
     w.key(key, std::vector<double>{first, second}, help);
   }
@@ -387,7 +385,7 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
 
   write_section(w, "distributed", "Data parallel over ranks from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (turnrl train --nproc N).", c.distributed);
 
-  write_section(w, "model", "The built-in policy: a small decoder-only transformer.", c.model);
+  write_section(w, "model", "The policy: builtin (small decoder, byte tokenizer) or hf (a HuggingFace folder).", c.model);
 
   write_section(w, "sampling", "Rollout sampling (rollout log-probs are recorded under it).", c.sampling);
 
@@ -565,9 +563,9 @@ SFTConfig parse_sft_config(const YAML::Node& root) {
   section(r, "optimizer", [&](ConfigReader& s) { read_section(s, c.optimizer); });
   section(r, "checkpoint", [&](ConfigReader& s) { read_section(s, c.checkpoint); });
   r.finish();
-  if (c.model.max_seq < c.data.max_length)
-    fail("model.max_seq: {} is shorter than data.max_length {}; allowed: >= data.max_length", c.model.max_seq,
-         c.data.max_length);
+  if (c.model.max_seq > 0 && c.model.max_seq < c.data.max_length)
+    fail("model.max_seq: {} is shorter than data.max_length {}; allowed: 0 (the model's own) or >= data.max_length",
+         c.model.max_seq, c.data.max_length);
   return c;
 }
 

@@ -12,10 +12,10 @@
 #include "turnrl/env/kernel_plan.h"
 #include "turnrl/eval/backends.h"
 #include "turnrl/eval/evaluator_health.h"
-#include "turnrl/model/transformer.h"
 #include "turnrl/trainer/chat_codec.h"
 #include "turnrl/trainer/distributed.h"
 #include "turnrl/trainer/kernel_stages.h"
+#include "turnrl/trainer/policy_factory.h"
 
 namespace turnrl {
 
@@ -75,35 +75,31 @@ KernelRecipe kernel_recipe(TrainConfig config, std::shared_ptr<KernelEvaluator> 
   if (c.trainer.threads > 0) torch::set_num_threads(int(c.trainer.threads));
   std::tie(k.train_tasks, k.validation_tasks) = load_task_sets(c);
 
-  int64_t vocab = 0;
+  check_model_config(c.model);
+  if (c.env.action == ActionFormat::plan && c.model.type != "builtin")
+    fail("env.action: 'plan' needs model.type builtin (the plan policy's vocabulary is the plan slots' choices, not a "
+         "tokenizer's); allowed with model.type {}: code",
+         c.model.type);
   if (c.env.action == ActionFormat::plan) {
     check_plan_templates(k.train_tasks);
     check_plan_templates(k.validation_tasks);
     TaskSet all = k.train_tasks;
     all.tasks.insert(all.tasks.end(), k.validation_tasks.tasks.begin(), k.validation_tasks.tasks.end());
     auto space = std::make_shared<const PlanActionSpace>(all, c.env.max_turns);
-    if (c.model.max_seq < space->sequence_length())
-      fail("model.max_seq: {} is shorter than a plan turn ({} tokens); allowed: >= {}", c.model.max_seq,
+    const int64_t max_seq = builtin_max_seq(c.model);
+    if (max_seq < space->sequence_length())
+      fail("model.max_seq: {} is shorter than a plan turn ({} tokens); allowed: >= {}", max_seq,
            space->sequence_length(), space->sequence_length());
-    vocab = space->vocab_size();
     k.plan_space = space;
     k.parts.codec = std::make_shared<PlanActionCodec>(space);
+    torch::manual_seed(uint64_t(c.trainer.seed));
+    k.parts.policy = std::make_shared<PlanPolicy>(space, make_builtin_policy(c.model, space->vocab_size(), max_seq, device));
   } else {
-    k.tokenizer = std::make_shared<const ByteChatTokenizer>();
-    vocab = k.tokenizer->vocab_size();
+    ChatPolicy chat = make_chat_policy(c.model, uint64_t(c.trainer.seed), device);
+    k.tokenizer = chat.tokenizer;
+    k.parts.policy = chat.policy;
     k.parts.codec = std::make_shared<ChatCodec>(k.tokenizer, c.sampling.max_new_tokens);
   }
-
-  torch::manual_seed(uint64_t(c.trainer.seed));
-  TransformerOptions mo;
-  mo.vocab(vocab).d_model(c.model.d_model).layers(c.model.layers).heads(c.model.heads).ffn(c.model.ffn).max_seq(c.model.max_seq);
-  validate(mo);
-  auto model = std::make_unique<TransformerPolicy>(mo, device);
-  if (!c.model.init.empty()) model->load(c.model.init);
-  if (k.plan_space)
-    k.parts.policy = std::make_shared<PlanPolicy>(k.plan_space, std::move(model));
-  else
-    k.parts.policy = std::shared_ptr<TransformerPolicy>(std::move(model));
 
   const KernelRewardPolicy reward(c.reward);
   k.parts.environments = kernel_env_pools(k.evaluator, reward, c.env);

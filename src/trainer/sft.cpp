@@ -12,7 +12,6 @@
 
 #include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
-#include "turnrl/model/hf_policy.h"
 #include "turnrl/trainer/checkpoint.h"
 #include "turnrl/trainer/progress.h"
 #include "turnrl/trainer/stop_request.h"
@@ -34,20 +33,6 @@ void check(const SFTOptions& o) {
   if (o.sft.steps == 0 && o.sft.epochs < 1)
     fail("sft.epochs: {} is out of range; allowed: >= 1 (or set sft.steps)", o.sft.epochs);
   if (o.sft.eval_every < 0) fail("sft.eval_every: {} is out of range; allowed: >= 0", o.sft.eval_every);
-}
-
-// An HFPolicy checkpoints into a folder (config.json + safetensors), every other policy into one
-// file, written through a pipe so that a full disk is an error naming the file (checkpoint.h).
-void save_policy(Policy& policy, const std::string& dir) {
-  if (auto* hf = dynamic_cast<HFPolicy*>(&policy)) return hf->save((fs::path(dir) / "policy").string());
-  save_checkpoint_file((fs::path(dir) / "policy.pt").string(), [&](const std::string& path) { policy.save(path); });
-}
-
-void load_policy(Policy& policy, const std::string& dir) {
-  const fs::path folder = fs::path(dir) / "policy", file = fs::path(dir) / "policy.pt";
-  if (fs::is_directory(folder)) return policy.load(folder.string());
-  if (!fs::exists(file)) fail("checkpoint '{}': missing policy.pt (or an HF policy/ folder)", dir);
-  policy.load(file.string());
 }
 
 }  // namespace
@@ -89,6 +74,9 @@ SFTTrainer::SFTTrainer(SFTParts parts) : s_(std::make_unique<State>()) {
   if (!s.parts.tokenizer) fail("SFTTrainer: SFTParts.tokenizer is null");
   const SFTOptions& o = s.options();
   check(o);
+  if (s.parts.max_seq > 0 && o.data.max_length > s.parts.max_seq)
+    fail("data.max_length: {} is longer than the policy's context of {} tokens (model.max_seq); allowed: <= {}",
+         o.data.max_length, s.parts.max_seq, s.parts.max_seq);
   if (o.sft.threads > 0) torch::set_num_threads(int(o.sft.threads));
   s.codec = std::make_unique<ChatCodec>(s.parts.tokenizer, o.data.max_length);
   s.train = tokenize_conversations(read_chat_jsonl(o.data.train), *s.codec, o.data);
@@ -185,7 +173,7 @@ std::string SFTTrainer::save_checkpoint() {
   return write_checkpoint(
       s.checkpoint_root(), s.step,
       [&](const std::string& dir) {
-        save_policy(*s.parts.policy, dir);
+        save_policy_checkpoint(*s.parts.policy, dir);
         save_checkpoint_file(dir + "/optimizer.pt", [&](const std::string& path) { torch::save(*s.optimizer, path); });
         torch::serialize::OutputArchive state;
         state.write("step", torch::tensor(s.step, torch::kLong));
@@ -198,7 +186,7 @@ std::string SFTTrainer::save_checkpoint() {
 
 void SFTTrainer::load_checkpoint(const std::string& dir) {
   State& s = *s_;
-  for (const char* name : {"optimizer.pt", "trainer_state.pt"})
+  for (const char* name : {policy_checkpoint_entry(*s.parts.policy), "optimizer.pt", "trainer_state.pt"})
     if (!fs::exists(fs::path(dir) / name)) fail("checkpoint '{}': missing {}", dir, name);
   torch::serialize::InputArchive state;
   state.load_from(dir + "/trainer_state.pt");
@@ -209,7 +197,7 @@ void SFTTrainer::load_checkpoint(const std::string& dir) {
   if (seed.item<int64_t>() != s.options().sft.seed)
     fail("checkpoint '{}': written with sft.seed {}, the config says {}; resume with the same seed", dir,
          seed.item<int64_t>(), s.options().sft.seed);
-  load_policy(*s.parts.policy, dir);
+  load_policy_checkpoint(*s.parts.policy, dir);
   torch::load(*s.optimizer, dir + "/optimizer.pt");
   s.step = step.item<int64_t>();
 }

@@ -457,7 +457,7 @@ std::string Trainer::save_checkpoint() {
   return write_checkpoint(
       s.checkpoint_root(), s.step,
       [&](const std::string& dir) {
-        save_checkpoint_file(dir + "/policy.pt", [&](const std::string& path) { s.parts.policy->save(path); });
+        save_policy_checkpoint(*s.parts.policy, dir);
         save_checkpoint_file(dir + "/optimizer.pt", [&](const std::string& path) { torch::save(*s.optimizer, path); });
         torch::serialize::OutputArchive state;
         state.write("step", torch::tensor(s.step, torch::kLong));
@@ -470,15 +470,11 @@ std::string Trainer::save_checkpoint() {
       s.parts.options.checkpoint.keep_last);
 }
 
-void Trainer::load_policy(const std::string& path) {
-  const std::string file = fs::is_directory(path) ? (fs::path(path) / "policy.pt").string() : path;
-  if (!fs::exists(file)) fail("checkpoint: no policy file '{}'", file);
-  s_->parts.policy->load(file);
-}
+void Trainer::load_policy(const std::string& path) { load_policy_checkpoint(*s_->parts.policy, path); }
 
 void Trainer::load_checkpoint(const std::string& dir) {
   State& s = *s_;
-  for (const char* name : {"policy.pt", "optimizer.pt", "trainer_state.pt"})
+  for (const char* name : {policy_checkpoint_entry(*s.parts.policy), "optimizer.pt", "trainer_state.pt"})
     if (!fs::exists(fs::path(dir) / name)) fail("checkpoint '{}': missing {}", dir, name);
   load_policy(dir);
   torch::load(*s.optimizer, dir + "/optimizer.pt");

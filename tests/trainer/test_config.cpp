@@ -97,7 +97,8 @@ TEST_CASE("key.path=value overrides reach nested keys, keep YAML types and are c
 }
 
 TEST_CASE("the shipped configs load", "[trainer][config]") {
-  for (const char* name : {"cpu_default.yaml", "grpo_baseline.yaml", "drkernel_cuda.yaml", "drkernel_triton_cuda.yaml"}) {
+  for (const char* name : {"cpu_default.yaml", "grpo_baseline.yaml", "drkernel_cuda.yaml", "drkernel_triton_cuda.yaml",
+                           "cpu_code_actions.yaml", "cpu_qwen3_code.yaml"}) {
     INFO(name);
     const TrainConfig c = load_config(std::string(TURNRL_SOURCE_DIR) + "/configs/" + name);
     CHECK(c.trainer.steps >= 1);

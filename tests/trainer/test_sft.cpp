@@ -411,6 +411,7 @@ TEST_CASE("bad SFT configs name the key", "[sft]") {
   CHECK_THAT(error_of("sft: {grad_accum: 0}"), Catch::StartsWith("sft.grad_accum:"));
   CHECK_THAT(error_of("optimizer: {schedule: linear}"), Catch::StartsWith("optimizer.schedule:"));
   CHECK_THAT(error_of("model: {max_seq: 64}\ndata: {max_length: 128}"), Catch::StartsWith("model.max_seq: 64"));
+  CHECK(error_of("model: {max_seq: 0}\ndata: {max_length: 128}") == "no error");
   CHECK_THAT(error_of("trainer: {steps: 3}"), Catch::StartsWith("trainer: unknown key"));
   // The resolved config reads back to the same values.
   SFTConfig c = parse_sft_config(YAML::Load("data: {train: t.jsonl, max_length: 48, packing: true}\nsft: {steps: 7}"));
@@ -424,4 +425,7 @@ TEST_CASE("bad SFT configs name the key", "[sft]") {
   SFTParts parts = tiny_parts(temp_dir("nodata"), 1);
   parts.options.data.train = "";
   CHECK_THROWS_WITH(SFTTrainer(parts), Catch::StartsWith("data.train:"));
+  parts = tiny_parts(temp_dir("context"), 1);
+  parts.max_seq = 128;
+  CHECK_THROWS_WITH(SFTTrainer(parts), Catch::StartsWith("data.max_length: 256 is longer than the policy's context of 128"));
 }

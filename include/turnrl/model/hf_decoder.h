@@ -41,6 +41,12 @@ class HFDecoderImpl : public torch::nn::Module {
   // are appended to it and attend to everything cached before them.
   torch::Tensor forward(const torch::Tensor& tokens, const torch::Tensor& attention_mask = {},
                         KVCache* cache = nullptr, bool last_position_only = false);
+  // forward's two halves: the final-normed hidden states [B, T, hidden] and the vocabulary
+  // projection of any [..., hidden] rows. Scoring only some positions (HFPolicy::forward_logp with a
+  // response mask) projects only those: on a 151,936-entry vocabulary that is most of the cost.
+  torch::Tensor final_hidden(const torch::Tensor& tokens, const torch::Tensor& attention_mask = {},
+                             KVCache* cache = nullptr);
+  torch::Tensor logits(const torch::Tensor& hidden) const;
   KVCache make_cache(int64_t batch, int64_t capacity) const;
 
   // Copies every tensor of the checkpoint into the parameters (converting dtype, straight to their

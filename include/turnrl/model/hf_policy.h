@@ -29,6 +29,8 @@ struct HFModelOptions {
   TORCH_ARG(torch::Dtype, dtype) = torch::kBFloat16;   // parameters' dtype; kFloat, kBFloat16 or kHalf
   TORCH_ARG(torch::Device, device) = torch::kCPU;
   TORCH_ARG(LoraOptions, lora) = LoraOptions();        // rank 0 = full fine-tuning
+  // The folder whose tokenizer files every folder save() writes carries; "" = path.
+  TORCH_ARG(std::string, tokenizer_dir) = "";
 };
 
 // Throws turnrl::Error naming the field (model.path, model.dtype, model.lora.*).
@@ -51,7 +53,9 @@ struct SavePretrainedOptions {
 class HFPolicy : public Policy {
  public:
   // `source`: the folder the base weights came from (adapter_config.json's base_model_name_or_path).
-  explicit HFPolicy(HFDecoder model, std::string source = "") : model_(std::move(model)), source_(std::move(source)) {}
+  // `tokenizer_dir`: a folder whose tokenizer files save() copies next to the weights ("" = none).
+  explicit HFPolicy(HFDecoder model, std::string source = "", std::string tokenizer_dir = "")
+      : model_(std::move(model)), source_(std::move(source)), tokenizer_dir_(std::move(tokenizer_dir)) {}
 
   TokenLogp forward_logp(const torch::Tensor& tokens, const torch::Tensor& attention_mask = {},
                          const torch::Tensor& response_mask = {}) override;
@@ -59,12 +63,13 @@ class HFPolicy : public Policy {
                    const SamplingOptions& options) override;
   // The trainable parameters: the adapters with LoRA, every parameter without.
   std::vector<torch::Tensor> parameters() override;
-  // A checkpoint folder the policy resumes from: with LoRA the adapters (peft layout:
-  // adapter_config.json + adapter_model.safetensors), without it the whole model
-  // (save_pretrained layout).
+  // A checkpoint folder the policy resumes from, with the tokenizer files: with LoRA the adapters
+  // (peft layout: adapter_config.json + adapter_model.safetensors), without it the whole model
+  // (save_pretrained layout, which load_hf_policy and transformers load).
   void save(const std::string& folder) override;
   // Reads what save() wrote into the existing parameters (dtype and device kept).
   void load(const std::string& folder) override;
+  bool saves_folder() const override { return true; }
   void train(bool on = true) override { model_->train(on); }
   void to(torch::Device device) override { model_->to(device); }
   // The base weights take `dtype`; LoRA adapters stay float32.
@@ -84,7 +89,7 @@ class HFPolicy : public Policy {
 
  private:
   HFDecoder model_;
-  std::string source_;
+  std::string source_, tokenizer_dir_;
 };
 
 // Reads options.path (config.json + model.safetensors or a sharded index) into a policy of

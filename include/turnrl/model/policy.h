@@ -42,8 +42,11 @@ class Policy {
                            const SamplingOptions& options) = 0;
 
   virtual std::vector<torch::Tensor> parameters() = 0;
+  // Writes the weights to `path` and reads them back into the existing parameters: one file, or a
+  // folder when saves_folder() (HFPolicy: a HuggingFace or peft folder other tools read).
   virtual void save(const std::string& path) = 0;
   virtual void load(const std::string& path) = 0;
+  virtual bool saves_folder() const { return false; }
   virtual void train(bool on = true) = 0;
   void eval() { train(false); }
   virtual void to(torch::Device device) = 0;
@@ -55,6 +58,14 @@ class Policy {
 // in float32 whatever the logits' dtype. Shared by every policy; useful for users' own ones.
 TokenLogp token_logp_from_logits(const torch::Tensor& logits, const torch::Tensor& tokens,
                                  const torch::Tensor& response_mask = {});
+
+// The same as token_logp_from_logits(head(hidden), tokens, response_mask), with `head` (hidden rows
+// [K, H] -> logits [K, V]) applied only to the positions that predict a response token: a prompt's
+// positions never pay for the vocabulary projection and its log-softmax. hidden [B, T, H]; tokens
+// and response_mask [B, T] (response_mask required). Synchronises with the device once (the count
+// of response tokens).
+TokenLogp token_logp_at_responses(const torch::Tensor& hidden, const std::function<torch::Tensor(const torch::Tensor&)>& head,
+                                  const torch::Tensor& tokens, const torch::Tensor& response_mask);
 
 // Positions from an attention mask: each valid token's index among the valid tokens of its row
 // (0 for pads), int64 [B, T]. Left padding then gives the same positions as no padding.

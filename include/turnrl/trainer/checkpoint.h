@@ -6,6 +6,7 @@
 // half-written step_* directory.
 //
 //   <root>/step_00000010/   policy.pt  optimizer.pt  trainer_state.pt
+//   (a policy that saves a folder, HFPolicy, writes policy/ in place of policy.pt)
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -13,6 +14,8 @@
 #include <vector>
 
 namespace turnrl {
+
+class Policy;
 
 struct CheckpointEntry {
   int64_t step = 0;
@@ -55,6 +58,20 @@ std::optional<CheckpointEntry> load_newest_valid_checkpoint(const std::string& r
 // are copied to `file` as they come with checked writes (core/checked_write.h); memory stays
 // bounded by the pipe. Whatever `save` itself throws becomes a turnrl::Error naming the file too.
 void save_checkpoint_file(const std::string& file, const std::function<void(const std::string& path)>& save);
+// Writes `folder` with `save(folder)` for a policy that saves a folder (Policy::saves_folder):
+// created empty first, every file in it flushed to disk afterwards. Whatever `save` throws becomes a
+// turnrl::Error naming the folder. Call it inside write_checkpoint's `write`, whose rename then makes
+// the folder appear whole.
+void save_checkpoint_folder(const std::string& folder, const std::function<void(const std::string& path)>& save);
+
+// The policy inside a checkpoint directory: "policy.pt", or "policy" for a policy that saves a
+// folder (Policy::saves_folder). Shared by the RL trainer and the SFT trainer.
+const char* policy_checkpoint_entry(const Policy& policy);
+// Writes the policy into checkpoint directory `dir` (save_checkpoint_file / save_checkpoint_folder).
+void save_policy_checkpoint(Policy& policy, const std::string& dir);
+// Loads the policy from a checkpoint directory, a policy file, or (a folder policy) the folder
+// itself (an exported one). Throws turnrl::Error naming what is missing.
+void load_policy_checkpoint(Policy& policy, const std::string& path);
 // Deletes temporary directories left by killed writers; returns how many.
 int remove_incomplete_checkpoints(const std::string& root);
 

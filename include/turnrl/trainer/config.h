@@ -17,20 +17,10 @@
 #include "turnrl/reward/kernel_reward.h"
 #include "turnrl/reward/rejection.h"
 #include "turnrl/trainer/engine_options.h"
+#include "turnrl/trainer/model_config.h"
 #include "turnrl/trainer/sft.h"
 
 namespace turnrl {
-
-// The built-in policy: a TransformerPolicy (model/transformer.h).
-struct ModelConfig {
-  int64_t d_model = 64;
-  int64_t layers = 2;
-  int64_t heads = 4;
-  int64_t ffn = 0;        // 0 = 8/3 d_model rounded up to 64
-  int64_t max_seq = 64;
-  std::string device = "cpu";  // cpu | cuda
-  std::string init;            // a model file (TransformerPolicy::save) to start from; "" = fresh
-};
 
 // Which tasks train.
 struct TasksConfig {

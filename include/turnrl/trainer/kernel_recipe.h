@@ -1,8 +1,10 @@
 #pragma once
 // The kernel recipe: today's kernel trainer built from one TrainConfig on the generic Trainer.
 //   env.action: plan  a TransformerPolicy behind PlanPolicy, PlanActionCodec (compact states)
-//   env.action: code  a TransformerPolicy over the byte chat tokenizer, ChatCodec: the policy writes
-//                     a fenced code block, KernelEnv evaluates it, its feedback is the next turn
+//   env.action: code  the policy of model.* (policy_factory.h: the builtin one over the byte chat
+//                     tokenizer, or a HuggingFace checkpoint over its BPE tokenizer and chat
+//                     template), ChatCodec: the policy writes a fenced code block, KernelEnv
+//                     evaluates it, its feedback is the next turn
 // Both: KernelEnv pools over one evaluator (evaluator.*), the tasks of tasks.*, and the stages
 // EvaluatorHealthStage, KernelMetricsStage, MeaningfulTurnMaskStage, GroupFilterStage, PrsStage, and a
 // start-up check that probes the evaluator once before the first step (evaluator_health.h).

@@ -58,6 +58,7 @@ AssistantNll assistant_nll(Policy& policy, const SFTBatch& batch);
 struct SFTParts {
   std::shared_ptr<Policy> policy;                    // trained in place
   std::shared_ptr<const ChatTokenizer> tokenizer;    // the policy's tokenizer and chat template
+  int64_t max_seq = 0;  // the longest sequence the policy takes (ChatPolicy::max_seq); 0 = not checked
   SFTOptions options;
   std::string resolved_config;                       // written as run.dir/config.yaml and into checkpoints
   // Writes the trained model where the RL run reads it (`model.init` / `model.path`): the builtin

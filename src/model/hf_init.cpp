@@ -1,0 +1,181 @@
+#include "turnrl/model/hf_init.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <nlohmann/json.hpp>
+
+#include "turnrl/core/error.h"
+#include "turnrl/core/install_paths.h"
+#include "turnrl/model/hf_config.h"
+#include "turnrl/model/hf_policy.h"
+
+namespace turnrl {
+
+using nlohmann::json;
+
+namespace {
+
+struct Shape {
+  int64_t hidden, intermediate, layers, heads, kv_heads, head_dim, vocab, max_positions;
+  bool tied;
+};
+
+// Qwen3ForCausalLM as the Qwen3 releases' config.json files write it.
+json qwen3_config(const Shape& s) {
+  return {{"architectures", {"Qwen3ForCausalLM"}},
+          {"model_type", "qwen3"},
+          {"vocab_size", s.vocab},
+          {"hidden_size", s.hidden},
+          {"intermediate_size", s.intermediate},
+          {"num_hidden_layers", s.layers},
+          {"num_attention_heads", s.heads},
+          {"num_key_value_heads", s.kv_heads},
+          {"head_dim", s.head_dim},
+          {"hidden_act", "silu"},
+          {"max_position_embeddings", s.max_positions},
+          {"initializer_range", 0.02},
+          {"rms_norm_eps", 1e-6},
+          {"use_cache", true},
+          {"tie_word_embeddings", s.tied},
+          {"rope_theta", 1000000.0},
+          {"rope_scaling", nullptr},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"use_sliding_window", false},
+          {"sliding_window", nullptr},
+          {"max_window_layers", s.layers},
+          {"bos_token_id", 151643},
+          {"eos_token_id", 151643},
+          {"torch_dtype", "bfloat16"}};
+}
+
+// LlamaForCausalLM as Llama-3.2's config.json writes it (llama3 rope scaling).
+json llama3_config(const Shape& s) {
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"model_type", "llama"},
+          {"vocab_size", s.vocab},
+          {"hidden_size", s.hidden},
+          {"intermediate_size", s.intermediate},
+          {"num_hidden_layers", s.layers},
+          {"num_attention_heads", s.heads},
+          {"num_key_value_heads", s.kv_heads},
+          {"head_dim", s.head_dim},
+          {"hidden_act", "silu"},
+          {"max_position_embeddings", s.max_positions},
+          {"initializer_range", 0.02},
+          {"rms_norm_eps", 1e-5},
+          {"use_cache", true},
+          {"tie_word_embeddings", s.tied},
+          {"rope_theta", 500000.0},
+          {"rope_scaling",
+           {{"rope_type", "llama3"},
+            {"factor", 32.0},
+            {"low_freq_factor", 1.0},
+            {"high_freq_factor", 4.0},
+            {"original_max_position_embeddings", 8192}}},
+          {"attention_bias", false},
+          {"attention_dropout", 0.0},
+          {"mlp_bias", false},
+          {"pretraining_tp", 1},
+          {"bos_token_id", 128000},
+          {"eos_token_id", 128001},
+          {"torch_dtype", "bfloat16"}};
+}
+
+struct Preset {
+  const char* name;
+  const char* tokenizer;
+  Shape shape;
+};
+
+// The real shapes are those of the released config.json files; the tiny ones train on two cores and
+// take the tokenizer's vocabulary (vocab 0 here), so no embedding row goes unused.
+const Preset kPresets[] = {
+    {"qwen3-tiny", "qwen3", {128, 384, 4, 4, 2, 32, 0, 4096, true}},
+    {"qwen3-0.6b", "qwen3", {1024, 3072, 28, 16, 8, 128, 151936, 40960, true}},
+    {"qwen3-1.7b", "qwen3", {2048, 6144, 28, 16, 8, 128, 151936, 40960, true}},
+    {"qwen3-8b", "qwen3", {4096, 12288, 36, 32, 8, 128, 151936, 40960, false}},
+    {"llama3-tiny", "llama3", {128, 384, 4, 4, 2, 32, 0, 4096, true}},
+    {"llama3.2-1b", "llama3", {2048, 8192, 16, 32, 8, 64, 128256, 131072, true}},
+};
+
+const Preset& preset(const std::string& name) {
+  for (const Preset& p : kPresets)
+    if (name == p.name) return p;
+  fail("--preset: '{}' is not a preset; allowed: {}", name, fmt::join(hf_preset_names(), ", "));
+}
+
+bool ends_with(const std::string& text, const std::string& tail) {
+  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+}  // namespace
+
+const std::vector<std::string>& hf_preset_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const Preset& p : kPresets) out.push_back(p.name);
+    return out;
+  }();
+  return names;
+}
+
+std::string hf_preset_tokenizer(const std::string& name) { return preset(name).tokenizer; }
+
+std::string hf_preset_config(const std::string& name, int64_t tokenizer_vocab) {
+  const Preset& p = preset(name);
+  Shape shape = p.shape;
+  if (shape.vocab == 0) {
+    if (tokenizer_vocab <= 0) fail("--preset {}: takes the tokenizer's vocabulary size, got {}", name, tokenizer_vocab);
+    shape.vocab = tokenizer_vocab;
+  }
+  const json config = std::string(p.tokenizer) == "qwen3" ? qwen3_config(shape) : llama3_config(shape);
+  return config.dump(2) + "\n";
+}
+
+std::string set_hf_config_key(const std::string& config_json, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    fail("--set '{}': expected key=value (a config.json key, e.g. --set num_hidden_layers=2)", assignment);
+  json config = json::parse(config_json);
+  const std::string key = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  config[key] = value.is_discarded() ? json(text) : value;
+  return config.dump(2) + "\n";
+}
+
+std::string hf_tokenizer_files(const std::string& family) {
+  if (family != "qwen3" && family != "llama3") fail("tokenizer family '{}'; allowed: qwen3, llama3", family);
+  const std::string file = ".deps/hf-tokenizers/" + family + "/tokenizer.json";
+  try {
+    const std::string found = find_turnrl_file(TurnrlFiles::data, file);
+    return found.substr(0, found.size() - std::string("/tokenizer.json").size());
+  } catch (const Error& e) {
+    fail("the {} tokenizer files are missing (scripts/setup.sh fetches them; --tokenizer names another folder): {}",
+         family, e.what());
+  }
+}
+
+int64_t write_random_hf_model(const std::string& folder, const std::string& config_json,
+                              const RandomHFModelOptions& options) {
+  const HFConfig config = parse_hf_config(config_json, folder + "/config.json");
+  const double init_std = json::parse(config_json).value("initializer_range", 0.02);
+  if (!(init_std > 0)) fail("config.json: initializer_range {} must be > 0", init_std);
+  HFDecoder model(config, torch::TensorOptions(options.dtype()));
+  at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(options.seed());
+  torch::NoGradGuard no_grad;
+  int64_t count = 0;
+  for (auto& p : model->named_parameters()) {
+    torch::Tensor w = p.value();
+    if (ends_with(p.key(), "norm.weight"))
+      w.fill_(1.0);
+    else if (ends_with(p.key(), ".bias"))
+      w.zero_();
+    else
+      w.normal_(0.0, init_std, generator);
+    count += w.numel();
+  }
+  HFPolicy(model).save_pretrained(folder, SavePretrainedOptions().copy_files_from(options.tokenizer_dir()));
+  return count;
+}
+
+}  // namespace turnrl
