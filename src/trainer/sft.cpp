@@ -9,6 +9,7 @@
 #include <torch/nn/utils/clip_grad.h>
 #include <torch/optim/adamw.h>
 #include <torch/serialize.h>
+#include <torch/utils.h>
 
 #include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
