@@ -52,6 +52,8 @@ std::pair<TaskSet, TaskSet> corpus_tasks(const TrainConfig& config, const std::v
 }
 
 void run_make_sft_data(MakeSftDataArgs& a) {
+  // CLI11 transforms only what was given; the default CONFIG names a shipped config too.
+  if (const std::string error = shipped_config()(a.config); !error.empty()) fail("CONFIG: {}", error);
   const TrainConfig config = load_config(a.config, a.sets);
   if (!a.mix.empty()) a.options.mix = parse_sft_mix(a.mix, "--mix");
   validate(a.options);
@@ -66,7 +68,7 @@ void run_make_sft_data(MakeSftDataArgs& a) {
   const SftCorpus corpus = make_sft_corpus(train, held_out, make_evaluator(config), KernelRewardPolicy(config.reward),
                                            config.env, a.options);
   write_sft_corpus(a.out, corpus, a.options);
-  fmt::print("{}wrote {0}/train.jsonl, {0}/validation.jsonl, {0}/stats.json in {}\n", sft_corpus_summary(corpus), a.out,
+  fmt::print("{}wrote {}/train.jsonl, {}/validation.jsonl, {}/stats.json in {}\n", sft_corpus_summary(corpus), a.out, a.out, a.out,
              format_duration(elapsed()));
 }
 

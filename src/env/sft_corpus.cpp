@@ -163,7 +163,8 @@ std::string mismatch(SftTurnKind kind, const KernelVerdict& v, const SftCorpusOp
   }
   if (ok) return "";
   std::string verdict = to_string(outcome);
-  if (outcome == RewardOutcome::correct) verdict += fmt::format(" at {:.2f}x", v.eval.speedup);
+  if (outcome == RewardOutcome::correct)
+    verdict += kind == SftTurnKind::fast ? " below the fast speedup" : kind == SftTurnKind::slow ? " at or above the slow speedup" : "";
   if (v.eval.hacking_flags) verdict += " (" + hacking_flag_names(v.eval.hacking_flags) + ")";
   return verdict;
 }
@@ -281,7 +282,7 @@ SftCorpus make_sft_corpus(const TaskSet& train, const TaskSet& held_out, std::sh
         if (e.dropped.empty() && results[j].done && turn + 1 < e.planned.size())
           e.dropped = "episode over after this turn (env.max_turns or env.target_speedup)";
         if (!e.dropped.empty())
-          corpus.dropped.push_back({e.task->id, e.planned[turn], int(turn), e.dropped});
+          corpus.dropped.push_back({e.task->id, e.planned[turn], int(turn), e.dropped, verdict.eval.speedup});
       }
     }
     for (Episode& e : episodes) {
@@ -331,7 +332,9 @@ SftCorpusStats sft_corpus_stats(const std::vector<SftConversation>& conversation
       s.bytes += int64_t(m.text.size());
       if (m.role == "assistant") s.assistant_bytes += int64_t(m.text.size());
     }
-    s.tokens += int64_t(tokenizer.render_prompt(c.messages).size());
+    const int64_t tokens = int64_t(tokenizer.render_prompt(c.messages).size());
+    s.tokens += tokens;
+    s.longest_tokens = std::max(s.longest_tokens, tokens);
     for (SftTurnKind k : c.kinds) {
       ++s.assistant_turns;
       ++s.turns_by_kind[to_string(k)];
@@ -347,14 +350,14 @@ std::string stats_json(const SftCorpusStats& s) {
   for (const auto& [kind, n] : s.turns_by_kind) kinds += fmt::format("{}{}:{}", kinds.empty() ? "" : ",", json_string(kind), n);
   return fmt::format(
       "{{\"conversations\":{},\"assistant_turns\":{},\"bytes\":{},\"assistant_bytes\":{},\"tokens\":{},"
-      "\"turns_by_kind\":{{{}}}}}",
-      s.conversations, s.assistant_turns, s.bytes, s.assistant_bytes, s.tokens, kinds);
+      "\"longest_tokens\":{},\"turns_by_kind\":{{{}}}}}",
+      s.conversations, s.assistant_turns, s.bytes, s.assistant_bytes, s.tokens, s.longest_tokens, kinds);
 }
 
-// Dropped conversations counted by "<kind> -> <verdict class>" (the verdict without its figures).
+// Dropped conversations counted by "<kind> -> <verdict>".
 std::map<std::string, int64_t> drops_by_class(const std::vector<SftDrop>& dropped) {
   std::map<std::string, int64_t> out;
-  for (const SftDrop& d : dropped) ++out[fmt::format("{} -> {}", to_string(d.kind), d.verdict.substr(0, d.verdict.find(' ')))];
+  for (const SftDrop& d : dropped) ++out[fmt::format("{} -> {}", to_string(d.kind), d.verdict)];
   return out;
 }
 
@@ -390,8 +393,9 @@ std::string sft_corpus_summary(const SftCorpus& corpus) {
   std::string out;
   for (const auto& [split, conversations] : {std::pair{"train", &corpus.train}, {"validation", &corpus.validation}}) {
     const SftCorpusStats s = sft_corpus_stats(*conversations);
-    out += fmt::format("{:<10} {:>6} conversations, {:>6} assistant turns, {:>9} bytes ({} assistant), {:>9} tokens (byte template)\n",
-                       split, s.conversations, s.assistant_turns, s.bytes, s.assistant_bytes, s.tokens);
+    out += fmt::format("{:<10} {:>5} conversations, {:>5} assistant turns, {:>8} bytes ({} assistant), {:>8} tokens (byte "
+                       "template, longest {})\n",
+                       split, s.conversations, s.assistant_turns, s.bytes, s.assistant_bytes, s.tokens, s.longest_tokens);
     if (s.assistant_turns == 0) continue;
     std::string shares;
     for (SftTurnKind k : sft_turn_kinds()) {
@@ -404,7 +408,15 @@ std::string sft_corpus_summary(const SftCorpus& corpus) {
   out += fmt::format("held-out tasks: {}\n",
                      corpus.held_out_tasks.empty() ? std::string("none") : fmt::format("{}", fmt::join(corpus.held_out_tasks, ", ")));
   out += fmt::format("evaluations: {}; dropped (verdict did not match the kind): {}\n", corpus.evaluations, corpus.dropped.size());
-  for (const auto& [what, n] : drops_by_class(corpus.dropped)) out += fmt::format("  {:<24} {}\n", what, n);
+  for (const auto& [what, n] : drops_by_class(corpus.dropped)) {
+    // The measured speedups of correct turns dropped for their speed.
+    std::vector<double> speedups;
+    for (const SftDrop& d : corpus.dropped)
+      if (fmt::format("{} -> {}", to_string(d.kind), d.verdict) == what && d.verdict.rfind("correct ", 0) == 0)
+        speedups.push_back(d.speedup);
+    const auto [lo, hi] = std::minmax_element(speedups.begin(), speedups.end());
+    out += fmt::format("  {:<48} {:>5}{}\n", what, n, speedups.empty() ? "" : fmt::format("  ({:.2f}x to {:.2f}x)", *lo, *hi));
+  }
   return out;
 }
 

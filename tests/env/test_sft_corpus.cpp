@@ -212,6 +212,46 @@ TEST_CASE("the same seed and options give byte-identical files", "[env][sft]") {
   std::filesystem::remove_all(base);
 }
 
+TEST_CASE("a conversation whose verdicts do not match its kinds is dropped and counted, never written", "[env][sft]") {
+  // No plan reaches a 1e6x speedup: every fast turn (the repair after a format failure) misses.
+  const SftCorpusOptions options = every_kind(2, shares({SftTurnKind::format})).with_fast_speedup(1e6);
+  const SftCorpus corpus = make_sft_corpus(only("relu_bias"), TaskSet{}, evaluator(), KernelRewardPolicy(), code_env(), options);
+  CHECK(corpus.train.empty());
+  CHECK(corpus.evaluations == 2);  // the format failures need no evaluation
+  REQUIRE(corpus.dropped.size() == 2);
+  for (const SftDrop& d : corpus.dropped) {
+    CHECK(d.kind == SftTurnKind::fast);
+    CHECK(d.turn == 1);
+    CHECK(d.verdict == "correct below the fast speedup");
+    CHECK(d.speedup > 0);
+  }
+  CHECK_THAT(sft_corpus_summary(corpus), Catch::Contains("fast -> correct below the fast speedup") && Catch::Contains("    2  ("));
+}
+
+TEST_CASE("corpus sizes are counted over every message", "[env][sft]") {
+  const SftCorpus& corpus = corpus_of_every_kind();
+  const SftCorpusStats stats = sft_corpus_stats(corpus.train);
+  int64_t bytes = 0, assistant = 0, turns = 0, longest = 0, messages = 0;
+  for (const SftConversation& c : corpus.train) {
+    int64_t conversation = 0;
+    for (const ChatMessage& m : c.messages) {
+      ++messages;
+      bytes += int64_t(m.text.size());
+      conversation += int64_t(m.text.size());
+      if (m.role == "assistant") assistant += int64_t(m.text.size()), ++turns;
+    }
+    longest = std::max(longest, conversation);
+  }
+  CHECK(stats.conversations == int64_t(corpus.train.size()));
+  CHECK(stats.bytes == bytes);
+  CHECK(stats.assistant_bytes == assistant);
+  CHECK(stats.assistant_turns == turns);
+  // The byte template: one token a byte plus a few role and turn markers per message.
+  CHECK(stats.tokens > bytes);
+  CHECK(stats.tokens <= bytes + 4 * messages + 4 * int64_t(corpus.train.size()));
+  CHECK(stats.longest_tokens > longest);
+}
+
 TEST_CASE("a mix is read from kind=share words in order", "[env][sft]") {
   const SftMix mix = parse_sft_mix("fast=0.5,format=0.3,compile=0.2", "--mix");
   REQUIRE(mix.size() == 3);

@@ -91,7 +91,8 @@ struct SftDrop {
   std::string task;
   SftTurnKind kind;     // the turn that did not match
   int turn = 0;         // 0-based
-  std::string verdict;  // what the evaluator said instead ("correct at 0.92x", "incorrect", ...)
+  std::string verdict;  // what the evaluator said instead ("incorrect", "correct below the fast speedup", ...)
+  double speedup = 0;   // the turn's measured speedup
 };
 
 struct SftCorpus {
@@ -115,7 +116,9 @@ std::string sft_conversation_json(const SftConversation& conversation);
 // Sizes of a corpus, for stats.json and the summary.
 struct SftCorpusStats {
   int64_t conversations = 0, assistant_turns = 0, bytes = 0, assistant_bytes = 0;
-  int64_t tokens = 0;  // as the byte chat tokenizer renders the whole conversation (one token a byte)
+  // As the byte chat tokenizer renders whole conversations (one token a byte): all of them, and
+  // the longest one (what model.max_seq must hold to train on every conversation).
+  int64_t tokens = 0, longest_tokens = 0;
   std::map<std::string, int64_t> turns_by_kind;
 };
 SftCorpusStats sft_corpus_stats(const std::vector<SftConversation>& conversations);
