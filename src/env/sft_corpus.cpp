@@ -409,13 +409,18 @@ std::string sft_corpus_summary(const SftCorpus& corpus) {
                      corpus.held_out_tasks.empty() ? std::string("none") : fmt::format("{}", fmt::join(corpus.held_out_tasks, ", ")));
   out += fmt::format("evaluations: {}; dropped (verdict did not match the kind): {}\n", corpus.evaluations, corpus.dropped.size());
   for (const auto& [what, n] : drops_by_class(corpus.dropped)) {
-    // The measured speedups of correct turns dropped for their speed.
+    // Which tasks, and the measured speedups of correct turns dropped for their speed.
     std::vector<double> speedups;
-    for (const SftDrop& d : corpus.dropped)
-      if (fmt::format("{} -> {}", to_string(d.kind), d.verdict) == what && d.verdict.rfind("correct ", 0) == 0)
-        speedups.push_back(d.speedup);
+    std::vector<std::string> tasks;
+    for (const SftDrop& d : corpus.dropped) {
+      if (fmt::format("{} -> {}", to_string(d.kind), d.verdict) != what) continue;
+      if (std::find(tasks.begin(), tasks.end(), d.task) == tasks.end()) tasks.push_back(d.task);
+      if (d.verdict.rfind("correct ", 0) == 0) speedups.push_back(d.speedup);
+    }
+    std::sort(tasks.begin(), tasks.end());
     const auto [lo, hi] = std::minmax_element(speedups.begin(), speedups.end());
-    out += fmt::format("  {:<48} {:>5}{}\n", what, n, speedups.empty() ? "" : fmt::format("  ({:.2f}x to {:.2f}x)", *lo, *hi));
+    out += fmt::format("  {:<46} {:>4}  {}{}\n", what, n, fmt::join(tasks, ", "),
+                       speedups.empty() ? "" : fmt::format(" ({:.2f}x to {:.2f}x)", *lo, *hi));
   }
   return out;
 }

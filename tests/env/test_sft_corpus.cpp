@@ -48,9 +48,12 @@ std::shared_ptr<KernelEvaluator> evaluator() {
   return shared;
 }
 
-// Every kind once, relu_bias for training and softmax_rows held out (made once, used by several cases).
+// Every kind once, softmax_rows for training and relu_bias held out (made once, used by several
+// cases). Seed 7 deals the lazy turn to softmax_rows, where the evaluator refuses the library call
+// the task asks to replace (calls_reference); relu_bias's lazy plan is caught by its profile
+// instead (no_candidate_work), a timing that a loaded machine can blur.
 const SftCorpus& corpus_of_every_kind() {
-  static const SftCorpus corpus = make_sft_corpus(only("relu_bias"), only("softmax_rows"), evaluator(), KernelRewardPolicy(),
+  static const SftCorpus corpus = make_sft_corpus(only("softmax_rows"), only("relu_bias"), evaluator(), KernelRewardPolicy(),
                                                   code_env(), every_kind(7, shares(sft_turn_kinds())));
   return corpus;
 }
@@ -125,6 +128,8 @@ TEST_CASE("every kind's turns are confirmed by a fresh evaluation of the written
     }
   }
   for (SftTurnKind k : sft_turn_kinds()) CHECK(kinds_seen[to_string(k)] >= 1);
+  for (const SftConversation* c : all_of(corpus))
+    if (c->kinds.front() == SftTurnKind::lazy) CHECK(c->task == "softmax_rows");
   const std::vector<EvalResult> results = fresh.evaluate(requests);
   for (size_t i = 0; i < results.size(); ++i) {
     INFO(labels[i] << ": " << to_string(results[i].error) << " " << results[i].message);
@@ -170,9 +175,9 @@ TEST_CASE("held-out tasks are written to validation.jsonl only", "[env][sft]") {
   const std::string dir = (std::filesystem::temp_directory_path() / "turnrl_test_sft_corpus").string();
   std::filesystem::remove_all(dir);
   write_sft_corpus(dir, corpus, every_kind(7, shares(sft_turn_kinds())));
-  CHECK(corpus.held_out_tasks == std::vector<std::string>{"softmax_rows"});
-  for (const auto& [file, split, task] : {std::tuple{"train.jsonl", "train", "relu_bias"},
-                                          {"validation.jsonl", "validation", "softmax_rows"}}) {
+  CHECK(corpus.held_out_tasks == std::vector<std::string>{"relu_bias"});
+  for (const auto& [file, split, task] : {std::tuple{"train.jsonl", "train", "softmax_rows"},
+                                          {"validation.jsonl", "validation", "relu_bias"}}) {
     std::ifstream in(dir + "/" + file);
     std::string line;
     int lines = 0;
@@ -183,13 +188,13 @@ TEST_CASE("held-out tasks are written to validation.jsonl only", "[env][sft]") {
       CHECK(j["meta"]["split"] == split);
       CHECK(j["messages"][0]["role"] == "system");
       CHECK(j["messages"][1]["role"] == "user");
-      if (std::string(split) == "train") CHECK(line.find("softmax") == std::string::npos);
+      if (std::string(split) == "train") CHECK(line.find("relu_bias") == std::string::npos);
     }
     CHECK(lines > 0);
   }
   const auto stats = nlohmann::json::parse(read(dir + "/stats.json"));
   CHECK(stats["train"]["conversations"].get<int>() + stats["validation"]["conversations"].get<int>() == 7);
-  CHECK(stats["held_out_tasks"] == nlohmann::json::array({"softmax_rows"}));
+  CHECK(stats["held_out_tasks"] == nlohmann::json::array({"relu_bias"}));
   CHECK(stats["dropped"] == 0);
   std::filesystem::remove_all(dir);
 }
@@ -225,7 +230,7 @@ TEST_CASE("a conversation whose verdicts do not match its kinds is dropped and c
     CHECK(d.verdict == "correct below the fast speedup");
     CHECK(d.speedup > 0);
   }
-  CHECK_THAT(sft_corpus_summary(corpus), Catch::Contains("fast -> correct below the fast speedup") && Catch::Contains("    2  ("));
+  CHECK_THAT(sft_corpus_summary(corpus), Catch::Contains("fast -> correct below the fast speedup") && Catch::Contains("   2  relu_bias ("));
 }
 
 TEST_CASE("corpus sizes are counted over every message", "[env][sft]") {
