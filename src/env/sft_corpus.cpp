@@ -124,16 +124,18 @@ std::string assistant_text(SftTurnKind kind, const Task& task, const std::string
   std::string source = x.source;
   switch (kind) {
     case SftTurnKind::wrong: {
-      // A real bug with a certain symptom: the first output element is off by one, on every shape
-      // (a plan-level bug such as bounds=unchecked is flagged as hacking instead: out-of-bounds
-      // writes, shape specialisation).
+      // A bug whose symptom is certain: the first output element is off by one, on every shape.
+      // (A plan-level bug such as bounds=unchecked is flagged as hacking instead: out-of-bounds
+      // writes, shape specialisation.) The entry point's last statement is its return.
       const size_t last_return = source.rfind("return ");
+      if (last_return == std::string::npos) fail("make_sft_corpus: the source for task '{}' has no return statement", task.id);
       source.insert(last_return, "out[0].data[0] += 1.0f;\n");
       return fenced(task.language, source);
     }
     case SftTurnKind::compile: {
       // A dropped terminator: C++ and CUDA lose their last ';', Python its last ')'.
       const size_t at = source.rfind(task.language == "python" ? ')' : ';');
+      if (at == std::string::npos) fail("make_sft_corpus: the source for task '{}' has no terminator to drop", task.id);
       source.erase(at, 1);
       return fenced(task.language, source);
     }

@@ -166,6 +166,14 @@ TEST_CASE("a conversation's messages are those of a code-action episode, token f
       REQUIRE(c->messages.size() == 5);
       CHECK(c->messages[3].role == "user");
       CHECK(c->messages[3].text.find("Server feedback (status/metrics/errors):\nstatus: ") != std::string::npos);
+      // RL's second prompt, token-in/token-out (the first prompt, the policy's reply as sampled up
+      // to its stop token, the template's continuation with the feedback), is the template's
+      // rendering of the conversation's first four messages: what SFT trains on.
+      TokenIds reply = tokenizer->encode(c->messages[2].text);
+      reply.push_back(tokenizer->stop_tokens().front());
+      const Observation second{{c->messages.begin(), c->messages.begin() + 4}, 1, ""};
+      const EpisodeTokens so_far = after_turn(codec.prompt(EpisodeTokens{}, first), reply, first, tokenizer->stop_tokens());
+      CHECK(codec.prompt(so_far, second) == tokenizer->render_prompt(second.messages));
     }
   }
 }
