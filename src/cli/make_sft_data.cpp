@@ -100,9 +100,9 @@ void add_make_sft_data_command(CLI::App& app) {
       "is dropped and counted. Held-out tasks go to validation.jsonl only. Same seed and options, same\n"
       "files, up to the timings quoted in feedback after slow and lazy attempts (docs/training.md, \"SFT corpus\").\n\n"
       "Examples:\n"
-      "  turnrl make-sft-data --out data/sft_cpu\n"
-      "  turnrl make-sft-data configs/cpu_code_actions.yaml --out data/sft_cpu --conversations 600 --seed 2\n"
-      "  turnrl make-sft-data --out data/sft_cpu --set tasks.validation_fraction=0.3 --mix fast=0.5,wrong=0.5");
+      "  turnrl make-sft-data --out runs/sft_cpu\n"
+      "  turnrl make-sft-data configs/cpu_code_actions.yaml --out runs/sft_cpu --conversations 600 --seed 2\n"
+      "  turnrl make-sft-data --out runs/sft_cpu --set tasks.validation_fraction=0.3 --mix fast=0.5,wrong=0.5");
   c->callback([a] { run_make_sft_data(*a); });
 }
 
