@@ -577,7 +577,7 @@ std::string sft_config_to_yaml(const SFTConfig& c, bool annotate) {
   Writer w(annotate);
   if (annotate) w.raw("# turnrl sft config: every key with its default. Reference: docs/configuration.md");
   write_section(w, "run", "Where the run writes: resolved config, metrics.jsonl, checkpoints/, export/.", c.run);
-  write_section(w, "model", "The built-in policy: a small decoder-only transformer.", c.model);
+  write_section(w, "model", "The policy: builtin (small decoder, byte tokenizer) or hf (a HuggingFace folder).", c.model);
   write_section(w, "data", "Chat conversations; the loss is on the assistant's tokens only.", c.data);
   write_section(w, "sft", "SFT loop sizes.", c.sft);
   write_section(w, "optimizer", "AdamW with linear warm-up, then constant or cosine decay.", c.optimizer);

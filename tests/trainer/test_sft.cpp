@@ -429,3 +429,17 @@ TEST_CASE("bad SFT configs name the key", "[sft]") {
   parts.max_seq = 128;
   CHECK_THROWS_WITH(SFTTrainer(parts), Catch::StartsWith("data.max_length: 256 is longer than the policy's context of 128"));
 }
+
+TEST_CASE("docs/configuration.md shows the sft defaults the code prints", "[sft]") {
+  std::ifstream in(std::string(TURNRL_SOURCE_DIR) + "/docs/configuration.md");
+  REQUIRE(in);
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t section = doc.find("## `turnrl sft`: every key");
+  REQUIRE(section != std::string::npos);
+  const size_t open = doc.find("```yaml\n", section);
+  REQUIRE(open != std::string::npos);
+  const size_t start = open + 8, close = doc.find("```", start);
+  REQUIRE(close != std::string::npos);
+  INFO("regenerate the block with `turnrl config --sft --print-defaults`");
+  CHECK(doc.substr(start, close - start) == default_sft_config_yaml());
+}

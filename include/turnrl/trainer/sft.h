@@ -39,7 +39,7 @@ struct SFTLoopConfig {
 
 // Everything the SFT loop reads (the `turnrl sft` config without the model section).
 struct SFTOptions {
-  RunConfig run;
+  RunConfig run = {"runs/sft", 0, true};  // samples_per_step: SFT writes no samples.jsonl
   SFTDataConfig data;
   SFTLoopConfig sft;
   OptimizerConfig optimizer;

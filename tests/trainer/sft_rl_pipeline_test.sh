@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# SFT -> RL end to end on CPUs, as configs/cpu_qwen3_sft.yaml describes it, two steps each at a
+# tiny size: `turnrl init-model` makes a qwen3-tiny folder (real Qwen3 tokenizer), `turnrl
+# make-sft-data` writes a few verified conversations, `turnrl sft` trains on them and exports an HF
+# folder, `turnrl train` (code actions, configs/cpu_qwen3_code.yaml) starts from that export, and
+# `turnrl sft --resume` continues the finished run without redoing a step.
+# Usage: sft_rl_pipeline_test.sh TURNRL_BINARY SOURCE_DIR
+set -euo pipefail
+turnrl=$1
+source_dir=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$turnrl" init-model --out "$work/qwen3" --preset qwen3-tiny --seed 1
+"$turnrl" make-sft-data --out "$work/data" --conversations 4 --seed 1 --set evaluator.workers=2
+
+sft=(--set "run.dir=$work/sft" --set "model.path=$work/qwen3" --set "data.train=$work/data/train.jsonl"
+     --set data.validation= --set data.max_length=768 --set sft.steps=2 --set sft.micro_batch_size=1
+     --set sft.grad_accum=2 --set sft.threads=2 --set optimizer.warmup_steps=1 --set run.progress=false)
+"$turnrl" sft "$source_dir/configs/cpu_qwen3_sft.yaml" "${sft[@]}" 2>&1 | tee "$work/sft.log"
+[[ $(wc -l < "$work/sft/metrics.jsonl") -eq 2 ]] || fail "sft metrics.jsonl: $(wc -l < "$work/sft/metrics.jsonl") lines, expected 2"
+grep -q '"sft/loss"' "$work/sft/metrics.jsonl" || fail "no sft/loss in metrics.jsonl"
+for f in config.json model.safetensors tokenizer.json; do
+  [[ -f $work/sft/export/$f ]] || fail "the export has no $f: $(ls "$work/sft/export")"
+done
+[[ -d $work/sft/checkpoints/step_00000002/policy ]] || fail "no HF policy folder in the step-2 checkpoint"
+"$turnrl" sft "$source_dir/configs/cpu_qwen3_sft.yaml" "${sft[@]}" --resume 2>&1 | tee "$work/sft_resume.log"
+[[ $(wc -l < "$work/sft/metrics.jsonl") -eq 2 ]] || fail "--resume of a finished run added steps"
+
+"$turnrl" train "$source_dir/configs/cpu_qwen3_code.yaml" --set "run.dir=$work/rl" --set "model.path=$work/sft/export" \
+  --set trainer.steps=2 --set trainer.tasks_per_step=1 --set trainer.samples_per_task=2 --set env.max_turns=1 \
+  --set sampling.max_new_tokens=16 --set 'tasks.include=[relu_bias]' --set checkpoint.every=0 \
+  --set trainer.threads=2 --set run.progress=false 2>&1 | tee "$work/rl.log"
+[[ $(wc -l < "$work/rl/metrics.jsonl") -eq 2 ]] || fail "rl metrics.jsonl: $(wc -l < "$work/rl/metrics.jsonl") lines, expected 2"
+echo "PASS"
