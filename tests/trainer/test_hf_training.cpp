@@ -168,3 +168,33 @@ TEST_CASE("model.type hf with env.action plan is refused naming env.action", "[t
   c.env.action = ActionFormat::plan;
   CHECK_THROWS_WITH(kernel_recipe(c, std::make_shared<test::PlanRuleEvaluator>()), Catch::Contains("env.action"));
 }
+
+TEST_CASE("with LoRA the checkpoint's policy/ is a peft adapter folder that resumes", "[trainer][hf]") {
+  const std::string model = tiny_qwen3("lora-model");
+  const auto evaluator = std::make_shared<test::PlanRuleEvaluator>();
+  const std::string dir = test::fresh_dir("hf-lora");
+  const auto with_lora = [&](int64_t steps) {
+    TrainConfig c = hf_config(model, dir, steps);
+    c.model.lora.rank = 4;
+    c.model.lora.target_modules = {"q_proj", "v_proj"};
+    return c;
+  };
+  std::vector<torch::Tensor> adapters;
+  {
+    KernelTrainer first(with_lora(1), evaluator);
+    first.train();
+    adapters = parameters_of(first);
+  }
+  REQUIRE(adapters.size() == 2 * 2 * 2);  // 2 layers x {q_proj, v_proj} x {A, B}
+  const std::string policy = latest_checkpoint(dir + "/checkpoints")->path + "/policy";
+  for (const char* file : {"adapter_config.json", "adapter_model.safetensors", "tokenizer.json"}) {
+    INFO(file);
+    CHECK(fs::exists(fs::path(policy) / file));
+  }
+  CHECK_FALSE(fs::exists(fs::path(policy) / "model.safetensors"));
+  // Resuming reads the adapters back into a fresh policy (whose own adapters start elsewhere).
+  KernelTrainer resumed(with_lora(1), evaluator);
+  REQUIRE(resumed.resume());
+  const auto loaded = parameters_of(resumed);
+  for (size_t i = 0; i < loaded.size(); ++i) CHECK(torch::equal(loaded[i], adapters[i]));
+}
