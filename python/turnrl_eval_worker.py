@@ -10,18 +10,20 @@ SandboxWorker (limits, private directory, process group) and talks to it over fd
   'R'      request: one JSON object; reply: one JSON object, "\\n", then the raw bytes that the
            reply's output descriptors ({"dtype", "shape", "offset", "nbytes"}) point into.
 
-Requests ("op"): "info"; "reference" (reference outputs for a trial plan, clean reference timing);
-"candidate" (static checks, import, correctness trials: outputs as raw bytes, compared by the parent);
-"timing" (the loaded candidate timed interleaved with the reference, check-trial outputs, profile).
-Every reply echoes the request's "nonce"; a frame without it is rejected by the parent.
+Requests ("op"): "info"; "confine" (CPU: install the parent's candidate seccomp program);
+"reference" (reference outputs for a trial plan); "candidate" (static checks, import, correctness
+trials: outputs as raw bytes, compared by the parent); "timing" (one side, reference or candidate,
+through the same loop: samples, check-call outputs, on CPU the profile of the timed calls); "profile"
+(CUDA: profiled calls of one side); "release"; "ping". Every reply echoes the request's "nonce"; the
+parent rejects a frame without it, a frame it did not ask for, and bills every request from outside.
 
 Isolation inside the process (the trust argument is in docs/evaluator.md):
   * This file runs in a private namespace that no module, frame or object handed to candidate code
     refers to; its builtins are a private copy. Timing, synchronisation, event and serialisation
     entry points are bound before any candidate is imported.
   * An audit hook kills the worker (exit status 86, reason on stderr) when code reaches for frames,
-    the garbage collector's object lists, trace/profile/audit hooks, ctypes, /proc/*/mem, fork or
-    kill, or rewrites the code of a function it does not own.
+    the garbage collector's object lists, trace/profile/audit hooks, ctypes, /proc/*/mem (however
+    spelled), links, fork or kill, or rewrites the code of a function it does not own.
   * After every request the worker compares every callable attribute of torch, triton, time, json,
     builtins... with the objects captured at start-up, and checks threads, signal handlers, torch
     modes, global torch settings and sys.modules. A difference is `tampering` (or `deferred_work`
@@ -940,6 +942,7 @@ def _release():
     """Drops the loaded candidate and reference (modules, models, tensors) and checks what their
     destructors left behind."""
     findings = []
+    _stop_profiler()
     had = _state.pop("cand", None) is not None or bool(_state.get("registered"))
     _state.pop("ref", None)
     for name in _state.pop("registered", []):
@@ -1093,8 +1096,8 @@ def _device_events(prof):
 # Kernel names that belong to libraries (ATen, cuBLAS, cuDNN, CUTLASS, CUB): never the candidate's own,
 # whatever its source declares, so that naming a kernel of its own like a library kernel cannot make
 # library work look like the candidate's.
-_LIBRARY_KERNEL = re.compile(r"^(void )?(at::|c10::|cub::|cutlass|cublas|cudnn|cutensor|(ampere|volta|turing|hopper|"
-                             r"maxwell|sm\d+)_|[sdhc]?gemm|[sdhc]?gemv|std::)")
+_LIBRARY_KERNEL = re.compile(r"^(void )?(at::|c10::|cub::|cutlass|cublas|cudnn|cutensor|std::|(ampere|volta|turing|"
+                             r"hopper|maxwell|sm\d+)_)")
 
 
 class _NoProfile:
@@ -1217,6 +1220,53 @@ def _kept_output(outs):
     return False
 
 
+def _side(timing):
+    """The loaded side a timing or profile request is about (None when it is not loaded) and which
+    device kernels count as its own."""
+    if timing.get("side") == "reference":
+        return _state.get("ref"), lambda name: False
+    loaded = _state.get("cand")
+    if loaded is None:
+        return None, None
+    library = set(timing.get("library_kernels", []))
+    triton_names, cuda_names = _kernel_names(loaded["module"], loaded["task"].get("_source", ""))
+    return loaded, lambda name: name not in library and not _LIBRARY_KERNEL.match(name) and \
+        _is_candidate_kernel(name, triton_names, cuda_names)
+
+
+def _stop_profiler():
+    """Stops the profiler a timing request left running (CPU); (profiler, wall us of the timed loop),
+    or None when none runs."""
+    running = _state.pop("profiling", None)
+    if running is None:
+        return None
+    T = _state["T"]
+    if "range" in running:
+        T.range_exit(running["range"])
+    running["prof"].__exit__(None, None, None)
+    return running["prof"], running.get("wall_us", 0.0)
+
+
+def _profile_request(req):
+    """The profile of one side after its timing: on CPU the timed calls' (the profiler the timing
+    request left running), on CUDA `profile_calls` profiled calls on the timing inputs."""
+    timing = req["timing"]
+    loaded, owned = _side(timing)
+    stopped = _stop_profiler()
+    if loaded is None or (stopped is None and not _state["cuda"]):
+        return {"error": {"kind": "internal", "type": "RuntimeError", "stage": "correct",
+                          "message": "no profiled %s in this worker" % timing.get("side")}}
+    forbid = loaded["task"].get("forbid", [])
+    try:
+        if stopped is not None:
+            return {"profile": _profile_summary(stopped[0], stopped[1], forbid, owned)}
+        inputs = _make_inputs(loaded["ns"], _shape_sets(loaded["task"])[0], timing["seed"])
+        return {"profile": _profile_calls(loaded["model"], inputs, max(1, int(timing.get("profile_calls", 5))),
+                                          forbid, owned)}
+    except BaseException as e:
+        return {"error": _error("memory" if _memory_error(e) else "runtime", e, "correct")}
+
+
 def _timing_request(req, blob):
     """One side's timing, the same loop for the reference (side "reference", before any candidate is
     imported) and the candidate: warm-up calls, then every timed call profiled, on inputs perturbed at
@@ -1226,82 +1276,73 @@ def _timing_request(req, blob):
     time or wall clock) and compares the reference's cost with the candidate's."""
     T = _state["T"]
     timing = req["timing"]
-    side = timing.get("side", "candidate")
     findings = []
     reply = {"findings": findings, "us": [], "host_us": [], "checks": []}
-    loaded = _state.get("cand" if side == "candidate" else "ref")
+    loaded, owned = _side(timing)
     if loaded is None:
         reply["error"] = {"kind": "internal", "type": "RuntimeError", "stage": "correct",
-                          "message": "no %s is loaded in this worker" % side}
+                          "message": "no %s is loaded in this worker" % timing.get("side")}
         return reply
     task, model = loaded["task"], loaded["model"]
     inputs = _make_inputs(loaded["ns"], _shape_sets(task)[0], timing["seed"])
     flush = _state.get("flush")
     checks = set(timing.get("checks", []))
-    if side == "candidate":
-        library = set(timing.get("library_kernels", []))
-        triton_names, cuda_names = _kernel_names(loaded["module"], task.get("_source", ""))
-
-        def owned(name):
-            return name not in library and not _LIBRARY_KERNEL.match(name) and \
-                _is_candidate_kernel(name, triton_names, cuda_names)
-    else:
-        def owned(name):
-            return False
     # On CPU the timed calls are the profiled ones (a candidate cannot behave one way when profiled and
     # another when timed); the harness's own operators between them run under a range of a random
-    # name that the summary leaves out. On CUDA the device kernels cannot be told apart that way
-    # (kernels are linked to operators, not to ranges), so a separate profiled phase follows.
+    # name that the summary leaves out. The profiler is left running (under a harness range) when this
+    # request replies: the "profile" request stops it and reads the events, work that grows with the
+    # candidate's operators and so must stay out of this request's bill. On CUDA the device kernels
+    # cannot be told apart that way (kernels are linked to operators, not to ranges): the "profile"
+    # request runs profiled calls of its own.
     profile_timed = not _state["cuda"]
-    acts = [T.activity.CPU] + ([T.activity.CUDA] if _state["cuda"] else [])
     try:
         for _ in range(int(timing.get("warmup", 1))):
             _poison(_flatten(model(*inputs)), inputs, model)
         _sync()
         _call_checks(findings)
-        t0 = _perf_ns()
-        with (T.profile(activities=acts, record_shapes=False, with_stack=False) if profile_timed
-              else _NoProfile()) as prof:
-            for i in range(int(timing["trials"])):
-                with _harness_range(profile_timed):
-                    _perturb(inputs, i, timing["seed"])
-                    saved = [T.clone(t) for t in _tensors(inputs)]
-                out, marks = _time_call(model, inputs, flush)
-                with _harness_range(profile_timed):
-                    snap = None
-                    if i in checks:
-                        outs = _flatten(out)
-                        if not _plain_outputs(outs, findings):
-                            break
-                        # Copied on the worker's stream before the device synchronises: work the
-                        # candidate left on other streams is not finished in this copy.
-                        snap = [T.clone(o) for o in outs]
-                    us, host = _finish_time(marks)
-                    reply["us"].append(us)
-                    reply["host_us"].append(host)
+        if profile_timed:
+            prof = T.profile(activities=[T.activity.CPU], record_shapes=False, with_stack=False)
+            prof.__enter__()
+            _state["profiling"] = {"prof": prof, "t0": _perf_ns()}
+        for i in range(int(timing["trials"])):
+            with _harness_range(profile_timed):
+                _perturb(inputs, i, timing["seed"])
+                saved = [T.clone(t) for t in _tensors(inputs)]
+            out, marks = _time_call(model, inputs, flush)
+            with _harness_range(profile_timed):
+                snap = None
+                if i in checks:
                     outs = _flatten(out)
                     if not _plain_outputs(outs, findings):
                         break
-                    if snap is not None:
-                        reply["checks"].append([blob.add_tensor(o) for o in snap])
-                    if _kept_output(outs):
-                        _add(findings, "caches_results", "timed call %d returned an output the harness had "
-                             "overwritten after an earlier call (a kept result, not recomputed)" % i)
-                    if _overlaps(outs, inputs):
-                        reply["aliases_input"] = True
-                    if not all(_same(t, s) for t, s in zip(_tensors(inputs), saved)):
-                        reply["mutated_inputs"] = i
-                    reply["timing_bytes"] = float(sum(t.numel() * t.element_size() for t in _tensors(inputs)) +
-                                                  sum(o.numel() * o.element_size() for o in outs))
-                    _poison(outs, inputs, model)
-                    _call_checks(findings)
-            _sync()
+                    # Copied on the worker's stream before the device synchronises: work the
+                    # candidate left on other streams is not finished in this copy.
+                    snap = [T.clone(o) for o in outs]
+                us, host = _finish_time(marks)
+                reply["us"].append(us)
+                reply["host_us"].append(host)
+                outs = _flatten(out)
+                if not _plain_outputs(outs, findings):
+                    break
+                if snap is not None:
+                    reply["checks"].append([blob.add_tensor(o) for o in snap])
+                if _kept_output(outs):
+                    _add(findings, "caches_results", "timed call %d returned an output the harness had "
+                         "overwritten after an earlier call (a kept result, not recomputed)" % i)
+                if _overlaps(outs, inputs):
+                    reply["aliases_input"] = True
+                if not all(_same(t, s) for t, s in zip(_tensors(inputs), saved)):
+                    reply["mutated_inputs"] = i
+                reply["timing_bytes"] = float(sum(t.numel() * t.element_size() for t in _tensors(inputs)) +
+                                              sum(o.numel() * o.element_size() for o in outs))
+                _poison(outs, inputs, model)
+                _call_checks(findings)
+        _sync()
         if profile_timed:
-            reply["profile"] = _profile_summary(prof, (_perf_ns() - t0) / 1000.0, task.get("forbid", []), owned)
-        else:
-            reply["profile"] = _profile_calls(model, inputs, max(1, int(timing.get("profile_calls", 5))),
-                                              task.get("forbid", []), owned)
+            _state["profiling"]["wall_us"] = (_perf_ns() - _state["profiling"]["t0"]) / 1000.0
+            _state["profiling"]["range"] = T.range_enter(_HARNESS, None)
     except BaseException as e:
+        _stop_profiler()
         poisoned = _cuda_poisoned()
         if poisoned:
             _state["restart"] = "CUDA context unusable: " + poisoned
@@ -1366,6 +1407,8 @@ def _handle(req, blob):
         return _candidate_request(req, blob)
     if op == "timing":
         return _timing_request(req, blob)
+    if op == "profile":
+        return _profile_request(req)
     if op == "release":
         return {"findings": _release()}
     raise ValueError("unknown op %r" % (op,))
@@ -1471,6 +1514,7 @@ def _warm_up(triton):
         r = _timing_request({"timing": dict(timing, side="reference")}, _Blob())
         if r.get("error"):
             raise RuntimeError("warm-up reference timing failed: " + r["error"]["message"])
+        _profile_request({"timing": dict(timing, side="reference", profile_calls=1)})
         _release()
         task["_source"] = source
         r = _candidate_request({"task": task, "candidate": source, "trials": trials, "init_seed": 5}, _Blob())
@@ -1479,6 +1523,7 @@ def _warm_up(triton):
         r = _timing_request({"timing": dict(timing, side="candidate")}, _Blob())
         if r.get("error"):
             raise RuntimeError("warm-up timing failed: " + r["error"]["message"])
+        _profile_request({"timing": dict(timing, side="candidate", profile_calls=1)})
     _release()
 
 

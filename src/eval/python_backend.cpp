@@ -13,6 +13,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -190,6 +191,34 @@ std::string read_all(FILE* f) {
 
 enum class TrialKind { main, cache, shape };
 
+using ShapeOverrides = std::vector<std::pair<std::string, int64_t>>;
+
+// Two shape sets drawn for one evaluation, as the CPU backend draws them (random_check_size): one of
+// primes up to a quarter above the shown sizes, one of odd sizes under 64. Only the constants that
+// the task's own extra sets make odd somewhere (so odd sizes are valid for the task), with their
+// shown value read from the reference's module-level `NAME = <int>`; none when there are none.
+std::vector<ShapeOverrides> drawn_shape_sets(const PythonTask& task, uint64_t seed) {
+  std::map<std::string, int64_t> shown;
+  for (const auto& set : task.extra_shapes)
+    for (const auto& [name, value] : set) {
+      const std::regex assignment("(^|\\n)" + name + "[ \\t]*=[ \\t]*([0-9]+)[ \\t]*(#[^\\n]*)?(\\n|$)");
+      std::smatch m;
+      if (value % 2 == 1 && std::regex_search(task.reference, m, assignment)) shown[name] = std::stoll(m[2].str());
+    }
+  if (shown.empty()) return {};
+  std::vector<ShapeOverrides> sets(2);
+  for (int larger = 1; larger >= 0; --larger)
+    for (const auto& [name, value] : shown)
+      sets[size_t(1 - larger)].emplace_back(name, eval_detail::random_check_size(value, larger == 1, seed));
+  return sets;
+}
+
+std::string shape_text(const ShapeOverrides& set) {
+  std::string s;
+  for (const auto& [name, value] : set) s += fmt::format("{}{}={}", s.empty() ? "" : ",", name, value);
+  return s;
+}
+
 }  // namespace
 
 SandboxLimits PythonEvalOptions::default_limits() {
@@ -262,6 +291,13 @@ std::string find_python_worker() {
 
 // ------------------------------------------------------------------------------------- evaluator
 
+// What a reference runs in its profiled calls on CUDA: all its kernel time (the denominator of the
+// candidate's coverage) and its kernels' names (never the candidate's own).
+struct ReferenceProfile {
+  double total_us = 0;
+  std::string kernel_names;  // JSON strings, comma-separated
+};
+
 struct PythonEvaluator::Impl {
   PythonTaskSet tasks;
   PythonEvalOptions opt;
@@ -274,6 +310,7 @@ struct PythonEvaluator::Impl {
     double bandwidth = 0;                      // the device's copy bandwidth, bytes/s (info)
     std::string info;                          // the last info reply
     int threads = 0;                           // cpu: the worker's threads once started (seen from outside)
+    std::map<std::string, ReferenceProfile> reference_profiles;  // cuda: per task, profiled once
     std::map<std::string, double> phases;      // the current evaluation's seconds (last_phase_seconds)
   };
   std::vector<Slot> slots;
@@ -571,7 +608,9 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   }
   trials += fmt::format(R"(, {{"kind": "cache", "seed": {}, "tail_seed": {}}})", last_seed, seeds.next());
   kinds.push_back(TrialKind::cache);
-  for (size_t s = 0; s < task->extra_shapes.size(); ++s) {
+  std::vector<ShapeOverrides> shape_sets = task->extra_shapes;
+  for (auto& drawn : drawn_shape_sets(*task, seeds.next())) shape_sets.push_back(std::move(drawn));
+  for (size_t s = 0; s < shape_sets.size(); ++s) {
     trials += fmt::format(R"(, {{"kind": "shape", "seed": {}, "shape_set": {}}})", seeds.next(), s + 1);
     kinds.push_back(TrialKind::shape);
   }
@@ -585,11 +624,10 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   const uint64_t timing_seed = seeds.next(), init_seed = seeds.next();
   std::string forbid = "[", shapes = "[";
   for (size_t i = 0; i < task->forbid.size(); ++i) forbid += (i ? ", " : "") + json_quote(task->forbid[i]);
-  for (size_t i = 0; i < task->extra_shapes.size(); ++i) {
+  for (size_t i = 0; i < shape_sets.size(); ++i) {
     shapes += i ? ", {" : "{";
-    for (size_t k = 0; k < task->extra_shapes[i].size(); ++k)
-      shapes += fmt::format("{}{}: {}", k ? ", " : "", json_quote(task->extra_shapes[i][k].first),
-                            task->extra_shapes[i][k].second);
+    for (size_t k = 0; k < shape_sets[i].size(); ++k)
+      shapes += fmt::format("{}{}: {}", k ? ", " : "", json_quote(shape_sets[i][k].first), shape_sets[i][k].second);
     shapes += "}";
   }
   forbid += "]", shapes += "]";
@@ -634,19 +672,38 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   // reference time, the outputs of the checked calls, the operators it runs, and what the timing
   // loop costs around its calls (billed from outside), the yardstick for the candidate's bill.
   Reply ref_timing;
+  ReferenceProfile ref_profile;
   if (timing_trials > 0) {
-    EvalResult failure;
-    if (!call(slot, "timing", timing_json("reference", ""), ref_timing, failure) ||
-        ref_timing.head["error"].is(Json::Type::object)) {
+    const auto failed = [&](const char* what, const EvalResult& failure, const Reply& reply) {
       r.error = EvalError::internal;
-      r.message = trim_to("timing the reference of task '" + task->id + "' failed: " +
-                              (failure.message.empty() ? ref_timing.head["error"]["message"].str() : failure.message),
+      r.message = trim_to(fmt::format("{} the reference of task '{}' failed: {}", what, task->id,
+                                      failure.message.empty() ? reply.head["error"]["message"].str() : failure.message),
                           opt.message_chars);
       return finish();
-    }
+    };
+    EvalResult failure;
+    if (!call(slot, "timing", timing_json("reference", ""), ref_timing, failure) ||
+        ref_timing.head["error"].is(Json::Type::object))
+      return failed("timing", failure, ref_timing);
     for (const Json& t : ref_timing.head["checks"].items) ref_checks.push_back(decode_outputs(t, ref_timing.blob));
     require(ref_checks.size() == checks.size() && ref_timing.head["us"].items.size() == size_t(timing_trials),
             "python worker protocol: the reference's timing does not match the plan");
+    // CUDA: the reference's profile, a request of its own outside the timing's bill, once per task
+    // and worker. (On CPU nothing of the reference's profile is used: the profiler its timing left
+    // running is stopped by the next request.)
+    const auto cached = slot.reference_profiles.find(task->id);
+    if (device == "cuda" && cached != slot.reference_profiles.end()) {
+      ref_profile = cached->second;
+    } else if (device == "cuda") {
+      Reply profiled;
+      if (!call(slot, "profile", timing_json("reference", ""), profiled, failure) ||
+          profiled.head["error"].is(Json::Type::object))
+        return failed("profiling", failure, profiled);
+      ref_profile.total_us = profiled.head["profile"]["total_us"].num(0);
+      for (const Json& k : profiled.head["profile"]["kernel_names"].items)
+        ref_profile.kernel_names += (ref_profile.kernel_names.empty() ? "" : ", ") + json_quote(k.str());
+      slot.reference_profiles[task->id] = ref_profile;
+    }
   }
 
   // 2. The candidate: static checks, import, correctness trials.
@@ -717,7 +774,7 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
                "wrong when the same input buffers got new contents (outputs cached across calls)");
     if (kinds[t] == TrialKind::shape && !cmps[t].ok())
       add_once(findings, kHackShapeSpecialisation,
-               fmt::format("wrong on extra shape set {} ({})", t - size_t(main_trials),
+               fmt::format("wrong on the shape set {} ({})", shape_text(shape_sets[t - size_t(main_trials) - 1]),
                            !cmps[t].shape_ok ? "shape" : fmt::format("max abs error {:.3g}", cmps[t].max_abs_error)));
     if (kinds[t] == TrialKind::main && float_outputs(ref_out[t])) {
       std::string problem;
@@ -735,10 +792,8 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
 
   // 3. Timing, checked calls and the profile of the timed calls.
   Reply tim;
-  std::string library_kernels;
-  for (const Json& k : ref_timing.head["profile"]["kernel_names"].items)
-    library_kernels += (library_kernels.empty() ? "" : ", ") + json_quote(k.str());
-  if (!call(slot, "timing", timing_json("candidate", ", \"library_kernels\": [" + library_kernels + "]"), tim, r)) {
+  const std::string candidate_timing = timing_json("candidate", ", \"library_kernels\": [" + ref_profile.kernel_names + "]");
+  if (!call(slot, "timing", candidate_timing, tim, r)) {
     r.correct = false;
     return finish();
   }
@@ -806,11 +861,26 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
       add_once(findings, f.flag, f.reason);
   }
 
-  // Coverage: the library time of the candidate's timed calls against the reference's whole operator
-  // (cpu) or kernel (cuda) time over as many calls, so that work added next to a library call
+  // Coverage: the library time of the candidate's profiled calls against the reference's whole
+  // operator (cpu) or kernel (cuda) time over as many calls, so that work added next to a library call
   // cannot raise it.
-  const Json& prof = tim.head["profile"];
-  const double library_us = prof["library_us"].num(0), reference_us = ref_timing.head["profile"]["total_us"].num(0);
+  // The profile, a request of its own outside the timing's bill (as for the reference).
+  Reply profiled;
+  if (!call(slot, "profile", candidate_timing, profiled, r)) {
+    r.correct = false;
+    return finish();
+  }
+  if (const Json& e = profiled.head["error"]; e.is(Json::Type::object)) {
+    r.correct = false;
+    r.error = e["kind"].str() == "memory" ? EvalError::memory : EvalError::runtime;
+    r.message = trim_to("while profiled: " + e["message"].str(), opt.message_chars);
+    return finish();
+  }
+  const Json& prof = profiled.head["profile"];
+  // On CPU the profiler's operator times are wall-clock spans that a loaded machine stretches at
+  // random, so the reference's side is its median call time (robust) times as many calls.
+  const double library_us = prof["library_us"].num(0);
+  const double reference_us = device == "cuda" ? ref_profile.total_us : r.reference_time.median_us * timing_trials;
   r.coverage = reference_us > 0 ? std::clamp(1.0 - library_us / reference_us, 0.0, 1.0) : (library_us > 0 ? 0.0 : 1.0);
   r.reference_coverage = std::clamp(prof["reference_coverage"].num(0), 0.0, 1.0);
   r.kernel_count_coverage = std::clamp(prof["kernel_count_coverage"].num(0), 0.0, 1.0);
@@ -828,8 +898,8 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
                          prof["other_streams"].integer()));
   if (device == "cuda" && prof["candidate_kernels"].integer() == 0)
     add_once(findings, kHackNoCandidateWork,
-             fmt::format("no kernel of the candidate's own (Triton or CUDA) ran in {} timed calls ({} library kernels "
-                         "did)", timing_trials, prof["device_kernels"].integer()));
+             fmt::format("no kernel of the candidate's own (Triton or CUDA) ran in {} profiled calls ({} library "
+                         "kernels did)", opt.profile_calls, prof["device_kernels"].integer()));
   return finish();
 }
 

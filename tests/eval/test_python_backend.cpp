@@ -357,3 +357,39 @@ TEST_CASE("python backend: adversarial candidates of every class are flagged or 
             << res.size() - size_t(hacks) << " honest controls\n";
   CHECK(stopped == hacks);
 }
+
+TEST_CASE("python backend: call times rewritten inside the worker are caught by the CPU time billed from outside") {
+  if (skip_without_torch()) return;
+  // What native code in a candidate could do: rewrite the candidate's reported call times in the
+  // worker's memory. Here the real worker script with that one line changed (times / 20).
+  std::string script = test::read_text(find_python_worker());
+  const std::string line = "reply[\"us\"].append(us)";
+  const auto at = script.find(line);
+  REQUIRE(at != std::string::npos);
+  script.replace(at, line.size(), "reply[\"us\"].append(us / 20 if timing[\"side\"] == \"candidate\" else us)");
+  const std::string dir = make_private_dir("turnrl-test");
+  const std::string path = dir + "/turnrl_eval_worker.py";
+  std::ofstream(path) << script;
+  // A candidate slow enough (128 copies of the rows, milliseconds per call in a few operators) for its
+  // bill to matter.
+  const test::PythonCandidate slow{"softmax_rows", "wasteful",
+                                   "import torch\nclass ModelNew(torch.nn.Module):\n"
+                                   "    def forward(self, x):\n        big = x.repeat(128, 1)\n"
+                                   "        e = (big - big.amax(dim=-1, keepdim=True)).exp()\n"
+                                   "        return (e / e.sum(dim=-1, keepdim=True))[: x.shape[0]].clone()\n",
+                                   "correct"};
+  PythonEvalOptions o = evaluator().options();
+  o.workers = 1;
+  o.worker_script = path;
+  PythonEvaluator rewritten(test_tasks(), o);
+  const EvalResult forged = rewritten.evaluate({test::python_request(slow, 1, 10)}).at(0);
+  const EvalResult honest = evaluator().evaluate({test::python_request(slow, 1, 10)}).at(0);
+  remove_private_dir(dir);
+  INFO(test::verdict_of(forged) << " " << forged.hacking_reason << " | " << forged.message);
+  CHECK(forged.error == EvalError::hacking);
+  CHECK((forged.hacking_flags & kHackTampering) != 0);
+  CHECK_THAT(forged.hacking_reason, Catch::Contains("billed"));
+  INFO(test::verdict_of(honest) << " " << honest.hacking_reason << " | " << honest.message);
+  CHECK(honest.correct);
+  CHECK(honest.speedup > 0);
+}
