@@ -430,8 +430,8 @@ void PythonEvaluator::Impl::ensure_info(Slot& slot) {
                   json_quote(reply.head["device_name"].str()), slot.bandwidth);
   if (device != "cpu") return;
   // Before any candidate runs: the single-threaded candidate seccomp profile (no fork, exec, threads,
-  // sockets; signals to the worker only), built here for the worker's own pid as it sees it. CUDA workers cannot have it:
-  // Triton builds every kernel's launcher with the C compiler.
+  // sockets; signals to the worker only), built here for the worker's own pid as it sees it. CUDA
+  // workers cannot have it: Triton builds every kernel's launcher with the C compiler.
   auto filter = sandbox_detail::build_syscall_filter(sandbox_detail::FilterProfile::single_threaded_candidate,
                                                      pid_t(reply.head["pid"].integer()));
   std::string hex;
