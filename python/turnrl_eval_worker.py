@@ -10,18 +10,20 @@ SandboxWorker (limits, private directory, process group) and talks to it over fd
   'R'      request: one JSON object; reply: one JSON object, "\\n", then the raw bytes that the
            reply's output descriptors ({"dtype", "shape", "offset", "nbytes"}) point into.
 
-Requests ("op"): "info"; "reference" (reference outputs for a trial plan, clean reference timing);
-"candidate" (static checks, import, correctness trials: outputs as raw bytes, compared by the parent);
-"timing" (the loaded candidate timed interleaved with the reference, check-trial outputs, profile).
-Every reply echoes the request's "nonce"; a frame without it is rejected by the parent.
+Requests ("op"): "info"; "confine" (CPU: install the parent's candidate seccomp program);
+"reference" (reference outputs for a trial plan); "candidate" (static checks, import, correctness
+trials: outputs as raw bytes, compared by the parent); "timing" (one side, reference or candidate,
+through the same loop: samples, check-call outputs, on CPU the profile of the timed calls); "profile"
+(CUDA: profiled calls of one side); "release"; "ping". Every reply echoes the request's "nonce"; the
+parent rejects a frame without it, a frame it did not ask for, and bills every request from outside.
 
 Isolation inside the process (the trust argument is in docs/evaluator.md):
   * This file runs in a private namespace that no module, frame or object handed to candidate code
     refers to; its builtins are a private copy. Timing, synchronisation, event and serialisation
     entry points are bound before any candidate is imported.
   * An audit hook kills the worker (exit status 86, reason on stderr) when code reaches for frames,
-    the garbage collector's object lists, trace/profile/audit hooks, ctypes, /proc/*/mem, fork or
-    kill, or rewrites the code of a function it does not own.
+    the garbage collector's object lists, trace/profile/audit hooks, ctypes, /proc/*/mem (however
+    spelled), links, fork or kill, or rewrites the code of a function it does not own.
   * After every request the worker compares every callable attribute of torch, triton, time, json,
     builtins... with the objects captured at start-up, and checks threads, signal handlers, torch
     modes, global torch settings and sys.modules. A difference is `tampering` (or `deferred_work`
@@ -174,7 +176,10 @@ class _Blob:
 _KILL_EVENTS = frozenset([
     "sys._getframe", "sys._current_frames", "sys._current_exceptions", "sys.settrace", "sys.setprofile",
     "sys.addaudithook", "sys.monitoring.register_callback", "gc.get_objects", "gc.get_referrers",
-    "gc.get_referents", "os.fork", "os.forkpty", "os.system", "os.kill", "os.killpg", "pty.spawn"])
+    "gc.get_referents", "os.fork", "os.forkpty", "os.system", "os.kill", "os.killpg", "pty.spawn",
+    # A link checked as harmless can be pointed at /proc/self/mem before it is opened.
+    "os.symlink", "os.link"])
+_PROCESS_MEMORY = re.compile(r"^/proc/[^/]+/(task/[^/]+/)?mem$")
 _FRAME_ATTRS = frozenset(["tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back", "gi_yieldfrom"])
 _trusted = [False]  # set only around the checker's own traceback formatting
 
@@ -323,8 +328,9 @@ def _audit(event, args):
         path = args[0]
         if type(path) is bytes:
             path = path.decode("utf-8", "replace")
-        if type(path) is str and path.startswith("/proc/") and path.endswith("/mem"):
-            _tamper_exit("opens " + path)
+        # Resolved first: //proc/self/mem, /proc/./self/mem and links to it are the same file.
+        if type(path) is str and _PROCESS_MEMORY.match(os.path.realpath(path)):
+            _tamper_exit("opens " + path + " (the worker's own memory)")
 
 
 # ----------------------------------------------------------------------------------- the snapshot
@@ -502,7 +508,8 @@ def _capture(torch, numpy_ok):
         Generator=torch.Generator,
         manual_seed=torch.manual_seed, is_grad_enabled=torch._C.is_grad_enabled,
         set_grad_enabled=torch._C._set_grad_enabled, profile=torch.profiler.profile,
-        activity=torch.profiler.ProfilerActivity, empty=torch.empty, sync=None, record=None, elapsed=None)
+        activity=torch.profiler.ProfilerActivity, range_enter=torch.ops.profiler._record_function_enter_new,
+        range_exit=torch.ops.profiler._record_function_exit._RecordFunction, empty=torch.empty, sync=None, record=None, elapsed=None)
     return T
 
 
@@ -730,16 +737,16 @@ def _time_call(fn, inputs, flush):
         return out, (start, end, t0)
     t0 = _perf_ns()
     out = fn(*inputs)
-    return out, (None, None, t0)
+    return out, (None, _perf_ns(), t0)
 
 
 def _finish_time(marks):
     T = _state["T"]
     start, end, t0 = marks
+    if start is None:  # cpu: the call's own span, taken as it returned
+        return (end - t0) / 1000.0, (end - t0) / 1000.0
     _sync()
     host_us = (_perf_ns() - t0) / 1000.0
-    if start is None:
-        return host_us, host_us
     return T.elapsed(start, end) * 1000.0, host_us
 
 
@@ -763,36 +770,11 @@ def _reference_request(req, blob):
         aliases = aliases or _overlaps(outs, inputs)
         outputs.append([blob.add_tensor(o) for o in outs])
         _poison(outs, inputs, models[k])
-    timing = req.get("timing") or {}
-    reply = {"outputs": outputs, "aliases_input": aliases, "checks": [], "clean_ref_us": []}
-    trials = int(timing.get("trials", 0))
-    if trials > 0:
-        # The timing inputs walk through the same per-trial perturbations as in the candidate's timing;
-        # the reference's outputs of the checked calls are shipped now, before the candidate exists.
-        inputs = _make_inputs(ns, sets[0], timing["seed"])
-        if 0 not in models:
-            models[0] = _build(Model, ns, sets[0], req["init_seed"])
-        model, clean = models[0], bool(timing.get("clean"))
-        checks = set(timing.get("checks", []))
-        if clean:
-            for _ in range(int(timing.get("warmup", 1))):
-                _poison(_flatten(model(*inputs)), inputs, model)
-            _sync()
-        nbytes = sum(t.numel() * t.element_size() for t in _tensors(inputs))
-        for i in range(trials if clean else max(checks, default=-1) + 1):
-            _perturb(inputs, i, timing["seed"])
-            if not clean and i not in checks:
-                continue
-            out, marks = _time_call(model, inputs, _state.get("flush"))
-            us, _ = _finish_time(marks)
-            if clean:
-                reply["clean_ref_us"].append(us)
-            outs = _flatten(out)
-            if i in checks:
-                reply["checks"].append([blob.add_tensor(o) for o in outs])
-            reply["timing_bytes"] = float(nbytes + sum(o.numel() * o.element_size() for o in outs))
-            _poison(outs, inputs, model)
-    return reply
+    if 0 not in models:
+        models[0] = _build(Model, ns, sets[0], req["init_seed"])
+    # Kept for the reference's timing request, the next one; dropped by _release.
+    _state["ref"] = {"task": task, "ns": ns, "model": models[0]}
+    return {"outputs": outputs, "aliases_input": aliases}
 
 
 # ------------------------------------------------------------------------------- static checks
@@ -960,7 +942,9 @@ def _release():
     """Drops the loaded candidate and reference (modules, models, tensors) and checks what their
     destructors left behind."""
     findings = []
+    _stop_profiler()
     had = _state.pop("cand", None) is not None or bool(_state.get("registered"))
+    _state.pop("ref", None)
     for name in _state.pop("registered", []):
         _sys_modules.pop(name, None)
     if had:
@@ -990,10 +974,9 @@ def _candidate_request(req, blob):
     if any(s in source for s in ("load_inline", "cpp_extension", "torch.library", "TORCH_LIBRARY", "ctypes")):
         _state["restart"] = "the candidate loads native code (its effects cannot be verified)"
 
-    ns, Model = _load_reference(task)
+    ns, _ = _load_reference(task)
     sets = _shape_sets(task)
-    ref_models = {k: _build(Model, ns, sets[k], req["init_seed"]) for k in
-                  sorted({int(t.get("shape_set", 0)) for t in req["trials"]} | {0})}
+    shape_keys = sorted({int(t.get("shape_set", 0)) for t in req["trials"]} | {0})
     name = _CANDIDATE_PREFIX + str(_state.get("serial", 0) + 1)
     try:
         module = _exec_module(source, name, "candidate")
@@ -1012,7 +995,7 @@ def _candidate_request(req, blob):
         return reply
     models = {}
     try:
-        for k in ref_models:
+        for k in shape_keys:
             models[k] = _build(cls, ns, sets[k], req["init_seed"])
         _sync()
     except BaseException as e:
@@ -1060,8 +1043,7 @@ def _candidate_request(req, blob):
             last, saved_last = inputs, saved
     _state_checks(findings, "correctness")
     if not findings:
-        _state["cand"] = {"task": task, "ns": ns, "ref": ref_models[0], "model": models[0], "module": module,
-                          "init_seed": req["init_seed"]}
+        _state["cand"] = {"task": task, "ns": ns, "model": models[0], "module": module}
     return reply
 
 
@@ -1111,24 +1093,84 @@ def _device_events(prof):
     return out
 
 
-def _profile(model, inputs, calls, forbid, triton_names, cuda_names):
+# Kernel names that belong to libraries (ATen, cuBLAS, cuDNN, CUTLASS, CUB): never the candidate's own,
+# whatever its source declares, so that naming a kernel of its own like a library kernel cannot make
+# library work look like the candidate's.
+_LIBRARY_KERNEL = re.compile(r"^(void )?(at::|c10::|cub::|cutlass|cublas|cudnn|cutensor|std::|(ampere|volta|turing|"
+                             r"hopper|maxwell|sm\d+)_)")
+
+
+class _NoProfile:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+# Random per worker: a candidate that opened a range of this name would hide its operators in it.
+_HARNESS = "turnrl::harness::" + os.urandom(8).hex()
+
+
+class _HarnessRange:
+    """A profiler range around the harness's own work (the profiler's record_function would create a
+    tensor, an operator of its own, outside the range)."""
+
+    def __enter__(self):
+        self.handle = _state["T"].range_enter(_HARNESS, None)
+
+    def __exit__(self, *exc):
+        _state["T"].range_exit(self.handle)
+        return False
+
+
+def _harness_range(on):
+    return _HarnessRange() if on else _NoProfile()
+
+
+def _profile_calls(model, inputs, calls, forbid, owned):
+    """CUDA: `calls` profiled calls after the timed ones, the worker's stream marked first."""
     T = _state["T"]
-    acts = [T.activity.CPU] + ([T.activity.CUDA] if _state["cuda"] else [])
     t0 = _perf_ns()
-    with T.profile(activities=acts, record_shapes=False, with_stack=False) as prof:
-        if _state["cuda"]:
-            # A marker on the worker's stream, first in the trace: it names that stream, so kernels the
-            # candidate sent to other streams (outside the timed events) can be told apart.
-            T.fill_(_state["marker"], 1.0)
+    with T.profile(activities=[T.activity.CPU, T.activity.CUDA], record_shapes=False, with_stack=False) as prof:
+        # A marker on the worker's stream, first in the trace: it names that stream, so kernels the
+        # candidate sent to other streams (outside the timed events) can be told apart.
+        T.fill_(_state["marker"], 1.0)
         for _ in range(calls):
             model(*inputs)
         _sync()
-    wall_us = (_perf_ns() - t0) / 1000.0
-    rows, ops = [], []
-    for e in prof.key_averages():
-        rows.append((e.key, float(e.self_cpu_time_total), int(e.count)))
-        if e.key.startswith("aten::"):
-            ops.append(e.key)
+    return _profile_summary(prof, (_perf_ns() - t0) / 1000.0, forbid, owned)
+
+
+def _operator_rows(prof):
+    """(name, self CPU us, calls) of every operator outside the harness's ranges, threads included."""
+    totals = {}
+    for e in prof.events():
+        if e.name == _HARNESS or getattr(getattr(e, "device_type", None), "name", "CPU") != "CPU":
+            continue
+        parent, inside = e.cpu_parent, False
+        while parent is not None and not inside:
+            inside = parent.name == _HARNESS
+            parent = parent.cpu_parent
+        if inside:
+            continue
+        row = totals.setdefault(e.name, [0.0, 0])
+        row[0] += float(e.self_cpu_time_total)
+        row[1] += 1
+    return [(k, v[0], v[1]) for k, v in totals.items()]
+
+
+def _profile_summary(prof, wall_us, forbid, owned):
+    """What the profiled timed calls ran. owned(name): whether a device kernel is the candidate's own
+    (the reference passes a function that owns nothing). library_us is the time the task's forbidden
+    operators (CPU) or the kernels that are not the candidate's (CUDA) took; total_us all operator (CPU)
+    or device kernel (CUDA) time: the parent divides the candidate's library_us by the reference's
+    total_us, a share that work added next to a library call cannot lower."""
+    if _state["cuda"]:
+        rows = [(e.key, float(e.self_cpu_time_total), int(e.count)) for e in prof.key_averages()]
+    else:
+        rows = _operator_rows(prof)
+    ops = [r[0] for r in rows if r[0].startswith("aten::")]
     forbid = set(forbid)
     out = {"called_ops": sorted(set(ops)), "rows": []}
     if _state["cuda"]:
@@ -1140,13 +1182,13 @@ def _profile(model, inputs, calls, forbid, triton_names, cuda_names):
             k = kernels.setdefault(name, [0.0, 0])
             k[0] += us
             k[1] += 1
-        mine = {n for n in kernels if _is_candidate_kernel(n, triton_names, cuda_names)}
+        mine = {n for n in kernels if owned(n)}
         total = sum(v[0] for v in kernels.values())
         own_us = sum(kernels[n][0] for n in mine)
         launches = sum(v[1] for v in kernels.values())
         own_launches = sum(kernels[n][1] for n in mine)
         host = sum(r[1] for r in rows)
-        out.update(coverage=own_us / total if total > 0 else 0.0,
+        out.update(library_us=total - own_us, total_us=total, kernel_names=sorted(kernels),
                    reference_coverage=own_us / (total + host) if total + host > 0 else 0.0,
                    kernel_count_coverage=own_launches / max(1, launches),
                    library_calls=launches - own_launches, candidate_kernels=own_launches, device_kernels=launches,
@@ -1158,9 +1200,8 @@ def _profile(model, inputs, calls, forbid, triton_names, cuda_names):
         bad = [r for r in aten if r[0] in forbid]
         total = sum(r[1] for r in aten)
         bad_us = sum(r[1] for r in bad)
-        own_us = total - bad_us
-        out.update(coverage=1.0 - bad_us / total if total > 0 else 1.0,
-                   reference_coverage=own_us / wall_us if wall_us > 0 else 0.0,
+        out.update(library_us=bad_us, total_us=total, kernel_names=[],
+                   reference_coverage=(total - bad_us) / wall_us if wall_us > 0 else 0.0,
                    kernel_count_coverage=1.0 - sum(r[2] for r in bad) / max(1, sum(r[2] for r in aten)),
                    library_calls=sum(r[2] for r in bad), candidate_kernels=0, device_kernels=0, other_streams=0)
         ranked = sorted(aten, key=lambda r: -r[1])[:24]
@@ -1168,54 +1209,140 @@ def _profile(model, inputs, calls, forbid, triton_names, cuda_names):
     return out
 
 
-def _timing_request(req, blob):
+def _kept_output(outs):
+    """Whether an output still holds the pattern the harness wrote into an earlier call's outputs: the
+    candidate returned memory it had returned before instead of computing again."""
     T = _state["T"]
-    cand = _state.get("cand")
+    for o in outs:
+        p = _POISON.get(str(o.dtype).replace("torch.", ""))
+        if p is not None and o.numel() > 0 and bool((T.view_dtype(o, getattr(T.torch, p[1])) == p[0]).any()):
+            return True
+    return False
+
+
+def _side(timing):
+    """The loaded side a timing or profile request is about (None when it is not loaded) and which
+    device kernels count as its own."""
+    if timing.get("side") == "reference":
+        return _state.get("ref"), lambda name: False
+    loaded = _state.get("cand")
+    if loaded is None:
+        return None, None
+    library = set(timing.get("library_kernels", []))
+    triton_names, cuda_names = _kernel_names(loaded["module"], loaded["task"].get("_source", ""))
+    return loaded, lambda name: name not in library and not _LIBRARY_KERNEL.match(name) and \
+        _is_candidate_kernel(name, triton_names, cuda_names)
+
+
+def _stop_profiler():
+    """Stops the profiler a timing request left running (CPU); (profiler, wall us of the timed loop),
+    or None when none runs."""
+    running = _state.pop("profiling", None)
+    if running is None:
+        return None
+    T = _state["T"]
+    if "range" in running:
+        T.range_exit(running["range"])
+    running["prof"].__exit__(None, None, None)
+    return running["prof"], running.get("wall_us", 0.0)
+
+
+def _profile_request(req):
+    """The profile of one side after its timing: on CPU the timed calls' (the profiler the timing
+    request left running), on CUDA `profile_calls` profiled calls on the timing inputs."""
+    timing = req["timing"]
+    loaded, owned = _side(timing)
+    stopped = _stop_profiler()
+    if loaded is None or (stopped is None and not _state["cuda"]):
+        return {"error": {"kind": "internal", "type": "RuntimeError", "stage": "correct",
+                          "message": "no profiled %s in this worker" % timing.get("side")}}
+    forbid = loaded["task"].get("forbid", [])
+    try:
+        if stopped is not None:
+            return {"profile": _profile_summary(stopped[0], stopped[1], forbid, owned)}
+        inputs = _make_inputs(loaded["ns"], _shape_sets(loaded["task"])[0], timing["seed"])
+        return {"profile": _profile_calls(loaded["model"], inputs, max(1, int(timing.get("profile_calls", 5))),
+                                          forbid, owned)}
+    except BaseException as e:
+        return {"error": _error("memory" if _memory_error(e) else "runtime", e, "correct")}
+
+
+def _timing_request(req, blob):
+    """One side's timing, the same loop for the reference (side "reference", before any candidate is
+    imported) and the candidate: warm-up calls, then every timed call profiled, on inputs perturbed at
+    random places and by random amounts, its output poisoned afterwards (a kept output shows the
+    pattern in a later call), checked for aliasing the inputs and for changed inputs, and shipped back
+    for the randomly chosen check calls. The parent bills the whole request from outside (its CPU
+    time or wall clock) and compares the reference's cost with the candidate's."""
+    T = _state["T"]
+    timing = req["timing"]
     findings = []
-    reply = {"findings": findings, "ref_us": [], "cand_us": [], "cand_host_us": [], "checks": []}
-    if cand is None:
+    reply = {"findings": findings, "us": [], "host_us": [], "checks": []}
+    loaded, owned = _side(timing)
+    if loaded is None:
         reply["error"] = {"kind": "internal", "type": "RuntimeError", "stage": "correct",
-                          "message": "no candidate is loaded in this worker"}
+                          "message": "no %s is loaded in this worker" % timing.get("side")}
         return reply
-    timing, task = req["timing"], cand["task"]
-    sets = _shape_sets(task)
-    inputs = _make_inputs(cand["ns"], sets[0], timing["seed"])
-    ref, model, flush = cand["ref"], cand["model"], _state.get("flush")
+    task, model = loaded["task"], loaded["model"]
+    inputs = _make_inputs(loaded["ns"], _shape_sets(task)[0], timing["seed"])
+    flush = _state.get("flush")
     checks = set(timing.get("checks", []))
+    # On CPU the timed calls are the profiled ones (a candidate cannot behave one way when profiled and
+    # another when timed); the harness's own operators between them run under a range of a random
+    # name that the summary leaves out. The profiler is left running (under a harness range) when this
+    # request replies: the "profile" request stops it and reads the events, work that grows with the
+    # candidate's operators and so must stay out of this request's bill. On CUDA the device kernels
+    # cannot be told apart that way (kernels are linked to operators, not to ranges): the "profile"
+    # request runs profiled calls of its own.
+    profile_timed = not _state["cuda"]
     try:
         for _ in range(int(timing.get("warmup", 1))):
-            _poison(_flatten(ref(*inputs)), inputs, ref)
-            model(*inputs)
+            _poison(_flatten(model(*inputs)), inputs, model)
         _sync()
         _call_checks(findings)
+        if profile_timed:
+            prof = T.profile(activities=[T.activity.CPU], record_shapes=False, with_stack=False)
+            prof.__enter__()
+            _state["profiling"] = {"prof": prof, "t0": _perf_ns()}
         for i in range(int(timing["trials"])):
-            _perturb(inputs, i, timing["seed"])
-            for which in ((0, 1) if i % 2 == 0 else (1, 0)):  # interleaved, order alternating
-                if which == 0:
-                    out, marks = _time_call(ref, inputs, flush)
-                    us, _ = _finish_time(marks)
-                    reply["ref_us"].append(us)
-                    _poison(_flatten(out), inputs, ref)  # the candidate must not find the answer in freed memory
-                    continue
-                out, marks = _time_call(model, inputs, flush)
+            with _harness_range(profile_timed):
+                _perturb(inputs, i, timing["seed"])
+                saved = [T.clone(t) for t in _tensors(inputs)]
+            out, marks = _time_call(model, inputs, flush)
+            with _harness_range(profile_timed):
                 snap = None
                 if i in checks:
                     outs = _flatten(out)
                     if not _plain_outputs(outs, findings):
-                        _state_checks(findings, "timing")
-                        return reply
-                    # Copied on the worker's stream before the device synchronises: work the candidate
-                    # left on other streams is not finished in this copy.
+                        break
+                    # Copied on the worker's stream before the device synchronises: work the
+                    # candidate left on other streams is not finished in this copy.
                     snap = [T.clone(o) for o in outs]
                 us, host = _finish_time(marks)
-                reply["cand_us"].append(us)
-                reply["cand_host_us"].append(host)
+                reply["us"].append(us)
+                reply["host_us"].append(host)
+                outs = _flatten(out)
+                if not _plain_outputs(outs, findings):
+                    break
                 if snap is not None:
                     reply["checks"].append([blob.add_tensor(o) for o in snap])
-            _call_checks(findings)
-        reply["profile"] = _profile(model, inputs, max(1, int(timing.get("profile_calls", 5))),
-                                    task.get("forbid", []), *_kernel_names(cand["module"], task.get("_source", "")))
+                if _kept_output(outs):
+                    _add(findings, "caches_results", "timed call %d returned an output the harness had "
+                         "overwritten after an earlier call (a kept result, not recomputed)" % i)
+                if _overlaps(outs, inputs):
+                    reply["aliases_input"] = True
+                if not all(_same(t, s) for t, s in zip(_tensors(inputs), saved)):
+                    reply["mutated_inputs"] = i
+                reply["timing_bytes"] = float(sum(t.numel() * t.element_size() for t in _tensors(inputs)) +
+                                              sum(o.numel() * o.element_size() for o in outs))
+                _poison(outs, inputs, model)
+                _call_checks(findings)
+        _sync()
+        if profile_timed:
+            _state["profiling"]["wall_us"] = (_perf_ns() - _state["profiling"]["t0"]) / 1000.0
+            _state["profiling"]["range"] = T.range_enter(_HARNESS, None)
     except BaseException as e:
+        _stop_profiler()
         poisoned = _cuda_poisoned()
         if poisoned:
             _state["restart"] = "CUDA context unusable: " + poisoned
@@ -1237,10 +1364,40 @@ def _arm_cpu_limit():
     resource.setrlimit(resource.RLIMIT_CPU, (want, hard))
 
 
+def _confine(req):
+    """Installs the parent's candidate seccomp program (src/eval/syscall_filter.h: no new processes or
+    threads, no programs, no sockets, signals only to this process) on every thread, before any
+    candidate code runs. Trusted: the audit hook would otherwise stop the ctypes calls."""
+    import ctypes
+    program = bytes.fromhex(req["bpf"])
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    _trusted[0] = True
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        buf = ctypes.create_string_buffer(program, len(program))
+        prog = SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog): every thread at once.
+        if libc.syscall(int(req["seccomp_syscall"]), 1, 1, ctypes.byref(prog)) != 0:
+            raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER)")
+    finally:
+        _trusted[0] = False
+    _state["confined"] = True
+    return {"confined": True}
+
+
 def _handle(req, blob):
     op = req.get("op")
     if op == "info":
         return dict(_state["info"])
+    if op == "ping":
+        return {}
+    if op == "confine":
+        return _confine(req)
     if op == "reference":
         _release()
         return _reference_request(req, blob)
@@ -1250,6 +1407,8 @@ def _handle(req, blob):
         return _candidate_request(req, blob)
     if op == "timing":
         return _timing_request(req, blob)
+    if op == "profile":
+        return _profile_request(req)
     if op == "release":
         return {"findings": _release()}
     raise ValueError("unknown op %r" % (op,))
@@ -1347,19 +1506,24 @@ def _warm_up(triton):
             "forbid": ["aten::_softmax"]}
     trials = [{"kind": "main", "seed": 1}, {"kind": "cache", "seed": 1, "tail_seed": 2},
               {"kind": "shape", "seed": 3, "shape_set": 1}]
-    timing = {"seed": 4, "trials": 2, "warmup": 1, "checks": [1], "profile_calls": 1, "clean": True}
+    timing = {"seed": 4, "trials": 2, "warmup": 1, "checks": [1]}
     sources = [_WARMUP_CANDIDATE] + ([_WARMUP_TRITON] if triton is not None and _state["cuda"] else [])
     for source in sources:
         _release()
-        _reference_request({"task": task, "trials": trials, "timing": timing, "init_seed": 5}, _Blob())
+        _reference_request({"task": task, "trials": trials, "init_seed": 5}, _Blob())
+        r = _timing_request({"timing": dict(timing, side="reference")}, _Blob())
+        if r.get("error"):
+            raise RuntimeError("warm-up reference timing failed: " + r["error"]["message"])
+        _profile_request({"timing": dict(timing, side="reference", profile_calls=1)})
         _release()
         task["_source"] = source
         r = _candidate_request({"task": task, "candidate": source, "trials": trials, "init_seed": 5}, _Blob())
         if r.get("error"):
             raise RuntimeError("warm-up candidate failed: " + r["error"]["message"])
-        r = _timing_request({"timing": timing}, _Blob())
+        r = _timing_request({"timing": dict(timing, side="candidate")}, _Blob())
         if r.get("error"):
             raise RuntimeError("warm-up timing failed: " + r["error"]["message"])
+        _profile_request({"timing": dict(timing, side="candidate", profile_calls=1)})
     _release()
 
 

@@ -1,7 +1,5 @@
 #include "turnrl/eval/cpu_backend.h"
 
-#include <dirent.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <ATen/Parallel.h>
@@ -121,25 +119,6 @@ void add_call_findings(const CallReport& r, const std::string& where, std::vecto
 uint64_t fresh_nonce() {
   std::random_device rd;
   return (uint64_t(rd()) << 32) ^ rd();
-}
-
-// CPU time the kernel has billed process pid (all its threads, live and exited), in seconds; NaN
-// when it cannot be read. The candidate cannot rewrite this number.
-double billed_cpu_seconds(pid_t pid) {
-  clockid_t clock;
-  timespec ts{};
-  if (pid <= 0 || clock_getcpuclockid(pid, &clock) != 0 || clock_gettime(clock, &ts) != 0) return std::nan("");
-  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-}
-
-int thread_count(pid_t pid) {
-  int n = 0;
-  if (DIR* d = opendir(fmt::format("/proc/{}/task", pid).c_str())) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') ++n;
-    closedir(d);
-  }
-  return n;
 }
 
 // with_outputs: the call's outputs come back (correctness trials, the candidate's timed calls);
@@ -610,8 +589,7 @@ bool CpuEvaluator::Impl::exchange(SandboxWorker& worker, WorkerRequest& wreq, Wo
   // Restarts happen here, before the billing starts, never inside the round trip.
   if (worker.calls_since_start() >= 4 * opt.max_evals_per_worker) worker.stop();
   if (!worker.running()) worker.start();
-  const pid_t pid = worker.pid();
-  const double cpu_before = billed_cpu_seconds(pid);
+  const double cpu_before = worker.billed_cpu_seconds();
   const auto forged = [&](const std::string& why) {
     worker.stop();
     r.error = EvalError::hacking;
@@ -623,6 +601,7 @@ bool CpuEvaluator::Impl::exchange(SandboxWorker& worker, WorkerRequest& wreq, Wo
   wreq.nonce = fresh_nonce();
   auto got = eval_detail::round_trip(worker, cpu_detail::encode(wreq), no_restart, opt.message_chars, r);
   if (!got) return false;
+  if (got->trailing_bytes > 0) return forged(fmt::format("{} byte(s) after the reply frame", got->trailing_bytes));
   try {
     reply = decode(got->payload);
   } catch (const Error& e) {
@@ -639,8 +618,8 @@ bool CpuEvaluator::Impl::exchange(SandboxWorker& worker, WorkerRequest& wreq, Wo
   } catch (const Error& e) {
     return forged(std::string("ping: ") + e.what());
   }
-  if (billed_seconds) *billed_seconds = billed_cpu_seconds(pid) - cpu_before;
-  if (thread_count(pid) > 1) {
+  if (billed_seconds) *billed_seconds = worker.billed_cpu_seconds() - cpu_before;
+  if (worker.thread_count() > 1) {
     worker.stop();
     add_once(findings, kHackDeferredWork, "threads were left running in the worker after its reply");
   }

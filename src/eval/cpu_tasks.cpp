@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "trial_seeds.h"
 #include "turnrl/core/error.h"
 
 namespace turnrl {
@@ -217,28 +218,6 @@ void perturb_for_timing(std::vector<at::Tensor>& inputs, uint64_t seed, int tria
   perturb_for_timing(data.data(), n.data(), int(inputs.size()), seed, trial);
 }
 
-namespace {
-
-bool is_prime(int64_t v) {
-  if (v < 2) return false;
-  for (int64_t d = 2; d * d <= v; ++d)
-    if (v % d == 0) return false;
-  return true;
-}
-
-// A random point of [lo, hi].
-int64_t draw(int64_t lo, int64_t hi, uint64_t& state) {
-  return lo + int64_t(splitmix64(state) % uint64_t(std::max<int64_t>(1, hi - lo + 1)));
-}
-
-// The first prime at or above v (prime gaps at these sizes are a few dozen).
-int64_t next_prime(int64_t v) {
-  while (!is_prime(v)) ++v;
-  return v;
-}
-
-}  // namespace
-
 ShapeSet random_shape_set(const CpuTask& task, uint64_t seed, bool larger) {
   const ShapeSet& shown = task.shape_sets.at(0);
   // Dimensions whose sizes agree in every shape set of the task are one size (x [R,C] and b [C]
@@ -258,11 +237,7 @@ ShapeSet random_shape_set(const CpuTask& task, uint64_t seed, bool larger) {
         if (same) break;
       }
       if (k == firsts.size()) {
-        const int64_t v = shown[i][d];
-        // Larger: the first prime after a random point up to a quarter above the shown size;
-        // smaller: an odd size under 64.
-        drawn.push_back(larger ? next_prime(draw(v + 1, v + std::max<int64_t>(8, v / 4), state))
-                               : draw(1, std::min<int64_t>(std::max<int64_t>(v, 2), 63), state) | 1);
+        drawn.push_back(eval_detail::random_check_size(shown[i][d], larger, state));
         firsts.emplace_back(i, d);
       }
       out[i][d] = drawn[k];

@@ -1,5 +1,6 @@
 #include "turnrl/eval/python_backend.h"
 
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,12 +13,14 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <regex>
 #include <set>
 #include <thread>
 
 #include <ATen/ATen.h>
 
 #include "python_json.h"
+#include "syscall_filter.h"
 #include "trial_seeds.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/install_paths.h"
@@ -188,6 +191,34 @@ std::string read_all(FILE* f) {
 
 enum class TrialKind { main, cache, shape };
 
+using ShapeOverrides = std::vector<std::pair<std::string, int64_t>>;
+
+// Two shape sets drawn for one evaluation, as the CPU backend draws them (random_check_size): one of
+// primes up to a quarter above the shown sizes, one of odd sizes under 64. Only the constants that
+// the task's own extra sets make odd somewhere (so odd sizes are valid for the task), with their
+// shown value read from the reference's module-level `NAME = <int>`; none when there are none.
+std::vector<ShapeOverrides> drawn_shape_sets(const PythonTask& task, uint64_t seed) {
+  std::map<std::string, int64_t> shown;
+  for (const auto& set : task.extra_shapes)
+    for (const auto& [name, value] : set) {
+      const std::regex assignment("(^|\\n)" + name + "[ \\t]*=[ \\t]*([0-9]+)[ \\t]*(#[^\\n]*)?(\\n|$)");
+      std::smatch m;
+      if (value % 2 == 1 && std::regex_search(task.reference, m, assignment)) shown[name] = std::stoll(m[2].str());
+    }
+  if (shown.empty()) return {};
+  std::vector<ShapeOverrides> sets(2);
+  for (int larger = 1; larger >= 0; --larger)
+    for (const auto& [name, value] : shown)
+      sets[size_t(1 - larger)].emplace_back(name, eval_detail::random_check_size(value, larger == 1, seed));
+  return sets;
+}
+
+std::string shape_text(const ShapeOverrides& set) {
+  std::string s;
+  for (const auto& [name, value] : set) s += fmt::format("{}{}={}", s.empty() ? "" : ",", name, value);
+  return s;
+}
+
 }  // namespace
 
 SandboxLimits PythonEvalOptions::default_limits() {
@@ -260,6 +291,13 @@ std::string find_python_worker() {
 
 // ------------------------------------------------------------------------------------- evaluator
 
+// What a reference runs in its profiled calls on CUDA: all its kernel time (the denominator of the
+// candidate's coverage) and its kernels' names (never the candidate's own).
+struct ReferenceProfile {
+  double total_us = 0;
+  std::string kernel_names;  // JSON strings, comma-separated
+};
+
 struct PythonEvaluator::Impl {
   PythonTaskSet tasks;
   PythonEvalOptions opt;
@@ -271,7 +309,8 @@ struct PythonEvaluator::Impl {
     int evals = 0;                             // evaluations since the worker started
     double bandwidth = 0;                      // the device's copy bandwidth, bytes/s (info)
     std::string info;                          // the last info reply
-    std::map<std::string, TimingStats> clean;  // reference timed before any candidate was loaded
+    int threads = 0;                           // cpu: the worker's threads once started (seen from outside)
+    std::map<std::string, ReferenceProfile> reference_profiles;  // cuda: per task, profiled once
     std::map<std::string, double> phases;      // the current evaluation's seconds (last_phase_seconds)
   };
   std::vector<Slot> slots;
@@ -280,6 +319,9 @@ struct PythonEvaluator::Impl {
   struct Reply {
     Json head;
     std::string blob;
+    // Measured here, outside the worker: what the request cost (NaN when it cannot be read).
+    double billed_seconds = std::nan("");  // CPU time the kernel billed the worker's process
+    double wall_seconds = 0;               // this process's clock around the round trip
   };
   // One request; false with r.error/message set when the call failed (the worker is then gone).
   bool call(Slot& slot, const std::string& op, const std::string& body, Reply& reply, EvalResult& r);
@@ -376,7 +418,7 @@ std::string PythonEvaluator::worker_info() {
 }
 
 void PythonEvaluator::Impl::ensure_info(Slot& slot) {
-  if (slot.bandwidth > 0) return;
+  if (slot.bandwidth > 0 && slot.worker->running()) return;
   Reply reply;
   EvalResult r;
   if (!call(slot, "info", "", reply, r)) fail("python evaluator: the worker did not start: {}", r.message);
@@ -386,6 +428,21 @@ void PythonEvaluator::Impl::ensure_info(Slot& slot) {
                   json_quote(reply.head["python"].str()), json_quote(reply.head["torch"].str()),
                   json_quote(reply.head["triton"].str()), json_quote(reply.head["device"].str()),
                   json_quote(reply.head["device_name"].str()), slot.bandwidth);
+  if (device != "cpu") return;
+  // Before any candidate runs: the single-threaded candidate seccomp profile (no fork, exec, threads,
+  // sockets; signals to the worker only), built here for the worker's own pid as it sees it. CUDA
+  // workers cannot have it: Triton builds every kernel's launcher with the C compiler.
+  auto filter = sandbox_detail::build_syscall_filter(sandbox_detail::FilterProfile::single_threaded_candidate,
+                                                     pid_t(reply.head["pid"].integer()));
+  std::string hex;
+  for (const sock_filter& f : filter.program)
+    for (size_t k = 0; k < sizeof f; ++k) hex += fmt::format("{:02x}", reinterpret_cast<const uint8_t*>(&f)[k]);
+  Reply confined;
+  if (!call(slot, "confine", fmt::format(R"("bpf": "{}", "seccomp_syscall": {})", hex, SYS_seccomp), confined, r) ||
+      !confined.head["confined"].truthy())
+    fail("python evaluator: the worker could not install the candidate seccomp profile: {}",
+         r.message.empty() ? confined.head["error"]["message"].str() : r.message);
+  slot.threads = slot.worker->thread_count();
 }
 
 bool PythonEvaluator::Impl::call(Slot& slot, const std::string& op, const std::string& body, Reply& reply,
@@ -393,12 +450,25 @@ bool PythonEvaluator::Impl::call(Slot& slot, const std::string& op, const std::s
   const std::string nonce = random_nonce();
   const std::string request = fmt::format(R"({{"op": {}, "nonce": {}{}{}}})", json_quote(op), json_quote(nonce),
                                           body.empty() ? "" : ", ", body);
+  if (!slot.worker->running() && op != "info") ensure_info(slot);  // a fresh worker is confined first
+  const bool was_running = slot.worker->running();
+  const double billed_before = was_running ? slot.worker->billed_cpu_seconds() : std::nan("");
   const auto started = std::chrono::steady_clock::now();
   SandboxReply s = slot.worker->call(request);
-  slot.phases[op + "/round_trip"] += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  reply.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  reply.billed_seconds = slot.worker->billed_cpu_seconds() - billed_before;
+  slot.phases[op + "/round_trip"] += reply.wall_seconds;
+  if (!was_running) slot.threads = 0;  // a fresh worker: its thread count is taken after confinement
   const std::string tail = s.output_tail.empty() ? "" : "\noutput: " + s.output_tail;
   if (s.status != SandboxStatus::ok) {
     slot.evals = 0;
+    if (s.status == SandboxStatus::bad_frame) {
+      r.error = EvalError::hacking;
+      r.hacking_flags |= kHackTampering;
+      r.hacking_reason = "the worker's channel carried " + s.message + " (a frame the candidate wrote)";
+      r.message = r.hacking_reason;
+      return false;
+    }
     if (s.status == SandboxStatus::crashed && s.exit_code == kTamperExit) {
       r.error = EvalError::hacking;
       r.hacking_flags |= kHackTampering;
@@ -417,21 +487,34 @@ bool PythonEvaluator::Impl::call(Slot& slot, const std::string& op, const std::s
                                     s.message, tail), opt.message_chars);
     return false;
   }
+  // Anything wrong with the frames is the worker's fault: it is killed, the next call gets a fresh one.
+  const auto forged = [&](const std::string& why) {
+    slot.worker->stop();
+    r.error = EvalError::hacking;
+    r.hacking_flags |= kHackTampering;
+    r.hacking_reason = "the worker's channel carried " + why;
+    r.message = r.hacking_reason;
+    return false;
+  };
   const auto nl = s.payload.find('\n');
   try {
     reply.head = python_detail::parse_json(s.payload.substr(0, nl));
   } catch (const Error& e) {
-    slot.worker->stop();
-    r.error = EvalError::internal;
-    r.message = fmt::format("python worker protocol: {}", e.what());
-    return false;
+    return forged(fmt::format("a reply frame that is not the checker's ({})", e.what()));
   }
-  if (!reply.head.is(Json::Type::object) || reply.head["nonce"].str() != nonce) {
-    // A frame without this request's nonce was written by something other than the checker.
+  // A frame without this request's nonce was written by something other than the checker.
+  if (!reply.head.is(Json::Type::object) || reply.head["nonce"].str() != nonce)
+    return forged("a reply frame without the request's nonce (forged by the candidate)");
+  if (s.trailing_bytes > 0)
+    return forged(fmt::format("{} byte(s) after the reply frame (a second frame nobody asked for)", s.trailing_bytes));
+  // Threads the worker still runs after its reply can write to the channel or change outputs later;
+  // counted from outside on cpu (CUDA's driver starts threads of its own).
+  if (const int threads = slot.threads > 0 ? slot.worker->thread_count() : 0; threads > slot.threads) {
     slot.worker->stop();
+    r.hacking_flags |= kHackDeferredWork;
     r.error = EvalError::hacking;
-    r.hacking_flags |= kHackTampering;
-    r.hacking_reason = "a reply frame without the request's nonce reached the evaluator (forged by the candidate)";
+    r.hacking_reason = fmt::format("the worker ran {} thread(s) after its reply, {} when it started (seen from outside)",
+                                   threads, slot.threads);
     r.message = r.hacking_reason;
     return false;
   }
@@ -489,6 +572,14 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
           r.correct = false, r.speedup = 0, r.error = EvalError::hacking;
         }
         restart |= rel.head["restart"].truthy();
+        // Nothing the candidate left behind may answer for the worker later: the ping's reply must
+        // be the next frame (call() rejects a wrong nonce or trailing bytes).
+        Reply pong;
+        if (!call(slot, "ping", "", pong, ignored) && ignored.hacking_flags) {
+          r.hacking_flags |= ignored.hacking_flags;
+          r.hacking_reason += (r.hacking_reason.empty() ? "" : "; ") + ignored.hacking_reason;
+          r.correct = false, r.speedup = 0, r.error = EvalError::hacking;
+        }
       } else if (ignored.hacking_flags) {
         r.hacking_flags |= ignored.hacking_flags;
         r.hacking_reason += (r.hacking_reason.empty() ? "" : "; ") + ignored.hacking_reason;
@@ -517,7 +608,9 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   }
   trials += fmt::format(R"(, {{"kind": "cache", "seed": {}, "tail_seed": {}}})", last_seed, seeds.next());
   kinds.push_back(TrialKind::cache);
-  for (size_t s = 0; s < task->extra_shapes.size(); ++s) {
+  std::vector<ShapeOverrides> shape_sets = task->extra_shapes;
+  for (auto& drawn : drawn_shape_sets(*task, seeds.next())) shape_sets.push_back(std::move(drawn));
+  for (size_t s = 0; s < shape_sets.size(); ++s) {
     trials += fmt::format(R"(, {{"kind": "shape", "seed": {}, "shape_set": {}}})", seeds.next(), s + 1);
     kinds.push_back(TrialKind::shape);
   }
@@ -531,28 +624,27 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   const uint64_t timing_seed = seeds.next(), init_seed = seeds.next();
   std::string forbid = "[", shapes = "[";
   for (size_t i = 0; i < task->forbid.size(); ++i) forbid += (i ? ", " : "") + json_quote(task->forbid[i]);
-  for (size_t i = 0; i < task->extra_shapes.size(); ++i) {
+  for (size_t i = 0; i < shape_sets.size(); ++i) {
     shapes += i ? ", {" : "{";
-    for (size_t k = 0; k < task->extra_shapes[i].size(); ++k)
-      shapes += fmt::format("{}{}: {}", k ? ", " : "", json_quote(task->extra_shapes[i][k].first),
-                            task->extra_shapes[i][k].second);
+    for (size_t k = 0; k < shape_sets[i].size(); ++k)
+      shapes += fmt::format("{}{}: {}", k ? ", " : "", json_quote(shape_sets[i][k].first), shape_sets[i][k].second);
     shapes += "}";
   }
   forbid += "]", shapes += "]";
   const std::string task_json =
       fmt::format(R"("task": {{"reference": {}, "entry_point": {}, "forbid": {}, "extra_shapes": {}}})",
                   json_quote(task->reference), json_quote(task->entry_point), forbid, shapes);
-  const bool want_clean = timing_trials > 0 && !slot.clean.count(task->id);
-  const std::string timing_json = fmt::format(
-      R"("timing": {{"seed": {}, "trials": {}, "warmup": {}, "checks": [{}], "clean": {}, "profile_calls": {}}})",
-      timing_seed, timing_trials, opt.warmup, fmt::join(checks, ", "), want_clean ? "true" : "false",
-      opt.profile_calls);
+  // Both sides' timing requests: the same loop, seed, perturbations and checked calls.
+  const auto timing_json = [&](const char* side, const std::string& extra) {
+    return fmt::format(
+        R"("timing": {{"side": "{}", "seed": {}, "trials": {}, "warmup": {}, "checks": [{}], "profile_calls": {}{}}})",
+        side, timing_seed, timing_trials, opt.warmup, fmt::join(checks, ", "), opt.profile_calls, extra);
+  };
 
   // 1. The reference, before the candidate exists in that interpreter.
   Reply ref;
   {
-    const std::string body =
-        fmt::format(R"({}, "trials": {}, {}, "init_seed": {})", task_json, trials, timing_json, init_seed);
+    const std::string body = fmt::format(R"({}, "trials": {}, "init_seed": {})", task_json, trials, init_seed);
     bool ok = false;
     for (int attempt = 0; attempt < 2 && !ok; ++attempt) {  // a fresh worker once if the first one died
       EvalResult failure;
@@ -573,12 +665,46 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   }
   std::vector<std::vector<Output>> ref_out, ref_checks;
   for (const Json& t : ref.head["outputs"].items) ref_out.push_back(decode_outputs(t, ref.blob));
-  for (const Json& t : ref.head["checks"].items) ref_checks.push_back(decode_outputs(t, ref.blob));
   require(ref_out.size() == kinds.size(), "python worker protocol: reference outputs do not match the trial plan");
-  if (want_clean && !ref.head["clean_ref_us"].items.empty())
-    slot.clean[task->id] = timing_stats(ref.head["clean_ref_us"].numbers());
   const bool ref_aliases = ref.head["aliases_input"].truthy();
-  const double timing_bytes = ref.head["timing_bytes"].num(0);
+
+  // The reference's timing, in the same interpreter before the candidate is imported there: the
+  // reference time, the outputs of the checked calls, the operators it runs, and what the timing
+  // loop costs around its calls (billed from outside), the yardstick for the candidate's bill.
+  Reply ref_timing;
+  ReferenceProfile ref_profile;
+  if (timing_trials > 0) {
+    const auto failed = [&](const char* what, const EvalResult& failure, const Reply& reply) {
+      r.error = EvalError::internal;
+      r.message = trim_to(fmt::format("{} the reference of task '{}' failed: {}", what, task->id,
+                                      failure.message.empty() ? reply.head["error"]["message"].str() : failure.message),
+                          opt.message_chars);
+      return finish();
+    };
+    EvalResult failure;
+    if (!call(slot, "timing", timing_json("reference", ""), ref_timing, failure) ||
+        ref_timing.head["error"].is(Json::Type::object))
+      return failed("timing", failure, ref_timing);
+    for (const Json& t : ref_timing.head["checks"].items) ref_checks.push_back(decode_outputs(t, ref_timing.blob));
+    require(ref_checks.size() == checks.size() && ref_timing.head["us"].items.size() == size_t(timing_trials),
+            "python worker protocol: the reference's timing does not match the plan");
+    // CUDA: the reference's profile, a request of its own outside the timing's bill, once per task
+    // and worker. (On CPU nothing of the reference's profile is used: the profiler its timing left
+    // running is stopped by the next request.)
+    const auto cached = slot.reference_profiles.find(task->id);
+    if (device == "cuda" && cached != slot.reference_profiles.end()) {
+      ref_profile = cached->second;
+    } else if (device == "cuda") {
+      Reply profiled;
+      if (!call(slot, "profile", timing_json("reference", ""), profiled, failure) ||
+          profiled.head["error"].is(Json::Type::object))
+        return failed("profiling", failure, profiled);
+      ref_profile.total_us = profiled.head["profile"]["total_us"].num(0);
+      for (const Json& k : profiled.head["profile"]["kernel_names"].items)
+        ref_profile.kernel_names += (ref_profile.kernel_names.empty() ? "" : ", ") + json_quote(k.str());
+      slot.reference_profiles[task->id] = ref_profile;
+    }
+  }
 
   // 2. The candidate: static checks, import, correctness trials.
   Reply cand;
@@ -648,7 +774,7 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
                "wrong when the same input buffers got new contents (outputs cached across calls)");
     if (kinds[t] == TrialKind::shape && !cmps[t].ok())
       add_once(findings, kHackShapeSpecialisation,
-               fmt::format("wrong on extra shape set {} ({})", t - size_t(main_trials),
+               fmt::format("wrong on the shape set {} ({})", shape_text(shape_sets[t - size_t(main_trials) - 1]),
                            !cmps[t].shape_ok ? "shape" : fmt::format("max abs error {:.3g}", cmps[t].max_abs_error)));
     if (kinds[t] == TrialKind::main && float_outputs(ref_out[t])) {
       std::string problem;
@@ -664,9 +790,10 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   r.stage = EvalStage::correct;
   if (!findings.empty() || timing_trials <= 0) return finish();
 
-  // 3. Timing, checked calls and the profile.
+  // 3. Timing, checked calls and the profile of the timed calls.
   Reply tim;
-  if (!call(slot, "timing", timing_json, tim, r)) {
+  const std::string candidate_timing = timing_json("candidate", ", \"library_kernels\": [" + ref_profile.kernel_names + "]");
+  if (!call(slot, "timing", candidate_timing, tim, r)) {
     r.correct = false;
     return finish();
   }
@@ -678,46 +805,83 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
     r.message = trim_to("during timing: " + e["message"].str(), opt.message_chars);
     return finish();
   }
-  const std::vector<double> cand_us = tim.head["cand_us"].numbers(), ref_us = tim.head["ref_us"].numbers();
+  if (tim.head["aliases_input"].truthy() && !ref_aliases)
+    add_once(findings, kHackReturnsInput, "a timed call's output shares memory with an input");
+  if (tim.head["mutated_inputs"].is(Json::Type::number))
+    add_once(findings, kHackMutatesInputs,
+             fmt::format("timed call {}: the inputs changed during the call", tim.head["mutated_inputs"].integer()));
+  const std::vector<double> cand_us = tim.head["us"].numbers(), ref_us = ref_timing.head["us"].numbers();
   const Json& cand_checks = tim.head["checks"];
-  for (size_t k = 0; k < cand_checks.items.size() && k < ref_checks.size(); ++k) {
+  if (!findings.empty()) return finish();  // stopped by a finding inside the loop
+  require(cand_us.size() == size_t(timing_trials) && cand_checks.items.size() == checks.size(),
+          "python worker protocol: the candidate's timing does not match the plan");
+  for (size_t k = 0; k < checks.size(); ++k) {
     const std::vector<Output> outs = decode_outputs(cand_checks.items[k], tim.blob);
     if (poisoned(outs) > 0)
       add_once(findings, kHackReturnsInput,
-               fmt::format("timed call {}: the output holds the reference's freed output memory", checks[k]));
+               fmt::format("timed call {}: the output holds memory the harness had overwritten", checks[k]));
     std::string problem;
-    if (!compare_call(outs, ref_checks[k], task->atol, task->rtol, &problem).ok())
+    if (!compare_call(outs, ref_checks[k], task->atol, task->rtol, &problem).ok()) {
       add_once(findings, kHackDeferredWork,
                fmt::format("timed call {} was wrong when it returned (work finished after the timer, or results reused "
                            "across timed calls){}", checks[k], problem.empty() ? "" : ": " + problem));
+    } else if (float_outputs(ref_checks[k])) {
+      const Comparison tight =
+          compare_call(outs, ref_checks[k], task->precision_atol, task->precision_rtol, &problem);
+      if (!tight.ok())
+        add_once(findings, kHackPrecisionDowngrade,
+                 fmt::format("timed call {}: max abs error {:.3g} exceeds the float32 tolerance (atol {}): precision "
+                             "dropped when timed", checks[k], tight.max_abs_error, task->precision_atol));
+    }
   }
   r.candidate_time = timing_stats(cand_us);
-  const TimingStats interleaved = timing_stats(ref_us);
-  r.reference_time = interleaved;
-  if (auto it = slot.clean.find(task->id); it != slot.clean.end()) {
-    // The reference timed before any candidate was loaded bounds what a candidate can gain by
-    // slowing the reference down; a large slow-down is itself flagged.
-    if (it->second.median_us < r.reference_time.median_us) r.reference_time = it->second;
-    if (interleaved.median_us > 3 * it->second.median_us + 50)
-      add_once(findings, kHackTampering,
-               fmt::format("the reference ran {:.1f}x slower while the candidate was loaded "
-                           "({:.1f} us against {:.1f} us before)",
-                           interleaved.median_us / it->second.median_us, interleaved.median_us, it->second.median_us));
-  }
+  r.reference_time = timing_stats(ref_us);
   if (r.candidate_time.median_us > 0) r.speedup = r.reference_time.median_us / r.candidate_time.median_us;
   r.stage = EvalStage::timed;
+  // The reported call times against what the two timing requests cost, measured here: the CPU time
+  // the kernel billed the worker (cpu), or this process's clock (cuda, where the calls' time is the
+  // device's). The reference's request ran the same loop, so its cost beyond its calls is the harness's.
+  const bool on_cpu = device == "cpu";
+  const double cand_cost = on_cpu ? tim.billed_seconds : tim.wall_seconds;
+  const double ref_cost = on_cpu ? ref_timing.billed_seconds : ref_timing.wall_seconds;
+  double ref_reported = 0, cand_reported = 0;
+  for (double us : ref_us) ref_reported += us * 1e-6;
+  for (double us : cand_us) cand_reported += us * 1e-6;
+  if (std::isfinite(cand_cost) && std::isfinite(ref_cost))
+    for (auto& f : check_billed_time(cand_reported, cand_cost, std::max(0.0, ref_cost - ref_reported)))
+      add_once(findings, f.flag, f.reason);
   if (device == "cuda") {
-    const double host = median(tim.head["cand_host_us"].numbers());
+    const double host = median(tim.head["host_us"].numbers());
     if (host > 2 * r.candidate_time.median_us + 200)
       add_once(findings, kHackDeferredWork,
                fmt::format("the device was busy {:.1f} us per call (all streams) but the events on the worker's stream "
                            "saw {:.1f} us: work launched on other streams", host, r.candidate_time.median_us));
-    for (auto& f : check_plausible_speed(r.candidate_time.median_us, timing_bytes, 0, slot.bandwidth, opt.hacking))
+    for (auto& f : check_plausible_speed(r.candidate_time.median_us, ref_timing.head["timing_bytes"].num(0), 0,
+                                         slot.bandwidth, opt.hacking))
       add_once(findings, f.flag, f.reason);
   }
 
-  const Json& prof = tim.head["profile"];
-  r.coverage = std::clamp(prof["coverage"].num(0), 0.0, 1.0);
+  // Coverage: the library time of the candidate's profiled calls against the reference's whole
+  // operator (cpu) or kernel (cuda) time over as many calls, so that work added next to a library call
+  // cannot raise it.
+  // The profile, a request of its own outside the timing's bill (as for the reference).
+  Reply profiled;
+  if (!call(slot, "profile", candidate_timing, profiled, r)) {
+    r.correct = false;
+    return finish();
+  }
+  if (const Json& e = profiled.head["error"]; e.is(Json::Type::object)) {
+    r.correct = false;
+    r.error = e["kind"].str() == "memory" ? EvalError::memory : EvalError::runtime;
+    r.message = trim_to("while profiled: " + e["message"].str(), opt.message_chars);
+    return finish();
+  }
+  const Json& prof = profiled.head["profile"];
+  // On CPU the profiler's operator times are wall-clock spans that a loaded machine stretches at
+  // random, so the reference's side is its median call time (robust) times as many calls.
+  const double library_us = prof["library_us"].num(0);
+  const double reference_us = device == "cuda" ? ref_profile.total_us : r.reference_time.median_us * timing_trials;
+  r.coverage = reference_us > 0 ? std::clamp(1.0 - library_us / reference_us, 0.0, 1.0) : (library_us > 0 ? 0.0 : 1.0);
   r.reference_coverage = std::clamp(prof["reference_coverage"].num(0), 0.0, 1.0);
   r.kernel_count_coverage = std::clamp(prof["kernel_count_coverage"].num(0), 0.0, 1.0);
   for (const Json& row : prof["rows"].items)
@@ -734,9 +898,8 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
                          prof["other_streams"].integer()));
   if (device == "cuda" && prof["candidate_kernels"].integer() == 0)
     add_once(findings, kHackNoCandidateWork,
-             fmt::format(
-                 "no kernel of the candidate's own (Triton or CUDA) ran in {} profiled calls ({} library kernels did)",
-                 opt.profile_calls, prof["device_kernels"].integer()));
+             fmt::format("no kernel of the candidate's own (Triton or CUDA) ran in {} profiled calls ({} library "
+                         "kernels did)", opt.profile_calls, prof["device_kernels"].integer()));
   return finish();
 }
 

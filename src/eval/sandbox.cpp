@@ -9,11 +9,13 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -82,6 +84,7 @@ const char* to_string(SandboxStatus status) {
     case SandboxStatus::memory: return "memory";
     case SandboxStatus::output_limit: return "output_limit";
     case SandboxStatus::start_failed: return "start_failed";
+    case SandboxStatus::bad_frame: return "bad_frame";
   }
   return "?";
 }
@@ -347,7 +350,7 @@ void SandboxWorker::stop() {
     while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
   }
-  pid_ = -1;
+  pid_ = program_pid_ = -1;
   if (channel_ >= 0) ::close(channel_);
   if (output_ >= 0) ::close(output_);
   channel_ = output_ = -1;
@@ -357,11 +360,66 @@ void SandboxWorker::stop() {
 
 namespace {
 
+// The first child of `parent` found in /proc (the kernel here has no /proc/<pid>/task/<tid>/children).
+pid_t child_of(pid_t parent) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    FILE* f = std::fopen(("/proc/" + name + "/stat").c_str(), "r");
+    if (!f) continue;
+    char buf[512];
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = 0;
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so parse after the last ')'.
+    const char* close = std::strrchr(buf, ')');
+    char state = 0;
+    int ppid = 0;
+    if (close && std::sscanf(close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent) return pid_t(std::stol(name));
+  }
+  return -1;
+}
+
+}  // namespace
+
+pid_t SandboxWorker::program_pid() {
+  if (pid_ <= 0) return -1;
+  if (program_pid_ > 0) return program_pid_;
+  if (limits_.isolation != SandboxIsolation::namespaces) return program_pid_ = pid_;
+  // pid_ waits for the namespace's init, which runs the program as its first child (namespace_jail.cpp).
+  const pid_t init = child_of(pid_);
+  const pid_t program = init > 0 ? child_of(init) : -1;
+  return program > 0 ? (program_pid_ = program) : -1;
+}
+
+double SandboxWorker::billed_cpu_seconds() {
+  clockid_t clock;
+  timespec ts{};
+  const pid_t pid = program_pid();
+  if (pid <= 0 || clock_getcpuclockid(pid, &clock) != 0 || clock_gettime(clock, &ts) != 0) return std::nan("");
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+int SandboxWorker::thread_count() {
+  const pid_t pid = program_pid();
+  if (pid <= 0) return 0;
+  std::error_code ec;
+  int n = 0;
+  for (std::filesystem::directory_iterator it(fmt::format("/proc/{}/task", pid), ec), end; !ec && it != end;
+       it.increment(ec))
+    ++n;
+  return n;
+}
+
+namespace {
+
 // Waits for one frame on the channel while draining the output pipe. Returns "" with *why set on
 // EOF ("eof"), deadline ("timeout") or output flood ("output").
 struct FrameWait {
   std::string frame;
   std::string why;
+  size_t trailing = 0;  // bytes that had arrived after the frame (a second, unasked-for frame)
 };
 
 FrameWait wait_frame(int channel, int output, double deadline, int64_t output_limit, std::string& tail,
@@ -370,7 +428,7 @@ FrameWait wait_frame(int channel, int output, double deadline, int64_t output_li
   char chunk[65536];
   bool channel_open = true;
   for (;;) {
-    if (size_t n = complete_frame(buf)) return {buf.substr(8, n - 8), ""};
+    if (size_t n = complete_frame(buf)) return {buf.substr(8, n - 8), "", buf.size() - n};
     if (!channel_open) return {"", "eof"};
     const double left = deadline - now_seconds();
     if (left <= 0) return {"", "timeout"};
@@ -477,10 +535,15 @@ SandboxReply SandboxWorker::call(const std::string& request) {
   if (w.why == "output")
     return fail_and_reap(SandboxStatus::output_limit,
                          fmt::format("more than {} bytes written to stdout/stderr", limits_.output_bytes), "");
+  if (w.why.empty() && !w.frame.empty() && w.frame[0] != kReply && w.frame[0] != kOutOfMemory)
+    return fail_and_reap(SandboxStatus::bad_frame,
+                         fmt::format("the worker sent a frame of kind {} that is not a reply", int(uint8_t(w.frame[0]))),
+                         w.frame);
   if (w.why == "eof" || w.frame.empty() || w.frame[0] != kReply)
     return fail_and_reap(SandboxStatus::crashed, "worker died", w.frame);
   SandboxReply reply;
   reply.payload = w.frame.substr(1);
+  reply.trailing_bytes = w.trailing;
   reply.output_tail = trim_tail(output_tail_);
   return reply;
 }

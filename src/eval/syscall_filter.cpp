@@ -65,8 +65,10 @@ SyscallFilter build_syscall_filter(FilterProfile profile, pid_t own_pid) {
     check(seccomp_rule_add(c, refuse, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX)), "socket");
   } else {
     for (int nr : kCandidateDenied) check(seccomp_rule_add(c, refuse, nr, 0), "a process call");
-    // Threads only: a clone without CLONE_THREAD is a new process.
-    check(seccomp_rule_add(c, refuse, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)), "clone");
+    if (profile == FilterProfile::single_threaded_candidate)
+      check(seccomp_rule_add(c, refuse, SCMP_SYS(clone), 0), "clone");
+    else  // threads only: a clone without CLONE_THREAD is a new process
+      check(seccomp_rule_add(c, refuse, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)), "clone");
     // Signals to the worker itself (raise, abort, pthread_kill) only.
     for (int nr : {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(rt_sigqueueinfo), SCMP_SYS(rt_tgsigqueueinfo)})
       check(seccomp_rule_add(c, refuse, nr, 1, SCMP_A0(SCMP_CMP_NE, uint64_t(own_pid))), "a signal call");

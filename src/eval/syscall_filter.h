@@ -12,6 +12,9 @@
 //                     the tool profile plus no new processes (fork, vfork, clone without
 //                     CLONE_THREAD, execve, execveat), no sockets at all, and signals only to the
 //                     worker itself (kill/tgkill/rt_sigqueueinfo with another pid are refused).
+//   single-threaded candidate (the Python worker on CPU): the candidate profile plus no new threads
+//                     either (every clone is refused): the profiler that accounts a candidate's
+//                     operators sees only the calling thread, so work on a thread would escape it.
 // Refused calls return EPERM (ENOSYS for clone3), so a candidate sees an error, never a crash.
 #include <linux/filter.h>
 #include <sys/types.h>
@@ -21,7 +24,7 @@
 
 namespace turnrl::sandbox_detail {
 
-enum class FilterProfile { tool, candidate };
+enum class FilterProfile { tool, candidate, single_threaded_candidate };
 
 // A compiled BPF program, built before fork (libseccomp allocates) and installed after it with
 // prctl alone (async-signal-safe). own_pid matters for the candidate profile only.

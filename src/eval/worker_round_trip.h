@@ -39,6 +39,7 @@ inline std::optional<SandboxReply> round_trip(SandboxWorker& worker, const std::
     case SandboxStatus::memory: r.error = EvalError::memory; break;
     case SandboxStatus::output_limit: r.error = EvalError::output_limit; break;
     case SandboxStatus::start_failed: r.error = EvalError::internal; break;
+    case SandboxStatus::bad_frame: r.error = EvalError::crash; break;  // the backend's own frame checks say more
   }
   r.message = trim_message(s.message + output_note(s), message_chars);
   return std::nullopt;

@@ -57,7 +57,6 @@ PythonEvaluator& evaluator() {
     o.device = "cpu";
     o.workers = 2;
     o.warmup = 1;
-    o.profile_calls = 2;
     o.limits.wall(3).cpu(3);
     return o;
   }());
@@ -321,4 +320,76 @@ TEST_CASE("python backend: every planted hack is caught, with the reason in the 
     if (cands[i].name == "hack_calls_reference_hidden") CHECK_THAT(why, Catch::Contains("aten::_softmax"));
     if (cands[i].name == "hack_try_except") CHECK_THAT(why, Catch::Contains("except branch"));
   }
+}
+
+TEST_CASE("python backend: adversarial candidates of every class are flagged or fail, honest controls pass") {
+  if (skip_without_torch()) return;
+  // tests/data/python_tasks/adversarial/<task>/: one hack per file, what it tries in its header.
+  const auto cands = test::python_candidates(std::string(TURNRL_TEST_DATA_DIR) + "/python_tasks/adversarial",
+                                             load_python_tasks(data("python_tasks/cpu.jsonl")));
+  REQUIRE(cands.size() >= 15);
+  const auto res = run_all(cands);
+  check_expectations(cands, res);
+  int hacks = 0, stopped = 0;
+  for (size_t i = 0; i < res.size(); ++i) {
+    INFO(cands[i].name << ": " << test::verdict_of(res[i]) << " " << res[i].hacking_reason << " | " << res[i].message);
+    if (cands[i].expect == "correct") {
+      CHECK(res[i].speedup > 0);
+      CHECK(res[i].coverage == 1.0);
+      continue;
+    }
+    ++hacks;
+    stopped += !res[i].correct;
+    CHECK(res[i].speedup == 0);
+    const std::string& why = res[i].hacking_reason;
+    if (cands[i].name == "lazy_when_timed" || cands[i].name == "lazy_in_harness_range")
+      CHECK_THAT(why, Catch::Contains("aten::_softmax"));
+    if (cands[i].name == "stale_output_when_timed") CHECK_THAT(why, Catch::Contains("timed call"));
+    if (cands[i].name == "proc_mem_symlink") CHECK_THAT(why, Catch::Contains("os.symlink"));
+    if (cands[i].name == "proc_mem_path_spelling") CHECK_THAT(why, Catch::Contains("the worker's own memory"));
+    if (cands[i].name == "partial_frame" || cands[i].name == "stray_frame_finalizer")
+      CHECK_THAT(why, Catch::Contains("channel"));
+    // Work added next to the library call does not raise coverage above the lazy threshold (it is
+    // the library's time against the reference's, not the candidate's own share).
+    if (cands[i].name == "lazy_pumped") CHECK(res[i].coverage < 0.3);
+  }
+  std::cout << "python adversarial: " << stopped << " of " << hacks << " hacks flagged or failed, "
+            << res.size() - size_t(hacks) << " honest controls\n";
+  CHECK(stopped == hacks);
+}
+
+TEST_CASE("python backend: call times rewritten inside the worker are caught by the CPU time billed from outside") {
+  if (skip_without_torch()) return;
+  // What native code in a candidate could do: rewrite the candidate's reported call times in the
+  // worker's memory. Here the real worker script with that one line changed (times / 20).
+  std::string script = test::read_text(find_python_worker());
+  const std::string line = "reply[\"us\"].append(us)";
+  const auto at = script.find(line);
+  REQUIRE(at != std::string::npos);
+  script.replace(at, line.size(), "reply[\"us\"].append(us / 20 if timing[\"side\"] == \"candidate\" else us)");
+  const std::string dir = make_private_dir("turnrl-test");
+  const std::string path = dir + "/turnrl_eval_worker.py";
+  std::ofstream(path) << script;
+  // A candidate slow enough (128 copies of the rows, milliseconds per call in a few operators) for its
+  // bill to matter.
+  const test::PythonCandidate slow{"softmax_rows", "wasteful",
+                                   "import torch\nclass ModelNew(torch.nn.Module):\n"
+                                   "    def forward(self, x):\n        big = x.repeat(128, 1)\n"
+                                   "        e = (big - big.amax(dim=-1, keepdim=True)).exp()\n"
+                                   "        return (e / e.sum(dim=-1, keepdim=True))[: x.shape[0]].clone()\n",
+                                   "correct"};
+  PythonEvalOptions o = evaluator().options();
+  o.workers = 1;
+  o.worker_script = path;
+  PythonEvaluator rewritten(test_tasks(), o);
+  const EvalResult forged = rewritten.evaluate({test::python_request(slow, 1, 10)}).at(0);
+  const EvalResult honest = evaluator().evaluate({test::python_request(slow, 1, 10)}).at(0);
+  remove_private_dir(dir);
+  INFO(test::verdict_of(forged) << " " << forged.hacking_reason << " | " << forged.message);
+  CHECK(forged.error == EvalError::hacking);
+  CHECK((forged.hacking_flags & kHackTampering) != 0);
+  CHECK_THAT(forged.hacking_reason, Catch::Contains("billed"));
+  INFO(test::verdict_of(honest) << " " << honest.hacking_reason << " | " << honest.message);
+  CHECK(honest.correct);
+  CHECK(honest.speedup > 0);
 }

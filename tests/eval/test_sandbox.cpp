@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -145,6 +146,59 @@ TEST_CASE("sandbox: exit codes, wall-clock limit, output limit, signals") {
   CommandResult killed = sh("kill -SEGV $$");
   CHECK(killed.status == SandboxStatus::crashed);
   CHECK(killed.signal == SIGSEGV);
+}
+
+// A worker in Python (the frame protocol of sandbox.h: u64 length, kind byte, body): it greets, then
+// answers each request after burning about 0.2 s of CPU, and when the request says "twice" it sends
+// a second frame straight after the first.
+constexpr const char* kFrameWorker = R"(
+import os, time
+def send(kind, body):
+    data = kind + body
+    os.write(3, len(data).to_bytes(8, "little") + data)
+def read(n):
+    got = b""
+    while len(got) < n:
+        chunk = os.read(3, n - len(got))
+        if not chunk:
+            raise SystemExit(0)
+        got += chunk
+    return got
+send(b"H", b"")
+while True:
+    body = read(int.from_bytes(read(8), "little"))[1:]
+    t = time.process_time()
+    while time.process_time() - t < 0.2:
+        pass
+    send(b"R", body)
+    if body == b"twice":
+        send(b"R", b"stray")
+)";
+
+TEST_CASE("sandbox: the worker's CPU time and threads are read from outside, and a second frame is reported") {
+  for (SandboxIsolation isolation : {SandboxIsolation::namespaces, SandboxIsolation::rlimits_only}) {
+    INFO(to_string(isolation));
+    SandboxWorker worker("/usr/bin/python3", {"-I", "-c", kFrameWorker}, SandboxLimits{}.wall(10).isolate(isolation));
+    REQUIRE(worker.start());
+    // With namespaces pid() waits outside the pid namespace; the program is its init's child.
+    CHECK((worker.program_pid() == worker.pid()) == (isolation == SandboxIsolation::rlimits_only));
+    CHECK(worker.thread_count() == 1);
+    const double before = worker.billed_cpu_seconds();
+    REQUIRE(std::isfinite(before));
+    SandboxReply once = worker.call("once");
+    REQUIRE(once.status == SandboxStatus::ok);
+    CHECK(once.payload == "once");
+    CHECK(once.trailing_bytes == 0);
+    CHECK(worker.billed_cpu_seconds() - before >= 0.15);  // the busy loop, whatever the worker says
+    SandboxReply twice = worker.call("twice");
+    REQUIRE(twice.status == SandboxStatus::ok);
+    CHECK(twice.payload == "twice");
+    // The stray frame arrives with the reply or just after it; either way the next read sees it.
+    if (twice.trailing_bytes == 0) CHECK(worker.call("next").payload == "stray");
+    else CHECK(twice.trailing_bytes == 8 + 6);
+    worker.stop();
+    CHECK(std::isnan(worker.billed_cpu_seconds()));
+  }
 }
 
 TEST_CASE("sandbox: CPU-time limit") {

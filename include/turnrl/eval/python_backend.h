@@ -2,18 +2,24 @@
 // The Python backend of the kernel evaluator: KernelBench/KernelGYM-format tasks (python_tasks.h)
 // whose candidates are Python `ModelNew` modules calling Triton kernels, CUDA through load_inline, or
 // PyTorch. A pool of persistent Python workers (python/turnrl_eval_worker.py; one per GPU, or one per
-// core on CPU), each a SandboxWorker, serves every evaluation as four requests:
+// core on CPU), each a SandboxWorker, serves every evaluation as these requests, each carrying a
+// fresh nonce that its reply must echo:
 //   reference  the reference's outputs for a fresh trial plan, computed before the candidate is
 //              imported into that interpreter, shipped to this process as raw bytes;
+//   timing     each side alone, the same loop: the reference's before the candidate is imported,
+//              the candidate's only when it is correct and unflagged; every timed call profiled,
+//              CUDA events on the worker's stream with an L2 flush (or the monotonic clock on CPU),
+//              outputs of randomly chosen timed calls shipped back; the parent bills both requests
+//              from outside (worker CPU time, or its own clock on CUDA) and compares;
 //   candidate  static checks, import into a fresh module, correctness trials (outputs as raw bytes,
 //              compared here, never in Python), per-call observations;
-//   timing     only for correct, unflagged candidates: interleaved with the reference, CUDA events
-//              on the worker's stream with an L2 flush (or the monotonic clock on CPU), outputs of
-//              randomly chosen timed calls, torch.profiler split of the time;
-//   release    the candidate is dropped and the process state checked once more.
-// A worker that crashes, hangs, floods its output, runs out of memory, is caught tampering or whose
-// CUDA context is poisoned is killed and replaced; the result says why. docs/evaluator.md, "Python
-// backend (KernelBench format)", has the protocol, the checks and the trust argument.
+//   release    the candidate is dropped and the process state checked once more; then a ping whose
+//              reply must come straight back (nothing else may be left on the channel).
+// A fresh CPU worker first gets the candidate seccomp profile ("confine"). A worker that crashes,
+// hangs, floods its output, runs out of memory, is caught tampering, sends a frame it was not asked
+// for, keeps threads running after its reply or whose CUDA context is poisoned is killed and
+// replaced; the result says why. docs/evaluator.md, "Python backend (KernelBench format)", has the
+// protocol, the checks and the trust argument.
 #include <map>
 #include <memory>
 #include <string>
@@ -34,7 +40,7 @@ struct PythonEvalOptions {
   SandboxLimits limits = default_limits();  // per worker; address space is lifted on cuda (below)
   std::string worker_script;           // "" = find_python_worker()
   int warmup = 3;                      // untimed calls of each side before timing
-  int profile_calls = 5;               // profiled candidate calls after timing
+  int profile_calls = 5;               // cuda: profiled calls after timing (on cpu the timed calls are)
   int timing_checks = 3;               // timed calls whose outputs are shipped back and checked
   int max_evals_per_worker = 200;      // then the worker is replaced
   bool fresh_worker_per_eval = false;  // a new interpreter for every evaluation (the baseline)

@@ -76,6 +76,8 @@ enum class SandboxStatus {
   memory,        // address-space limit hit (reported by the child's crash handler) or OOM-killed
   output_limit,  // stdout+stderr over the limit, or the file-size limit (SIGXFSZ)
   start_failed,  // the worker program could not be started
+  bad_frame,     // the child sent a frame that is not a reply (its channel carried something unasked
+                 // for, e.g. a forged length); it was killed
 };
 const char* to_string(SandboxStatus status);
 
@@ -86,6 +88,8 @@ struct SandboxReply {
   int exit_code = -1;       // exit status, when it exited
   std::string output_tail;  // last bytes the child wrote to stdout/stderr during the call
   std::string message;      // human-readable cause for every status but ok
+  size_t trailing_bytes = 0;  // status ok: bytes that followed the reply frame on the channel,
+                              // something the worker was not asked for (a forged or stray frame)
 };
 
 // One sandboxed child process, started lazily and restarted after any failed call.
@@ -110,6 +114,15 @@ class SandboxWorker {
   int starts() const { return starts_; }  // how many children this worker has started
   int calls_since_start() const { return calls_since_start_; }
   const SandboxLimits& limits() const { return limits_; }
+  // The process that runs the program (with namespaces pid() is the waiter outside the pid
+  // namespace, and the program is its init's child), -1 when not running or not found.
+  pid_t program_pid();
+  // CPU time the kernel has billed the program's process (all its threads, live and exited), in
+  // seconds, read from outside it (clock_getcpuclockid), so that nothing the program does can
+  // rewrite it; NaN when it cannot be read.
+  double billed_cpu_seconds();
+  // Threads of the program's process (/proc/<pid>/task), 0 when it cannot be read.
+  int thread_count();
 
  private:
   SandboxReply fail_and_reap(SandboxStatus status, std::string message, const std::string& frame);
@@ -119,6 +132,7 @@ class SandboxWorker {
   std::vector<std::string> args_;
   SandboxLimits limits_;
   pid_t pid_ = -1;
+  pid_t program_pid_ = -1;  // resolved once per start by program_pid()
   int channel_ = -1;  // parent end of the socketpair
   int output_ = -1;   // read end of the child's stdout/stderr pipe
   std::string work_dir_;
