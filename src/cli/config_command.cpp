@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "turnrl/trainer/config.h"
+#include "turnrl/kernels/config.h"
 
 namespace turnrl::cli {
 namespace {
