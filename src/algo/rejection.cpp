@@ -9,7 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "turnrl/algo/returns.h"
-#include "turnrl/core/config_reader.h"
+#include "turnrl/core/config_fields.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/masked.h"
 #include "turnrl/core/segment.h"
@@ -359,38 +359,40 @@ TurnBatch concat_batches(const TurnBatch& first, const TurnBatch& second) {
 
 // --- options --------------------------------------------------------------------------------
 
+template <typename V>
+static void describe(V& v, RejectionOptions& o) {
+  v.flag("mask_void_turns", o.mask_void_turns, "mask turns with reward <= 0 after a success");
+  v.choice("truncation", o.truncation, {"keep", "reject_turn", "mask_trajectory"}, parse_truncation_handling,
+           "keep | reject_turn | mask_trajectory");
+  v.section("prs", "profiling-based rejection sampling", [&](auto& p) {
+    p.flag("enabled", o.prs.enabled, "PRS on/off");
+    p.choice("level", o.prs.level, {"turn", "geometric"}, parse_prs_level, "turn | geometric");
+    p.number("threshold", o.prs.threshold, 0, 1, "p_keep = clamp((c - threshold) / factor, 0, 1); [0, 1]");
+    p.number("factor", o.prs.factor, 0, 1, "[0, 1]; 0 = a step at threshold");
+    p.number("speedup_threshold", o.prs.speedup_threshold, -1, 1e6, "also keep when speedup >= this; -1 = off");
+    p.flag("round_coverage", o.prs.round_coverage, "round coverage to 2 decimals first");
+    p.choice("coverage_source", o.prs.coverage_source, {"true_share", "reference", "kernel_count"},
+             parse_coverage_source, "true_share | reference | kernel_count");
+  });
+  v.section("group_filter", "whole-group filters before the advantage", [&](auto& g) {
+    g.number("min_last_turn_std", o.groups.min_last_turn_std, 0, 1e6,
+             "drop groups whose last-turn reward std is below; 0 = off");
+    g.flag("drop_all_equal", o.groups.drop_all_equal, "drop groups with identical reward sequences");
+    g.integer("min_group_size", o.groups.min_group_size, 0, 1 << 20, "0 = n/2 + 1");
+    g.integer("group_size", o.groups.group_size, 0, 1 << 20, "n; 0 = the largest group");
+    g.integer("target_groups", o.groups.target_groups, 0, 1 << 20, "the built-in trainer needs 0 (train on every survivor)");
+    g.integer("max_sampling_rounds", o.groups.max_sampling_rounds, 1, 1 << 20, ">= 1");
+    g.integer("seed", o.groups.seed, 0, INT64_MAX, "selection seed");
+  });
+}
+
 void read_options(ConfigReader& r, RejectionOptions& o) {
-  std::string truncation = to_string(o.truncation);
-  r.flag("mask_void_turns", o.mask_void_turns).choice("truncation", truncation, {"keep", "reject_turn", "mask_trajectory"});
-  o.truncation = parse_truncation_handling(truncation, r.key_path("truncation"));
-
-  ConfigReader prs = r.section("prs");
-  std::string level = to_string(o.prs.level), source = to_string(o.prs.coverage_source);
-  prs.flag("enabled", o.prs.enabled)
-      .choice("level", level, {"turn", "geometric"})
-      .number("threshold", o.prs.threshold, 0, 1)
-      .number("factor", o.prs.factor, 0, 1)
-      .number("speedup_threshold", o.prs.speedup_threshold, -1, 1e6)
-      .flag("round_coverage", o.prs.round_coverage)
-      .choice("coverage_source", source, {"true_share", "reference", "kernel_count"});
-  prs.finish();
-  o.prs.level = parse_prs_level(level, prs.key_path("level"));
-  o.prs.coverage_source = parse_coverage_source(source, prs.key_path("coverage_source"));
-
-  ConfigReader g = r.section("group_filter");
-  int64_t seed = int64_t(o.groups.seed);
-  g.number("min_last_turn_std", o.groups.min_last_turn_std, 0, 1e6)
-      .flag("drop_all_equal", o.groups.drop_all_equal)
-      .integer("min_group_size", o.groups.min_group_size, 0, 1 << 20)
-      .integer("group_size", o.groups.group_size, 0, 1 << 20)
-      .integer("target_groups", o.groups.target_groups, 0, 1 << 20)
-      .integer("max_sampling_rounds", o.groups.max_sampling_rounds, 1, 1 << 20)
-      .integer("seed", seed, 0, INT64_MAX);
-  g.finish();
-  o.groups.seed = uint64_t(seed);
+  read_described(r, o);
   o.prs.validate();
   o.groups.validate();
 }
+
+void write_options(ConfigWriter& w, const RejectionOptions& o) { write_described(w, o); }
 
 const char* to_string(PrsLevel v) { return v == PrsLevel::turn ? "turn" : "geometric"; }
 

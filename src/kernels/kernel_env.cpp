@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "turnrl/core/config_reader.h"
+#include "turnrl/core/config_fields.h"
 #include "turnrl/core/error.h"
 #include "turnrl/kernels/kernel_plan.h"
 #include "turnrl/kernels/eval_codec.h"
@@ -12,25 +12,27 @@ namespace turnrl {
 
 const char* to_string(ActionFormat v) { return v == ActionFormat::code ? "code" : "plan"; }
 
-void read_options(ConfigReader& r, KernelEnvOptions& o) {
-  std::string action = to_string(o.action);
-  int64_t feedback_chars = int64_t(o.feedback_chars);
-  int64_t seed = int64_t(o.seed);
-  double target = o.target_speedup.value_or(0.0);
-  r.integer("max_turns", o.max_turns, 1, 64)
-      .number("target_speedup", target, 0.0, 1e6)
-      .choice("action", action, {"code", "plan"})
-      .integer("feedback_chars", feedback_chars, 64, 1 << 20)
-      .integer("correctness_trials", o.correctness_trials, 1, 1000)
-      .integer("timing_trials", o.timing_trials, 1, 100000)
-      .integer("seed", seed, 0, INT64_MAX)
-      .text("system_prompt", o.system_prompt);
-  o.action = action == "code" ? ActionFormat::code : ActionFormat::plan;
-  o.feedback_chars = size_t(feedback_chars);
-  o.seed = uint64_t(seed);
-  // 0 (the default) means no early stop.
-  o.target_speedup = target > 0 ? std::optional<double>(target) : std::nullopt;
+// The config reader has checked the word against the allowed ones.
+static ActionFormat parse_action_format(const std::string& name, const std::string&) {
+  return name == "code" ? ActionFormat::code : ActionFormat::plan;
 }
+
+template <typename V>
+static void describe(V& v, KernelEnvOptions& o) {
+  v.integer("max_turns", o.max_turns, 1, 64, "T: turns per episode; [1, 64]");
+  v.number_or_off("target_speedup", o.target_speedup, 0.0, 1e6, "stop once correct with speedup >= this; 0 = off");
+  v.choice("action", o.action, {"code", "plan"}, parse_action_format,
+           "plan (kernel plans) | code (a fenced code block, chat codec)");
+  v.integer("feedback_chars", o.feedback_chars, 64, 1 << 20, "feedback messages trimmed to this");
+  v.integer("correctness_trials", o.correctness_trials, 1, 1000, "correctness runs per evaluation");
+  v.integer("timing_trials", o.timing_trials, 1, 100000, "timed runs per evaluation");
+  v.integer("seed", o.seed, 0, INT64_MAX, "evaluation input seed; 0 = fresh seeds every evaluation");
+  v.text("system_prompt", o.system_prompt, "system message of code-writing policies");
+}
+
+void read_options(ConfigReader& r, KernelEnvOptions& o) { read_described(r, o); }
+
+void write_options(ConfigWriter& w, const KernelEnvOptions& o) { write_described(w, o); }
 
 Extraction extract_candidate(const std::string& response, const std::vector<std::string>& languages) {
   // Find the last complete ``` ... ``` pair; the opening fence's line carries the tag.

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-#include "turnrl/core/config_reader.h"
+#include "turnrl/core/config_fields.h"
 #include "turnrl/core/error.h"
 
 namespace turnrl {
@@ -93,50 +93,54 @@ void KernelRewardOptions::validate() const {
   check_range("tiers.below", below_tiers_reward, -100, 100);
 }
 
-void read_options(ConfigReader& r, KernelRewardOptions& o) {
-  std::string function = to_string(o.function);
-  std::string form = to_string(o.speedup_form);
-  r.choice("function", function, {"speedup", "weighted", "like_kernel"})
-      .number("correct_weight", o.correct_weight, 0, 100)
-      .number("speedup_weight", o.speedup_weight, 0, 100)
-      .choice("speedup_form", form, {"linear", "log"})
-      .number("speedup_upper_bound", o.speedup_upper_bound, 1, 1e6)
-      .number("speedup_lower_bound", o.speedup_lower_bound, 0, 1e6)
-      .number("speedup_epsilon", o.speedup_epsilon, 0, 10);
-  o.function = parse_reward_function(function, r.key_path("function"));
-  o.speedup_form = parse_speedup_form(form, r.key_path("speedup_form"));
-
-  ConfigReader cov = r.section("coverage");
-  std::string source = to_string(o.coverage_source);
-  cov.flag("enabled", o.coverage_enabled)
-      .number("weight", o.coverage_weight, 0, 100)
-      .number("threshold", o.coverage_threshold, 0, 1)
-      .choice("source", source, {"true_share", "reference", "kernel_count"});
-  cov.finish();
-  o.coverage_source = parse_coverage_source(source, cov.key_path("source"));
-
-  ConfigReader pen = r.section("penalties");
-  for (RewardOutcome outcome : {RewardOutcome::format, RewardOutcome::compile, RewardOutcome::runtime,
-                                RewardOutcome::incorrect, RewardOutcome::hacking}) {
-    double v = o.penalty(outcome);
-    if (pen.has(to_string(outcome))) {
-      pen.number(to_string(outcome), v, -100, 100);
-      o.with_penalty(outcome, v);
-    }
-  }
-  pen.finish();
-
-  ConfigReader tiers = r.section("tiers");
+template <typename V>
+static void describe(V& v, KernelRewardOptions& o) {
+  v.choice("function", o.function, {"speedup", "weighted", "like_kernel"}, parse_reward_function,
+           "speedup | weighted | like_kernel");
+  v.number("correct_weight", o.correct_weight, 0, 100, "w_c; [0, 100]");
+  v.number("speedup_weight", o.speedup_weight, 0, 100, "w_p; [0, 100]");
+  v.choice("speedup_form", o.speedup_form, {"linear", "log"}, parse_speedup_form, "linear | log");
+  v.number("speedup_upper_bound", o.speedup_upper_bound, 1, 1e6, "speedup clipped to this; >= 1");
+  v.number("speedup_lower_bound", o.speedup_lower_bound, 0, 1e6, "speedups below score 0; >= 0");
+  v.number("speedup_epsilon", o.speedup_epsilon, 0, 10, "weighted: bonus needs s >= 1 + eps");
+  v.section("coverage", "profiling-based reward (PR)", [&](auto& c) {
+    c.flag("enabled", o.coverage_enabled, "add coverage_weight * coverage for correct turns");
+    c.number("weight", o.coverage_weight, 0, 100, "[0, 100]");
+    c.number("threshold", o.coverage_threshold, 0, 1, "coverage below this adds nothing; [0, 1]");
+    c.choice("source", o.coverage_source, {"true_share", "reference", "kernel_count"}, parse_coverage_source,
+             "true_share | reference | kernel_count");
+  });
+  v.section("penalties",
+            "failed turns' rewards by outcome (format compile runtime incorrect hacking), [-100, 100]; unset = "
+            "the function's default",
+            [&](auto& p) {
+              p.optional_number("format", o.format_penalty, -100, 100, "[-100, 100]");
+              p.optional_number("compile", o.compile_penalty, -100, 100, "[-100, 100]");
+              p.optional_number("runtime", o.runtime_penalty, -100, 100, "[-100, 100]");
+              p.optional_number("incorrect", o.incorrect_penalty, -100, 100, "[-100, 100]");
+              p.optional_number("hacking", o.hacking_penalty, -100, 100, "[-100, 100]");
+            });
   std::vector<double> mins, rewards;
   for (const SpeedupTier& t : o.tiers) mins.push_back(t.min_speedup), rewards.push_back(t.reward);
-  tiers.numbers("min_speedup", mins).numbers("reward", rewards).number("below", o.below_tiers_reward, -100, 100);
-  tiers.finish();
-  if (mins.size() != rewards.size())
-    fail("{}: {} tiers but {} rewards; the two lists pair up", tiers.key_path("reward"), mins.size(), rewards.size());
-  o.tiers.clear();
-  for (size_t i = 0; i < mins.size(); ++i) o.tiers.push_back({mins[i], rewards[i]});
+  v.section("tiers", "like_kernel: stepped rewards by speedup", [&](auto& t) {
+    t.numbers("min_speedup", mins, "tier thresholds, descending");
+    t.numbers("reward", rewards, "reward of each tier");
+    t.number("below", o.below_tiers_reward, -100, 100, "correct but below every tier");
+  });
+  if constexpr (V::reads) {
+    if (mins.size() != rewards.size())
+      fail("reward.tiers.reward: {} tiers but {} rewards; the two lists pair up", mins.size(), rewards.size());
+    o.tiers.clear();
+    for (size_t i = 0; i < mins.size(); ++i) o.tiers.push_back({mins[i], rewards[i]});
+  }
+}
+
+void read_options(ConfigReader& r, KernelRewardOptions& o) {
+  read_described(r, o);
   o.validate();
 }
+
+void write_options(ConfigWriter& w, const KernelRewardOptions& o) { write_described(w, o); }
 
 RewardOutcome classify(const EvalResult& r) {
   if (r.hacked() || r.error == EvalError::hacking) return RewardOutcome::hacking;

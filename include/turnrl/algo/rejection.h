@@ -22,6 +22,7 @@
 namespace turnrl {
 
 class ConfigReader;
+class ConfigWriter;
 
 // --- meaningful-turn mask (the reference's mask_void_turn) -------------------------------------
 
@@ -224,6 +225,8 @@ struct RejectionOptions {
 // min_group_size, group_size, target_groups, max_sampling_rounds, seed}; nested sections are
 // finished here, the caller finishes `reader`. Validates.
 void read_options(ConfigReader& reader, RejectionOptions& options);
+// Writes the section's keys (what read_options reads), with their help when annotating.
+void write_options(ConfigWriter& writer, const RejectionOptions& options);
 
 const char* to_string(PrsLevel v);
 const char* to_string(TruncationHandling v);

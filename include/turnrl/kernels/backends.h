@@ -12,6 +12,7 @@
 namespace turnrl {
 
 class ConfigReader;
+class ConfigWriter;
 
 // evaluator.cuda: the NVRTC/CUPTI backend (cuda_backend.h).
 struct CudaEvaluatorConfig {
@@ -73,6 +74,8 @@ std::vector<std::string> built_evaluator_backends();
 
 // Reads the `evaluator:` section (and its cuda/python/remote subsections) strictly.
 void read_evaluator_config(ConfigReader& reader, EvaluatorConfig& config);
+// Writes the section's keys (what read_evaluator_config reads), with their help when annotating.
+void write_evaluator_config(ConfigWriter& writer, const EvaluatorConfig& config);
 
 // Makes the configured backend; throws turnrl::Error naming `evaluator.backend` and the backends
 // this build has when the requested one is not built in.

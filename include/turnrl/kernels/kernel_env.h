@@ -19,6 +19,7 @@
 namespace turnrl {
 
 class ConfigReader;
+class ConfigWriter;
 
 // How the policy answers.
 enum class ActionFormat {
@@ -47,6 +48,8 @@ struct KernelEnvOptions {
 // Reads max_turns, target_speedup, action (code | plan), feedback_chars, correctness_trials,
 // timing_trials, seed, system_prompt.
 void read_options(ConfigReader& reader, KernelEnvOptions& options);
+// Writes the section's keys (what read_options reads), with their help when annotating.
+void write_options(ConfigWriter& writer, const KernelEnvOptions& options);
 
 // The candidate found in a response.
 struct Extraction {

@@ -14,6 +14,7 @@
 namespace turnrl {
 
 class ConfigReader;
+class ConfigWriter;
 
 // The reference client's reward functions, by the name a config uses.
 enum class RewardFunction {
@@ -98,6 +99,8 @@ struct KernelRewardOptions {
 // reward: [..], below: x} into `options`, then validates. Unknown keys are left for the caller's
 // finish() (the nested sections are finished here).
 void read_options(ConfigReader& reader, KernelRewardOptions& options);
+// Writes the section's keys (what read_options reads), with their help when annotating.
+void write_options(ConfigWriter& writer, const KernelRewardOptions& options);
 
 // A turn's reward and how it was made. For a failed turn reward == penalty and the terms are 0.
 struct KernelReward {

@@ -80,6 +80,24 @@ struct EngineOptions {
   PPOLossOptions policy_loss;
 };
 
+class ConfigReader;
+class ConfigWriter;
+
+// Each engine section read strictly from YAML (errors name the key) and written back as YAML with
+// each key's help when annotating: one description per struct (core/config_fields.h).
+void read_options(ConfigReader& reader, RunConfig& options);
+void read_options(ConfigReader& reader, TrainerConfig& options);
+void read_options(ConfigReader& reader, OptimizerConfig& options);
+void read_options(ConfigReader& reader, CheckpointConfig& options);
+void read_options(ConfigReader& reader, DistributedConfig& options);
+void read_options(ConfigReader& reader, RolloutSamplingConfig& options);
+void write_options(ConfigWriter& writer, const RunConfig& options);
+void write_options(ConfigWriter& writer, const TrainerConfig& options);
+void write_options(ConfigWriter& writer, const OptimizerConfig& options);
+void write_options(ConfigWriter& writer, const CheckpointConfig& options);
+void write_options(ConfigWriter& writer, const DistributedConfig& options);
+void write_options(ConfigWriter& writer, const RolloutSamplingConfig& options);
+
 // The rollout's sampling options (sampling.*) with the seed left 0.
 SamplingOptions rollout_sampling(const EngineOptions& options);
 
