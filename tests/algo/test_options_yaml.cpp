@@ -51,7 +51,7 @@ TEST_CASE("each stage's section is written as it is read", "[config]") {
   ReturnOptions returns;
   returns.mode = ReturnMode::residual;
   returns.gamma = 0.5;
-  CHECK(written(returns) == "mode: residual\ngamma: 0.5\nunbiased_shaping: false\n");
+  CHECK(written(returns) == "mode: residual\ngamma: 0.5\nunbiased_shaping: true\n");  // the default
   CHECK(written(read_back<ReturnOptions>(written(returns))) == written(returns));
 
   MismatchOptions m;

@@ -47,27 +47,42 @@ using namespace turnrl;
 
 namespace {
 
+// Written and read as the section `demo` of a config, as the real sections are.
 std::string written(const DemoOptions& o, bool annotate = false) {
   ConfigWriter w(annotate);
+  w.open("demo", "a demo section");
   write_described(w, o);
+  w.close();
   return w.str();
 }
 
 DemoOptions read_back(const std::string& yaml) {
-  ConfigReader r(parse_yaml(yaml, "t"), "demo");
+  ConfigReader root(parse_yaml(yaml, "t"), "");
+  ConfigReader r = root.section("demo");
   DemoOptions o;
   read_described(r, o);
   r.finish();
+  root.finish();
   return o;
+}
+
+std::string demo(const std::string& keys) {
+  std::string out = "demo:\n";
+  size_t start = 0;
+  while (start < keys.size()) {
+    const size_t end = keys.find('\n', start);
+    out += "  " + keys.substr(start, end - start + 1);
+    start = end + 1;
+  }
+  return out;
 }
 
 }  // namespace
 
 TEST_CASE("the defaults are written as YAML and read back unchanged", "[config]") {
   const std::string text = written(DemoOptions{});
-  CHECK(text ==
-        "count: 3\nrate: 0.5\nstop_at: 0\nextra: {}\non: false\nname: \"a \\\"quoted\\\"\\nname\"\nmode: fast\n"
-        "tags: [\"x\", \"y\"]\nids: [1, 2]\nbetas: [0.9, 0.99]\ninner:\n  depth: 2\n");
+  CHECK(text == demo("count: 3\nrate: 0.5\nstop_at: 0\nextra: {}\non: false\nname: \"a \\\"quoted\\\"\\nname\"\n"
+                      "mode: fast\ntags: [\"x\", \"y\"]\nids: [1, 2]\nbetas: [0.9, 0.99]\ninner:\n  depth: 2\n"));
   const DemoOptions back = read_back(text);
   CHECK(back.name == DemoOptions{}.name);
   CHECK(!back.stop_at);
@@ -75,7 +90,7 @@ TEST_CASE("the defaults are written as YAML and read back unchanged", "[config]"
   CHECK(written(back) == text);
 }
 
-TEST_CASE("set optional keys are written and read back; annotations carry the help", "[config]") {
+TEST_CASE("set optional keys are written and read back, and annotations carry the help", "[config]") {
   DemoOptions o;
   o.stop_at = 2.5;
   o.penalty = -0.5;
@@ -93,10 +108,10 @@ TEST_CASE("set optional keys are written and read back; annotations carry the he
 }
 
 TEST_CASE("the reader stays strict: ranges, words, pairs and nested keys name their path", "[config][edge]") {
-  REQUIRE_THROWS_WITH(read_back("count: 11\n"), Catch::Contains("demo.count"));
-  REQUIRE_THROWS_WITH(read_back("mode: medium\n"), Catch::Contains("allowed: fast, slow"));
-  REQUIRE_THROWS_WITH(read_back("betas: [0.9]\n"), Catch::Contains("demo.betas: expected two numbers in [0, 1)"));
-  REQUIRE_THROWS_WITH(read_back("inner:\n  depth: 9\n"), Catch::Contains("demo.inner.depth"));
-  REQUIRE_THROWS_WITH(read_back("extra:\n  penalty: 3\n"), Catch::Contains("demo.extra.penalty"));
-  REQUIRE_THROWS_WITH(read_back("inner:\n  deep: 1\n"), Catch::Contains("demo.inner.deep"));
+  REQUIRE_THROWS_WITH(read_back(demo("count: 11\n")), Catch::Contains("demo.count"));
+  REQUIRE_THROWS_WITH(read_back(demo("mode: medium\n")), Catch::Contains("allowed: fast, slow"));
+  REQUIRE_THROWS_WITH(read_back(demo("betas: [0.9]\n")), Catch::Contains("demo.betas: expected two numbers in [0, 1)"));
+  REQUIRE_THROWS_WITH(read_back(demo("inner:\n  depth: 9\n")), Catch::Contains("demo.inner.depth"));
+  REQUIRE_THROWS_WITH(read_back(demo("extra:\n  penalty: 3\n")), Catch::Contains("demo.extra.penalty"));
+  REQUIRE_THROWS_WITH(read_back(demo("inner:\n  deep: 1\n")), Catch::Contains("demo.inner.deep"));
 }
