@@ -1,5 +1,5 @@
 // CUDA evaluator throughput (device only): the 8 tasks' honest kernel-form candidates
-// (tests/eval/cuda_candidates.h), each evaluated as KernelGYM does (5 correctness trials, 100
+// (tests/kernels/cuda_candidates.h), each evaluated as KernelGYM does (5 correctness trials, 100
 // timed trials) by one worker on one GPU. Rows:
 //   cold    every source new (a training step's case): NVRTC compile in the evaluation
 //   cached  the same sources again: compile served from the worker's loaded modules
@@ -15,8 +15,8 @@
 #include <sstream>
 
 #include "bench_util.h"
-#include "eval/cuda_candidates.h"
-#include "turnrl/eval/cuda_backend.h"
+#include "kernels/cuda_candidates.h"
+#include "turnrl/kernels/cuda_backend.h"
 
 using namespace turnrl;
 

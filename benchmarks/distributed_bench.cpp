@@ -17,7 +17,7 @@
 
 #include "bench_util.h"
 #include "support/loopback.h"
-#include "turnrl/trainer/distributed.h"
+#include "turnrl/rl/distributed.h"
 
 using namespace turnrl;
 

@@ -12,9 +12,9 @@
 #include <fmt/format.h>
 
 #include "bench_util.h"
-#include "turnrl/eval/cpu_backend.h"
-#include "turnrl/eval/cpu_tasks.h"
-#include "turnrl/eval/sandbox.h"
+#include "turnrl/kernels/cpu_backend.h"
+#include "turnrl/kernels/cpu_tasks.h"
+#include "turnrl/kernels/sandbox.h"
 
 using namespace turnrl;
 

@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "eval/python_candidates.h"
-#include "turnrl/eval/python_backend.h"
+#include "kernels/python_candidates.h"
+#include "turnrl/kernels/python_backend.h"
 
 using namespace turnrl;
 

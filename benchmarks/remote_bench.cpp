@@ -13,10 +13,10 @@
 
 #include "bench_util.h"
 #ifdef TURNRL_WITH_REDIS
-#include "eval/redis_server.h"
-#include "turnrl/eval/cpu_backend.h"
-#include "turnrl/eval/cpu_tasks.h"
-#include "turnrl/eval/remote_backend.h"
+#include "kernels/redis_server.h"
+#include "turnrl/kernels/cpu_backend.h"
+#include "turnrl/kernels/cpu_tasks.h"
+#include "turnrl/kernels/remote_backend.h"
 #endif
 
 #ifndef TURNRL_WITH_REDIS

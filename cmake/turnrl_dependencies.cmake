@@ -101,7 +101,7 @@ else()
   message(STATUS "turnrl: remote evaluator left out (TURNRL_WITH_REDIS=${TURNRL_WITH_REDIS}; it needs hiredis: apt install libhiredis-dev)")
 endif()
 
-# The evaluator's sandbox builds its seccomp filters with libseccomp (src/eval/syscall_filter.cpp).
+# The evaluator's sandbox builds its seccomp filters with libseccomp (src/kernels/syscall_filter.cpp).
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET GLOBAL libseccomp)
 

@@ -1,7 +1,9 @@
-# Install rule and exported package: a user's trainer does find_package(turnrl) and links turnrl::turnrl.
+# Install rule and exported package: a user's trainer does find_package(turnrl) and links turnrl::turnrl
+# (every layer), or one layer's library (turnrl::core, turnrl::algo, turnrl::model, turnrl::rl,
+# turnrl::kernels) with those below it.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS turnrl EXPORT turnrlTargets
+install(TARGETS turnrl ${TURNRL_LAYER_TARGETS} EXPORT turnrlTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

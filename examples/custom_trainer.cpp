@@ -11,9 +11,9 @@
 
 #include "turnrl/algo/advantage.h"
 #include "turnrl/core/install_paths.h"
-#include "turnrl/reward/kernel_reward.h"
-#include "turnrl/trainer/kernel_recipe.h"
-#include "turnrl/trainer/kernel_stages.h"
+#include "turnrl/kernels/kernel_reward.h"
+#include "turnrl/kernels/kernel_recipe.h"
+#include "turnrl/kernels/kernel_stages.h"
 
 using namespace turnrl;
 

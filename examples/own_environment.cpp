@@ -20,7 +20,7 @@
 
 #include <turnrl/core/error.h>
 #include <turnrl/model/transformer.h>
-#include <turnrl/trainer/trainer.h>
+#include <turnrl/rl/trainer.h>
 
 using namespace turnrl;
 

@@ -15,7 +15,7 @@
 #include <torch/utils.h>
 
 #include <turnrl/model/policy.h>
-#include <turnrl/trainer/kernel_recipe.h>
+#include <turnrl/kernels/kernel_recipe.h>
 
 using namespace turnrl;
 

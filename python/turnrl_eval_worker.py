@@ -2,7 +2,7 @@
 
 A PyTorch `Model` reference (with get_inputs() / get_init_inputs()) and a `ModelNew` candidate that calls
 Triton kernels, CUDA through load_inline, or plain PyTorch. turnrl's PythonEvaluator
-(src/eval/python_backend.cpp) starts one persistent worker per GPU (or per core on CPU) inside a
+(src/kernels/python_backend.cpp) starts one persistent worker per GPU (or per core on CPU) inside a
 SandboxWorker (limits, private directory, process group) and talks to it over fd 3:
 
   frame  = u64 little-endian length of (kind + body) | kind byte | body
@@ -1365,7 +1365,7 @@ def _arm_cpu_limit():
 
 
 def _confine(req):
-    """Installs the parent's candidate seccomp program (src/eval/syscall_filter.h: no new processes or
+    """Installs the parent's candidate seccomp program (src/kernels/syscall_filter.h: no new processes or
     threads, no programs, no sockets, signals only to this process) on every thread, before any
     candidate code runs. Trusted: the audit hook would otherwise stop the ctypes calls."""
     import ctypes

@@ -11,7 +11,7 @@ starts a fresh `python3` that
      that launches turnrl_kernel on the grid the TURNRL_* #defines and the dims give) into a fresh
      temporary build directory, so nvcc really runs, as in a fresh KernelGYM worker,
   3. checks correctness on 5 fresh inputs against the PyTorch reference (the tasks' math, main
-     shapes of src/eval/cuda_tasks.cpp, atol = rtol = 1e-2),
+     shapes of src/kernels/cuda_tasks.cpp, atol = rtol = 1e-2),
   4. times candidate and reference with CUDA events (3 warm-ups, then --trials single-call event
      pairs with a synchronize each, an L2 flush before every trial), optionally (--profile) runs
      KernelGYM's profiler pass (10 calls under torch.profiler, then key_averages()),
@@ -26,7 +26,7 @@ figures for benchmarks/eval_bench.cpp to read.
         [--correct-trials 5] [--json-out FILE] [--no-warm] [--profile] [--candidates FILE]
         [--timeout 900] [--keep-builds]
 
-Candidates come from tests/eval/cuda_candidates.h (parsed by export_cuda_candidates.py), or from
+Candidates come from tests/kernels/cuda_candidates.h (parsed by export_cuda_candidates.py), or from
 benchmarks/device/cuda_candidates.json when the header is not there (or --candidates FILE).
 Needs torch with CUDA, nvcc (CUDA_HOME) and ninja; only torch and the standard library.
 """
@@ -47,8 +47,8 @@ ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 HEADER = os.path.join(ROOT, "tests", "eval", "cuda_candidates.h")
 JSON_CANDIDATES = os.path.join(HERE, "cuda_candidates.json")
 
-# The task set of src/eval/cuda_tasks.cpp (main shape only) with the CPU tasks' input distributions
-# (src/eval/cpu_tasks.cpp): inputs (name, distribution, a, b), shapes, output shape, dims, grid kind.
+# The task set of src/kernels/cuda_tasks.cpp (main shape only) with the CPU tasks' input distributions
+# (src/kernels/cpu_tasks.cpp): inputs (name, distribution, a, b), shapes, output shape, dims, grid kind.
 TASKS = {
     "relu_bias": dict(inputs=[("x", "normal", 0, 1), ("b", "normal", 0, 1)], shapes=[(4096, 4096), (4096,)],
                       out=(4096, 4096), dims=(4096, 4096), grid="elementwise"),
@@ -330,7 +330,7 @@ def main():
     ap.add_argument("--json-out", help="write the figures here as JSON")
     ap.add_argument("--no-warm", action="store_true", help="skip the second, warm-cache evaluation per task")
     ap.add_argument("--profile", action="store_true", help="add KernelGYM's torch.profiler pass (10 calls)")
-    ap.add_argument("--candidates", help="candidates JSON (default: parse tests/eval/cuda_candidates.h)")
+    ap.add_argument("--candidates", help="candidates JSON (default: parse tests/kernels/cuda_candidates.h)")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per evaluation before it is killed")
     ap.add_argument("--keep-builds", action="store_true", help="keep the temporary build directories")
     # child mode (internal)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Exports the CUDA candidates of tests/eval/cuda_candidates.h to JSON.
+"""Exports the CUDA candidates of tests/kernels/cuda_candidates.h to JSON.
 
 Each entry of the header is `{"task", "kind", "expect", <raw string with delimiter cuda>}`: one raw string per
 source, no concatenation, so a regular expression reads them back verbatim. Entries before

@@ -28,7 +28,7 @@ const version = JSON.parse(fs.readFileSync(path.resolve(lenml, "node_modules/@le
 // paragraphs of a few lines so that newlines and indentation between lines are covered too.
 const projectFiles = [
   "README.md", "docs/model.md", "docs/algorithms.md", "src/model/tokenizer.cpp", "src/algo/advantage.cpp",
-  "include/turnrl/model/chat_tokenizer.h", "src/eval/cpu_tasks.cpp", "scripts/setup.sh", "configs/cpu_default.yaml",
+  "include/turnrl/model/chat_tokenizer.h", "src/kernels/cpu_tasks.cpp", "scripts/setup.sh", "configs/cpu_default.yaml",
 ];
 const corpus = [];
 for (const file of projectFiles) {

@@ -5,7 +5,7 @@
 #include <mutex>
 
 #include "turnrl/algo/returns.h"
-#include "turnrl/core/config_reader.h"
+#include "turnrl/core/config_fields.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/masked.h"
 #include "turnrl/core/segment.h"
@@ -226,19 +226,23 @@ std::vector<std::string> advantage_estimator_names() {
   return names;
 }
 
-void read_options(ConfigReader& r, AdvantageOptions& o) {
-  std::string singleton = o.singleton == SingletonAdvantage::raw_return ? "raw_return" : "zero";
-  std::string grouping = o.grouping == Grouping::turn ? "turn" : "trajectory";
-  r.choice("singleton", singleton, {"raw_return", "zero"})
-      .choice("grouping", grouping, {"turn", "trajectory"})
-      .number("std_epsilon", o.std_epsilon, 0.0, 1.0)
-      .number("gamma", o.gamma, 0.0, 1.0)
-      .number("lambda", o.lambda, 0.0, 1.0)
-      .flag("whiten", o.whiten)
-      .flag("check_finite", o.check_finite);
-  o.singleton = parse_singleton_advantage(singleton, r.key_path("singleton"));
-  o.grouping = parse_grouping(grouping, r.key_path("grouping"));
+template <typename V>
+static void describe(V& v, AdvantageOptions& o) {
+  v.choice("singleton", o.singleton, {"raw_return", "zero"}, parse_singleton_advantage, "raw_return | zero: a group of one");
+  v.choice("grouping", o.grouping, {"turn", "trajectory"}, parse_grouping, "turn | trajectory (grpo, dr_grpo)");
+  v.number("std_epsilon", o.std_epsilon, 0.0, 1.0, "grpo");
+  v.number("gamma", o.gamma, 0.0, 1.0, "gae");
+  v.number("lambda", o.lambda, 0.0, 1.0, "gae");
+  v.flag("whiten", o.whiten, "gae");
+  v.flag("check_finite", o.check_finite, "reject NaN/inf returns");
 }
+
+void read_options(ConfigReader& r, AdvantageOptions& o) { read_described(r, o); }
+
+void write_options(ConfigWriter& w, const AdvantageOptions& o) { write_described(w, o); }
+
+const char* to_string(SingletonAdvantage v) { return v == SingletonAdvantage::raw_return ? "raw_return" : "zero"; }
+const char* to_string(Grouping v) { return v == Grouping::turn ? "turn" : "trajectory"; }
 
 SingletonAdvantage parse_singleton_advantage(const std::string& name, const std::string& field) {
   if (name == "raw_return") return SingletonAdvantage::raw_return;

@@ -6,7 +6,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
-#include "turnrl/core/config_reader.h"
+#include "turnrl/core/config_fields.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/masked.h"
 
@@ -463,25 +463,28 @@ std::map<std::string, double> MismatchDiagnostics::to_map() const {
   return out;
 }
 
-void read_options(ConfigReader& r, MismatchOptions& o) {
-  std::string is_level = to_string(o.is_level), rs_level = to_string(o.rs_level), k3_level = to_string(o.rs_k3_level);
+template <typename V>
+static void describe(V& v, MismatchOptions& o) {
   const std::vector<std::string> levels = {"off", "token", "turn", "turn_geo", "sequence", "geometric"};
+  v.choice("is_level", o.is_level, levels, parse_mismatch_level, "off | token | turn | turn_geo | sequence | geometric");
+  v.number("is_cap", o.is_cap, 1e-6, 1e6, "truncated IS cap");
+  v.choice("rs_level", o.rs_level, levels, parse_mismatch_level, "rejection level; same names");
+  v.number("rs_lower", o.rs_lower, 0.0, 1e6, "keep ratios in [rs_lower, rs_upper]; absent = 1 / rs_upper");
+  v.number("rs_upper", o.rs_upper, 1e-12, 1e6, "upper end of the band");
+  v.choice("rs_k3_level", o.rs_k3_level, levels, parse_mismatch_level, "k3 (KL estimate) rejection level; same names");
+  v.number("rs_k3_upper", o.rs_k3_upper, 1e-12, 1e6, "keep where the level's k3 is <= this");
+  v.number("veto_threshold", o.veto_threshold, 0.0, 0.999999, "reject a turn with a token ratio below; 0 = off");
+  v.flag("bypass", o.bypass, "use rollout_logp as old_logp (no recompute pass)");
+  v.flag("check_finite", o.check_finite, "throw on NaN log-probs");
+  v.flag("fused", o.fused, "CPU two-pass implementation");
+}
+
+void write_options(ConfigWriter& w, const MismatchOptions& o) { write_described(w, o); }
+
+void read_options(ConfigReader& r, MismatchOptions& o) {
   const bool lower_given = r.has("rs_lower");
-  r.choice("is_level", is_level, levels)
-      .number("is_cap", o.is_cap, 1e-6, 1e6)
-      .choice("rs_level", rs_level, levels)
-      .number("rs_upper", o.rs_upper, 1e-12, 1e6)
-      .number("rs_lower", o.rs_lower, 0.0, 1e6)
-      .choice("rs_k3_level", k3_level, levels)
-      .number("rs_k3_upper", o.rs_k3_upper, 1e-12, 1e6)
-      .number("veto_threshold", o.veto_threshold, 0.0, 0.999999)
-      .flag("bypass", o.bypass)
-      .flag("check_finite", o.check_finite)
-      .flag("fused", o.fused);
+  read_described(r, o);
   if (!lower_given && r.has("rs_upper")) o.rs_lower = 1.0 / o.rs_upper;
-  o.is_level = parse_mismatch_level(is_level, r.key_path("is_level"));
-  o.rs_level = parse_mismatch_level(rs_level, r.key_path("rs_level"));
-  o.rs_k3_level = parse_mismatch_level(k3_level, r.key_path("rs_k3_level"));
   if (o.bypass) {
     // Bypass leaves nothing to weigh or reject: a correction asked for in the same section is a
     // configuration mistake, not something to ignore silently.

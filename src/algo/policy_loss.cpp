@@ -7,7 +7,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include "turnrl/core/config_reader.h"
+#include "turnrl/core/config_fields.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/masked.h"
 
@@ -358,23 +358,30 @@ std::map<std::string, double> PolicyLossMetrics::to_map() const {
   return out;
 }
 
+template <typename V>
+static void describe(V& v, PPOLossOptions& o) {
+  v.number("clip_low", o.clip_low, 0.0, 0.999999, "epsilon_low; [0, 1)");
+  v.number("clip_high", o.clip_high, 0.0, 1e6, "epsilon_high (clip-higher)");
+  v.number("dual_clip", o.dual_clip, 0.0, 1e6, "c > 1; 0 = off");
+  v.choice("agg_mode", o.agg_mode,
+           {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "seq-sum-no-norm"},
+           parse_loss_agg_mode,
+           "token-mean | seq-mean-token-sum | seq-mean-token-mean | seq-mean-token-sum-norm | seq-sum-no-norm");
+  v.number("loss_scale_factor", o.loss_scale_factor, 1e-12, 1e12, "the aggregated loss is divided by this");
+  v.number("norm_length", o.norm_length, 0.0, 1e12, "seq-mean-token-sum-norm divisor; 0 = padded width");
+  v.number("entropy_coef", o.entropy_coef, -1e6, 1e6, "entropy bonus");
+  v.number("kl_loss_coef", o.kl_loss_coef, 0.0, 1e6, "the built-in trainer needs 0 (no reference policy)");
+  v.choice("kl_type", o.kl_type, {"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"}, parse_kl_type,
+           "kl | abs | mse | low_var_kl");
+  v.flag("fused", o.fused, "hand-written backward");
+}
+
 void read_options(ConfigReader& r, PPOLossOptions& o) {
-  std::string mode = to_string(o.agg_mode), kl_type = to_string(o.kl_type);
-  r.number("clip_low", o.clip_low, 0.0, 0.999999)
-      .number("clip_high", o.clip_high, 0.0, 1e6)
-      .number("dual_clip", o.dual_clip, 0.0, 1e6)
-      .choice("agg_mode", mode,
-              {"token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm", "seq-sum-no-norm"})
-      .number("loss_scale_factor", o.loss_scale_factor, 1e-12, 1e12)
-      .number("norm_length", o.norm_length, 0.0, 1e12)
-      .number("entropy_coef", o.entropy_coef, -1e6, 1e6)
-      .number("kl_loss_coef", o.kl_loss_coef, 0.0, 1e6)
-      .choice("kl_type", kl_type, {"kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"})
-      .flag("fused", o.fused);
-  o.agg_mode = parse_loss_agg_mode(mode, r.key_path("agg_mode"));
-  o.kl_type = parse_kl_type(kl_type, r.key_path("kl_type"));
+  read_described(r, o);
   check_options(o);
 }
+
+void write_options(ConfigWriter& w, const PPOLossOptions& o) { write_described(w, o); }
 
 LossAggMode parse_loss_agg_mode(const std::string& name, const std::string& field) {
   for (LossAggMode m : {LossAggMode::token_mean, LossAggMode::seq_mean_token_sum, LossAggMode::seq_mean_token_mean,

@@ -1,6 +1,6 @@
 #include "turnrl/algo/returns.h"
 
-#include "turnrl/core/config_reader.h"
+#include "turnrl/core/config_fields.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/masked.h"
 
@@ -17,13 +17,16 @@ ReturnMode parse_return_mode(const std::string& name, const std::string& field) 
   fail("{}: unknown return mode '{}'; allowed: reward_to_go, outcome, residual", field, name);
 }
 
-void read_options(ConfigReader& r, ReturnOptions& o) {
-  std::string mode = to_string(o.mode);
-  r.choice("mode", mode, {"reward_to_go", "outcome", "residual"})
-      .number("gamma", o.gamma, 0.0, 1.0)
-      .flag("unbiased_shaping", o.unbiased_shaping);
-  o.mode = parse_return_mode(mode, r.key_path("mode"));
+template <typename V>
+static void describe(V& v, ReturnOptions& o) {
+  v.choice("mode", o.mode, {"reward_to_go", "outcome", "residual"}, parse_return_mode, "reward_to_go | outcome | residual");
+  v.number("gamma", o.gamma, 0.0, 1.0, "[0, 1]");
+  v.flag("unbiased_shaping", o.unbiased_shaping, "residual: scale the last reward by 1 - gamma");
 }
+
+void read_options(ConfigReader& r, ReturnOptions& o) { read_described(r, o); }
+
+void write_options(ConfigWriter& w, const ReturnOptions& o) { write_described(w, o); }
 
 const char* to_string(ReturnMode mode) {
   switch (mode) {

@@ -8,7 +8,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "turnrl/trainer/config.h"
+#include "turnrl/kernels/config.h"
+#include "turnrl/rl/sft_config.h"
 
 namespace turnrl::cli {
 namespace {

@@ -12,10 +12,10 @@
 
 #include "commands.h"
 #include "turnrl/core/error.h"
-#include "turnrl/eval/backends.h"
-#include "turnrl/trainer/config.h"
+#include "turnrl/kernels/backends.h"
+#include "turnrl/kernels/config.h"
 #ifdef TURNRL_WITH_REDIS
-#include "turnrl/eval/remote_backend.h"
+#include "turnrl/kernels/remote_backend.h"
 #endif
 
 namespace turnrl::cli {

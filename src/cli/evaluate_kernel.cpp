@@ -11,13 +11,13 @@
 
 #include "commands.h"
 #include "turnrl/core/error.h"
-#include "turnrl/env/builtin_tasks.h"
-#include "turnrl/env/kernel_env.h"
-#include "turnrl/env/task.h"
-#include "turnrl/eval/evaluator.h"
-#include "turnrl/reward/kernel_reward.h"
-#include "turnrl/trainer/config.h"
-#include "turnrl/trainer/kernel_recipe.h"
+#include "turnrl/kernels/builtin_tasks.h"
+#include "turnrl/kernels/kernel_env.h"
+#include "turnrl/rl/task.h"
+#include "turnrl/kernels/evaluator.h"
+#include "turnrl/kernels/kernel_reward.h"
+#include "turnrl/kernels/config.h"
+#include "turnrl/kernels/kernel_recipe.h"
 
 namespace turnrl::cli {
 namespace {

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "turnrl/eval/python_tasks.h"
+#include "turnrl/kernels/python_tasks.h"
 
 namespace turnrl::cli {
 namespace {

@@ -12,10 +12,10 @@
 
 #include "commands.h"
 #include "turnrl/core/error.h"
-#include "turnrl/env/sft_corpus.h"
-#include "turnrl/trainer/config.h"
-#include "turnrl/trainer/kernel_recipe.h"
-#include "turnrl/trainer/progress.h"
+#include "turnrl/kernels/sft_corpus.h"
+#include "turnrl/kernels/config.h"
+#include "turnrl/kernels/kernel_recipe.h"
+#include "turnrl/rl/progress.h"
 
 namespace turnrl::cli {
 namespace {

@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "turnrl/trainer/plot.h"
+#include "turnrl/rl/plot.h"
 
 namespace turnrl::cli {
 namespace {

@@ -12,10 +12,10 @@
 #include "commands.h"
 #include "turnrl/core/error.h"
 #include "turnrl/model/hf_policy.h"
-#include "turnrl/trainer/config.h"
-#include "turnrl/trainer/policy_factory.h"
-#include "turnrl/trainer/sft.h"
-#include "turnrl/trainer/stop_request.h"
+#include "turnrl/rl/sft_config.h"
+#include "turnrl/rl/policy_factory.h"
+#include "turnrl/rl/sft.h"
+#include "turnrl/rl/stop_request.h"
 
 namespace turnrl::cli {
 namespace {

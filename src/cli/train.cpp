@@ -11,11 +11,11 @@
 #include "commands.h"
 #include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
-#include "turnrl/trainer/config.h"
-#include "turnrl/trainer/evaluation.h"
-#include "turnrl/trainer/metrics.h"
-#include "turnrl/trainer/kernel_recipe.h"
-#include "turnrl/trainer/stop_request.h"
+#include "turnrl/kernels/config.h"
+#include "turnrl/kernels/evaluation.h"
+#include "turnrl/rl/metrics.h"
+#include "turnrl/kernels/kernel_recipe.h"
+#include "turnrl/rl/stop_request.h"
 
 namespace turnrl::cli {
 namespace {

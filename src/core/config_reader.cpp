@@ -196,4 +196,49 @@ YAML::Node load_yaml_file(const std::string& file) {
   return parse_yaml(text.str(), file);
 }
 
+void apply_override(YAML::Node& root, const std::string& assignment) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    fail("--set '{}': expected key.path=value (e.g. --set trainer.steps=10)", assignment);
+  const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t dot = path.find('.', start);
+    parts.push_back(path.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  for (const auto& p : parts)
+    if (p.empty()) fail("--set '{}': empty component in the key path '{}'", assignment, path);
+  if (!root || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  YAML::Node node;
+  node.reset(root);
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = node[parts[i]];
+    if (!next || next.IsNull()) next = YAML::Node(YAML::NodeType::Map);
+    if (!next.IsMap())
+      fail("--set '{}': '{}' is not a section", assignment, fmt::join(parts.begin(), parts.begin() + i + 1, "."));
+    node[parts[i]] = next;
+    node.reset(next);
+  }
+  node[parts.back()] = parse_yaml(text.empty() ? "\"\"" : text, "--set " + path);
+}
+
+YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<std::string>& overrides) {
+  YAML::Node root = file.empty() ? YAML::Node(YAML::NodeType::Map) : load_yaml_file(file);
+  for (const auto& o : overrides) apply_override(root, o);
+  return root;
+}
+
+void rethrow_naming_source(const std::string& what, const std::string& file, const std::vector<std::string>& overrides) {
+  // Errors start with the key path they are about: one an override set is that --set's error.
+  for (const auto& o : overrides) {
+    const std::string path = o.substr(0, o.find('='));
+    if (what.compare(0, path.size() + 1, path + ":") == 0 || what.compare(0, path.size() + 1, path + ".") == 0)
+      throw Error(fmt::format("--set '{}': {}", o, what));
+  }
+  if (file.empty()) throw Error(what);
+  throw Error(fmt::format("{}: {}", file, what));
+}
+
 }  // namespace turnrl

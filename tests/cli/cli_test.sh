@@ -11,7 +11,14 @@ work=$(mktemp -d)
 worker=""
 cleanup() {
   [[ -n "$worker" ]] && kill "$worker" 2>/dev/null
-  [[ -s "$work/redis.pid" ]] && kill "$(cat "$work/redis.pid")" 2>/dev/null
+  if [[ -s "$work/redis.pid" ]]; then
+    local pid
+    pid=$(cat "$work/redis.pid")
+    kill "$pid" 2>/dev/null
+    # redis-server writes its last log lines (and a dump) into $work while it exits: removing the
+    # folder before it is gone fails with "Directory not empty".
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT

@@ -7,8 +7,6 @@
 
 #include <catch2/catch.hpp>
 
-#include "turnrl/algo/advantage.h"
-#include "turnrl/algo/returns.h"
 #include "turnrl/core/config_reader.h"
 #include "turnrl/core/error.h"
 
@@ -58,21 +56,6 @@ TEST_CASE("bad values: type, range, choice, unknown key, syntax", "[config][edge
   REQUIRE_THROWS_WITH(parse_yaml("a: [1, 2", "cfg.yaml"), Catch::Contains("cfg.yaml: YAML syntax error at line"));
   REQUIRE_THROWS_WITH(load_yaml_file("/nonexistent/x.yaml"), Catch::Contains("cannot open"));
   REQUIRE_THROWS_WITH(ConfigReader(parse_yaml("[1, 2]", "t"), "root"), Catch::Contains("expected a map"));
-}
-
-TEST_CASE("advantage and return options map one-to-one onto YAML", "[config]") {
-  ConfigReader r(parse_yaml("singleton: zero\ngrouping: trajectory\nstd_epsilon: 0.001\nmode: outcome\n", "t"), "algo");
-  AdvantageOptions a;
-  ReturnOptions ro;
-  read_options(r, a);
-  read_options(r, ro);
-  REQUIRE_NOTHROW(r.finish());
-  REQUIRE(a.singleton == SingletonAdvantage::zero);
-  REQUIRE(a.grouping == Grouping::trajectory);
-  REQUIRE(a.std_epsilon == 0.001);
-  REQUIRE(ro.mode == ReturnMode::outcome);
-  ConfigReader bad(parse_yaml("singleton: none\n", "t"), "algo");
-  REQUIRE_THROWS_WITH(read_options(bad, a), Catch::Contains("algo.singleton: 'none' is not allowed; allowed: raw_return, zero"));
 }
 
 TEST_CASE("a repeated key, a repeated section and a second document are errors naming both lines", "[config][edge]") {

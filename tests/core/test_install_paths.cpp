@@ -65,6 +65,6 @@ TEST_CASE("a helper must be executable, and a missing file names the folders and
                         Catch::Contains("set TURNRL_WORKER_DIR"));
   ::chmod((dir / "turnrl_fake_worker").c_str(), 0755);
   CHECK(find_turnrl_file(TurnrlFiles::helpers, "turnrl_fake_worker") == (dir / "turnrl_fake_worker").string());
-  CHECK_THROWS_WITH(find_turnrl_file(TurnrlFiles::headers, "turnrl/eval/no_such.h"), Catch::Contains("TURNRL_INCLUDE_DIR"));
+  CHECK_THROWS_WITH(find_turnrl_file(TurnrlFiles::headers, "turnrl/kernels/no_such.h"), Catch::Contains("TURNRL_INCLUDE_DIR"));
   fs::remove_all(dir);
 }

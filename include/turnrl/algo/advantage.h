@@ -22,6 +22,7 @@
 namespace turnrl {
 
 class ConfigReader;
+class ConfigWriter;
 
 // What a group of one (no other sample to compare with) gets.
 enum class SingletonAdvantage {
@@ -104,9 +105,13 @@ std::vector<std::string> advantage_estimator_names();
 // Reads the YAML keys singleton, grouping, std_epsilon, gamma, lambda, whiten, check_finite
 // (see docs/configuration.md) into `options`; unknown keys are left for the caller's finish().
 void read_options(ConfigReader& reader, AdvantageOptions& options);
+// Writes the section's keys (what read_options reads), with their help when annotating.
+void write_options(ConfigWriter& writer, const AdvantageOptions& options);
 
 // Parses option enums from config strings; throw naming the field and allowed values.
 SingletonAdvantage parse_singleton_advantage(const std::string& name, const std::string& field = "advantage.singleton");
 Grouping parse_grouping(const std::string& name, const std::string& field = "advantage.grouping");
+const char* to_string(SingletonAdvantage v);
+const char* to_string(Grouping v);
 
 }  // namespace turnrl

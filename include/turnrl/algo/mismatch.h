@@ -28,6 +28,7 @@
 namespace turnrl {
 
 class ConfigReader;
+class ConfigWriter;
 
 constexpr double kMismatchSafetyBound = 20.0;
 constexpr double kMismatchLogRatioLimit = 1e4;
@@ -146,6 +147,8 @@ MismatchResult compute_mismatch(const TurnBatch& batch, const MismatchOptions& o
 // 1/rs_upper. With bypass: true, a key that would have no effect (is_level, rs_level,
 // rs_k3_level other than off, veto_threshold other than 0) is an error naming it.
 void read_options(ConfigReader& reader, MismatchOptions& options);
+// Writes the section's keys (what read_options reads), with their help when annotating.
+void write_options(ConfigWriter& writer, const MismatchOptions& options);
 
 // "off" | "token" | "turn" | "turn_geo" | "sequence" | "geometric"; throws naming `field`.
 MismatchLevel parse_mismatch_level(const std::string& name, const std::string& field = "mismatch.rs_level");

@@ -19,6 +19,7 @@
 namespace turnrl {
 
 class ConfigReader;
+class ConfigWriter;
 
 // logp − old_logp is clamped to ±kPPORatioLogBound before exp, as verl does; outside, the ratio
 // (and its gradient) saturates.
@@ -108,6 +109,8 @@ torch::Tensor aggregate_loss(const torch::Tensor& token_values, const torch::Ten
 // Reads the YAML keys clip_low, clip_high, dual_clip, agg_mode, loss_scale_factor, norm_length,
 // entropy_coef, kl_loss_coef, kl_type, fused.
 void read_options(ConfigReader& reader, PPOLossOptions& options);
+// Writes the section's keys (what read_options reads), with their help when annotating.
+void write_options(ConfigWriter& writer, const PPOLossOptions& options);
 
 // "token-mean" | "seq-mean-token-sum" | "seq-mean-token-mean" | "seq-mean-token-sum-norm" |
 // "seq-sum-no-norm" (verl's names); throws naming `field`.

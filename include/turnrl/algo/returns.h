@@ -12,6 +12,7 @@
 namespace turnrl {
 
 class ConfigReader;
+class ConfigWriter;
 
 enum class ReturnMode {
   reward_to_go,  // G_t = r_t + gamma * G_{t+1} over the trajectory's real turns (the recipe)
@@ -36,6 +37,8 @@ struct ReturnOptions {
 
 // Reads the YAML keys mode, gamma, unbiased_shaping into `options`.
 void read_options(ConfigReader& reader, ReturnOptions& options);
+// Writes the section's keys (what read_options reads), with their help when annotating.
+void write_options(ConfigWriter& writer, const ReturnOptions& options);
 
 // Parses "reward_to_go" | "outcome" | "residual"; throws naming `field` and the allowed values.
 ReturnMode parse_return_mode(const std::string& name, const std::string& field = "returns.mode");

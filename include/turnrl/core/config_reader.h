@@ -14,6 +14,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "turnrl/core/error.h"
+
 namespace turnrl {
 
 class ConfigReader {
@@ -63,5 +65,24 @@ class ConfigReader {
 YAML::Node parse_yaml(const std::string& text, const std::string& what);
 // Loads a YAML file with the same checks; a missing file or a syntax error names the file.
 YAML::Node load_yaml_file(const std::string& file);
+
+// Applies one "key.path=value" override to a YAML tree (value parsed as YAML, so 1e-3, true and
+// [1, 2] keep their types); creates missing maps. Throws on a malformed override.
+void apply_override(YAML::Node& root, const std::string& assignment);
+
+// Loads `file` (empty: no keys), applies `overrides` in order and returns parse(root). An error
+// about a key an override set is reported as that --set's, any other as the file's.
+YAML::Node load_yaml_with_overrides(const std::string& file, const std::vector<std::string>& overrides);
+[[noreturn]] void rethrow_naming_source(const std::string& what, const std::string& file,
+                                        const std::vector<std::string>& overrides);
+template <typename Parse>
+auto load_config_file(const std::string& file, const std::vector<std::string>& overrides, Parse&& parse) {
+  YAML::Node root = load_yaml_with_overrides(file, overrides);
+  try {
+    return parse(root);
+  } catch (const Error& e) {
+    rethrow_naming_source(e.what(), file, overrides);
+  }
+}
 
 }  // namespace turnrl

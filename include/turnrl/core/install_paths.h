@@ -1,6 +1,6 @@
 #pragma once
 // Where turnrl finds its own files at run time: the helper programs it starts (evaluator
-// workers), the headers candidates compile against (turnrl/eval/candidate_api.h), and its data
+// workers), the headers candidates compile against (turnrl/kernels/candidate_api.h), and its data
 // (the Python worker script python/turnrl_eval_worker.py, the shipped configs/). An installed
 // turnrl stays usable when its prefix is moved (relocatable): each kind is looked up, in order,
 //   1. in the folder an environment variable names (TURNRL_WORKER_DIR, TURNRL_INCLUDE_DIR,

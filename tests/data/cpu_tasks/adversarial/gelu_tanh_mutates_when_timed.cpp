@@ -2,7 +2,7 @@
 // output (a candidate that "reuses the input buffer as scratch" only when it believes nobody
 // compares the inputs). Caught: inputs are compared after every call, timed ones included ->
 // mutates_inputs.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <math.h>
 // The timing loop calls again and again on the same input buffers; the correctness trials use new
 // buffers almost every time. Three calls in a row on one buffer: this is being timed.

@@ -2,7 +2,7 @@
 // mention asm and __rdtsc (and this comment /proc/self/maps). None of them is code, so nothing may
 // be flagged.
 // (An earlier version used asm("...") here; see the #if 0 block.)
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <math.h>
 #if 0
 static unsigned long long cycles() { return __rdtsc(); }

@@ -2,7 +2,7 @@
 // pasting, so no token of the source says `asm` (and uses the reading to decide nothing useful:
 // it only has to be present). Caught: the compiled object's disassembly contains rdtsc ->
 // tampering, however the source spelled it.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <math.h>
 #define PASTE(a, b) a##b
 #define CYCLES(lo, hi) PASTE(__as, m__) volatile("rdtsc" : "=a"(lo), "=d"(hi))

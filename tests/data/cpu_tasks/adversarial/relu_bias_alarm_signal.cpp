@@ -4,7 +4,7 @@
 // larger. Caught: the reference is timed in a clean worker that never loads candidates, and the
 // worker's process-wide state is compared with its start-up state after every request -> tampering,
 // and the worker is replaced before the next candidate.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>

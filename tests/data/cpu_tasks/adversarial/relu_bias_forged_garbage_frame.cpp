@@ -2,7 +2,7 @@
 // FILE with its descriptor rewired (no refused import, no forbidden identifier), then computes
 // honestly. The parent reads the stray frame as the reply: it does not decode -> tampering, the
 // worker is killed, and the next evaluation gets a fresh one.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <stdio.h>
 #include <string.h>
 static void write_on_channel(const char* bytes, size_t n) {

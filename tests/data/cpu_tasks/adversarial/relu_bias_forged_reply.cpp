@@ -3,7 +3,7 @@
 // trials to compare, no times to doubt), then computes honestly so that the real reply follows.
 // Caught: the nonce is not the request's -> tampering; the real reply still queued on the channel
 // dies with the killed worker, so it can never be read as the answer to a later request.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <stdio.h>
 #include <string.h>
 static void write_on_channel(const char* bytes, size_t n) {

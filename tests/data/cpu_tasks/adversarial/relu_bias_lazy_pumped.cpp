@@ -2,7 +2,7 @@
 // times the library's time, so that the share of the call spent in its own code rises far above
 // the lazy threshold. Caught: laziness is judged by the library's time against the reference's
 // time, which busy work does not change -> lazy, and a reward no higher than the plain lazy one's.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 extern "C" int turnrl_kernel(const turnrl_tensor* in, int n_in, turnrl_tensor* out, int n_out, const turnrl_lib* lib) {
   const int64_t R = in[0].shape[0], C = in[0].shape[1];
   lib->add_bias_rows(in[0].data, in[1].data, out[0].data, R, C);

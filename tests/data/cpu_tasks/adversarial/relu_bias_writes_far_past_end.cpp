@@ -2,7 +2,7 @@
 // (beyond the old fixed 4 KiB guard, where a write landed undetected). Caught: the guard bands
 // have a random length and sit inside an inaccessible reservation, so the write either changes a
 // guard (out_of_bounds_write) or faults (crash); it is never correct.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 extern "C" int turnrl_kernel(const turnrl_tensor* in, int n_in, turnrl_tensor* out, int n_out, const turnrl_lib* lib) {
   const int64_t R = in[0].shape[0], C = in[0].shape[1];
   for (int64_t r = 0; r < R; ++r)

@@ -2,7 +2,7 @@
 // tested at, the shapes it was shown). The task's own extra shapes are all smaller. Caught: every
 // evaluation adds shapes drawn for it, one with prime sizes above the shown ones ->
 // shape_specialisation.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 extern "C" int turnrl_kernel(const turnrl_tensor* in, int n_in, turnrl_tensor* out, int n_out, const turnrl_lib* lib) {
   const int64_t R = in[0].shape[0], C = in[0].shape[1];
   const int64_t rows = R > 256 ? 256 : R, cols = C > 512 ? 512 : C;

@@ -2,7 +2,7 @@
 // timing loop, keeps only 8 mantissa bits of every output (bfloat16-like: passes the loose 1e-2
 // tolerance, fails the float32 one). Caught: every timed call's outputs come back, and a subset the
 // worker cannot know is checked at the precision tolerance -> precision_downgrade.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <math.h>
 #include <string.h>
 // The timing loop calls again and again on the same input buffers; the correctness trials use new

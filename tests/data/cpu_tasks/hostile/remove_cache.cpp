@@ -1,5 +1,5 @@
 // Lists the compile cache with opendir and removes every entry.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <cstdio>
 #include <dirent.h>
 #include <string>

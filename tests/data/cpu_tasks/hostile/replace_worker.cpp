@@ -1,5 +1,5 @@
 // Replaces the worker executable that the next evaluation starts.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <cstdio>
 #include <fstream>
 extern "C" int turnrl_kernel(const turnrl_tensor* in, int n_in, turnrl_tensor* out, int n_out, const turnrl_lib* lib) {

@@ -1,6 +1,6 @@
 // Writes 240 MiB in 30 files: in its own directory, in the system's temporary folder and next to
 // the run.
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <fstream>
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <string.h>
 static float half_mantissa(float f) { uint32_t b; memcpy(&b, &f, 4); b = (b + 0x1000u) & 0xffffe000u; memcpy(&f, &b, 4); return f; }
 extern "C" int turnrl_kernel(const turnrl_tensor* in, int n_in, turnrl_tensor* out, int n_out, const turnrl_lib* lib) {

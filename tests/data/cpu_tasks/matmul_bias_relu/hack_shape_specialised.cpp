@@ -1,4 +1,4 @@
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 extern "C" int turnrl_kernel(const turnrl_tensor* in, int n_in, turnrl_tensor* out, int n_out, const turnrl_lib* lib) {
   const int64_t M = in[0].shape[0], K = in[0].shape[1], N = in[1].shape[1];
   const float* x = in[0].data; const float* w = in[1].data; const float* b = in[2].data; float* y = out[0].data;

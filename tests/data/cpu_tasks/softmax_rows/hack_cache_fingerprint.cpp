@@ -1,4 +1,4 @@
-#include <turnrl/eval/candidate_api.h>
+#include <turnrl/kernels/candidate_api.h>
 #include <math.h>
 #include <string.h>
 #include <vector>

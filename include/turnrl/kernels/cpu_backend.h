@@ -1,0 +1,120 @@
+#pragma once
+// The CPU backend of the kernel evaluator: candidates are C/C++ sources with one extern "C" entry
+// point (candidate_api.h), compiled with the host compiler into shared objects (cached by source
+// hash) and run in a pool of sandboxed worker processes (sandbox.h) against LibTorch CPU
+// references (cpu_tasks.h). Pipeline per request:
+//   extract -> static checks -> compile -> import checks -> load -> correctness trials (parent
+//   compares against parent-computed references) -> timing (the candidate in its worker, the
+//   reference in a clean one; reported times cross-checked with the CPU time the kernel billed) ->
+//   profiling (library time against the reference's) -> dynamic hacking checks.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "turnrl/kernels/evaluator.h"
+#include "turnrl/kernels/hacking.h"
+#include "turnrl/kernels/sandbox.h"
+
+namespace at {
+class Tensor;
+}
+
+namespace turnrl {
+
+struct CpuEvalOptions {
+  int workers = 0;                 // pool size; 0 = one per core
+  SandboxLimits limits;            // per worker process
+  std::string cache_dir;           // "" = $TURNRL_EVAL_CACHE, else $TMPDIR/turnrl-cpu-cache-<uid>;
+                                   // objects in objects/ (workers see it read-only), logs and
+                                   // object hashes beside it (workers never see them)
+  std::string compiler = "g++";    // found on PATH unless absolute
+  double compile_seconds = 60;
+  int warmup = 3;
+  bool flush_caches = true;        // clflush the task's buffers before every timed run
+  // true: the reference is timed in a clean worker (one per pool slot, never loading a candidate)
+  // with the same loop on the same inputs, right after the candidate. false: reference_time stays
+  // empty and speedup 0, for callers that supply the reference's timing themselves (the remote
+  // worker's ReferenceTimingCache); coverage then falls back to the own share of the call.
+  bool time_reference = true;
+  int max_evals_per_worker = 256;  // then the worker is replaced (bounds leaks and leftover state)
+  size_t message_chars = 2000;     // compiler / runtime messages are trimmed to this
+  HackingThresholds hacking;
+
+  CpuEvalOptions& num_workers(int n) { workers = n; return *this; }
+  CpuEvalOptions& sandbox(const SandboxLimits& l) { limits = l; return *this; }
+  CpuEvalOptions& cache(const std::string& dir) { cache_dir = dir; return *this; }
+  CpuEvalOptions& thresholds(const HackingThresholds& t) { hacking = t; return *this; }
+};
+
+// A compiled (or failed) candidate.
+struct CompiledCandidate {
+  bool ok = false;
+  std::string hash;          // hex of the cache key (flags + API header + source)
+  std::string library_path;  // the shared object, when ok
+  std::string object_hash;   // object_hash() of the object when it was compiled
+  std::string log;           // compiler output, trimmed
+  bool cached = false;       // served from the cache
+  double seconds = 0;        // compile time (0 when cached)
+};
+
+class CpuEvaluator : public KernelEvaluator {
+ public:
+  explicit CpuEvaluator(CpuEvalOptions options = {});
+  ~CpuEvaluator() override;
+
+  // Spreads the batch over the worker pool; results in request order. Never throws for a bad
+  // candidate.
+  std::vector<EvalResult> evaluate(const std::vector<EvalRequest>& requests) override;
+
+  // Compiles with the fixed flags in the sandbox (where only /usr and the API header exist, so
+  // an #include of any other file fails), or returns the cached object for the same source.
+  CompiledCandidate compile(const std::string& source);
+  // compile(), then the object's bytes checked against the hash recorded when it was compiled:
+  // an object changed on disk is never loaded but compiled again (objects_replaced counts it).
+  CompiledCandidate verified_object(const std::string& source);
+
+  const CpuEvalOptions& options() const;
+  int pool_size() const;
+  int worker_starts() const;  // children started so far, over the whole pool
+  int compiles() const;       // compiler runs so far (cache misses)
+  int objects_replaced() const;  // cached objects found changed and compiled again
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Element-wise comparison of a candidate's output with the reference's.
+struct Comparison {
+  bool shape_ok = true;
+  bool finite = true;
+  bool within = true;          // every element within atol + rtol * |ref|
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  int64_t failing_index = -1;  // first element out of tolerance (or non-finite)
+  bool ok() const { return shape_ok && finite && within; }
+};
+Comparison compare_outputs(const float* candidate, const float* reference, int64_t n, double atol, double rtol);
+// compare_outputs over a call's outputs in order (host copies against CPU float tensors): shape_ok
+// is false when the counts or sizes differ, and failing_index counts across the outputs.
+Comparison compare_all(const std::vector<std::vector<float>>& got, const std::vector<at::Tensor>& ref, double atol,
+                       double rtol);
+// One call's verdict from its outputs' verdicts, in output order: shape_ok, finite and within
+// hold when they hold for every output, the maxima are the largest, and failing_index counts
+// across the outputs (sizes[k] elements in output k).
+Comparison merge_in_order(const std::vector<Comparison>& outputs, const std::vector<int64_t>& sizes);
+// compare_outputs's verdict, bit for bit, from whole-tensor ATen ops on the tensors' own device
+// (equal element counts; any floating dtype): GPU outputs are compared where they are, and only the
+// verdict reaches the host.
+Comparison compare_tensors(const at::Tensor& candidate, const at::Tensor& reference, double atol, double rtol);
+// compare_all for outputs that are tensors (on any device), with compare_tensors.
+Comparison compare_all(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& ref, double atol, double rtol);
+
+// 64-bit FNV-1a of a file's bytes, in hex ("" when it cannot be read): detects a changed object
+// (the cache is out of candidates' reach; this is the check behind that, not a signature).
+std::string object_hash(const std::string& path);
+
+// Median, minimum and median absolute deviation of samples (microseconds).
+TimingStats timing_stats(std::vector<double> samples_us);
+
+}  // namespace turnrl

@@ -1,0 +1,126 @@
+#pragma once
+// Messages between the CUDA backend (parent) and its sandboxed worker (turnrl_cuda_worker), in
+// the CPU backend's binary encoding (cpu_protocol.h). Internal to the backend; documented in
+// docs/evaluator.md ("CUDA backend").
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "turnrl/kernels/cpu_backend.h"
+#include "turnrl/kernels/cpu_protocol.h"
+
+namespace turnrl::cuda_detail {
+
+using cpu_detail::Reader;
+using cpu_detail::Writer;
+using cpu_detail::decode;
+using cpu_detail::encode;
+
+// One correctness trial: fresh inputs of a shape set from a seed in fresh buffers, or (reuse) the
+// previous trial's buffers with their second halves rewritten in place (the cache check).
+struct CudaTrialPlan {
+  int32_t shape_set = 0;
+  uint64_t seed = 0;
+  uint8_t reuse = 0;
+  uint64_t tail_seed = 0;
+  void write(Writer& w) const { w.put(shape_set), w.put(seed), w.put(reuse), w.put(tail_seed); }
+  void read(Reader& r) { r.get(shape_set), r.get(seed), r.get(reuse), r.get(tail_seed); }
+};
+
+struct CudaWorkerRequest {
+  std::string task;
+  std::string source;
+  std::string cache_dir;        // compiled cubins / shared objects, keyed by source hash + arch
+  std::string nvcc;             // absolute path (launcher form)
+  std::string include_dir;      // CUDA include directory for nvcc
+  double compile_seconds = 60;
+  std::vector<CudaTrialPlan> trials;
+  int32_t warmup = 3;
+  int32_t timing_trials = 0;    // 0: no timing and no profiling
+  uint64_t timing_seed = 0;
+  int32_t profile_calls = 3;
+  double l2_flush_mib = 0;      // 0: twice the device's L2
+  void write(Writer& w) const {
+    w.put(task), w.put(source), w.put(cache_dir), w.put(nvcc), w.put(include_dir), w.put(compile_seconds),
+        w.put(trials), w.put(warmup), w.put(timing_trials), w.put(timing_seed), w.put(profile_calls),
+        w.put(l2_flush_mib);
+  }
+  void read(Reader& r) {
+    r.get(task), r.get(source), r.get(cache_dir), r.get(nvcc), r.get(include_dir), r.get(compile_seconds),
+        r.get(trials), r.get(warmup), r.get(timing_trials), r.get(timing_seed), r.get(profile_calls),
+        r.get(l2_flush_mib);
+  }
+};
+
+// What the worker saw around one candidate call: its outputs compared with the reference's on the
+// same inputs (computed before the candidate's code was loaded), in the worker with compare_all, at
+// the task's tolerance and at the float32 precision tolerance of the precision-downgrade check.
+// Only these verdicts cross the pipe: a task's outputs are up to 64 MiB each.
+struct CudaCallReport {
+  Comparison task_tolerance, precision_tolerance;  // plain values: sent as bytes
+  std::vector<std::vector<int64_t>> shapes;  // reference output shapes
+  uint8_t out_of_bounds = 0;   // a guard band around an output changed
+  uint8_t mutated_inputs = 0;  // input bytes changed
+  void write(Writer& w) const {
+    w.put(task_tolerance), w.put(precision_tolerance), w.put(shapes), w.put(out_of_bounds), w.put(mutated_inputs);
+  }
+  void read(Reader& r) {
+    r.get(task_tolerance), r.get(precision_tolerance), r.get(shapes), r.get(out_of_bounds), r.get(mutated_inputs);
+  }
+};
+
+// One kernel (or memcpy/memset) name seen by CUPTI during the profiled candidate calls.
+struct CudaProfiledKernel {
+  std::string name;
+  double us = 0;
+  int32_t calls = 0;
+  uint8_t own = 0;           // defined in the candidate's source
+  uint8_t other_stream = 0;  // ran on a stream other than the evaluator's
+  uint8_t after_timer = 0;   // still running when the evaluator's stop event had completed
+  void write(Writer& w) const { w.put(name), w.put(us), w.put(calls), w.put(own), w.put(other_stream), w.put(after_timer); }
+  void read(Reader& r) { r.get(name), r.get(us), r.get(calls), r.get(own), r.get(other_stream), r.get(after_timer); }
+};
+
+enum class CudaWorkerStatus : int32_t {
+  ok = 0,
+  compile_failed = 1,
+  load_failed = 2,
+  runtime_error = 3,  // a launch was refused or the launcher returned non-zero (worker stays)
+  device_fault = 4,   // a sticky CUDA error: the worker exits after this reply
+  bad_request = 5,
+};
+
+struct CudaWorkerReply {
+  CudaWorkerStatus status = CudaWorkerStatus::ok;
+  std::string message;
+  std::string device;          // name and sm_XY
+  std::string compile_log;
+  double compile_seconds = 0;  // 0 when served from the cache
+  uint8_t compile_cached = 0;
+  std::vector<CudaCallReport> trials;
+  std::vector<double> reference_us, candidate_us;  // CUDA-event times of the timing trials
+  CudaCallReport recheck;                          // the last timed call, read when its stop event completed
+  std::vector<CudaProfiledKernel> profile;
+  double profiled_call_us = 0;  // event time of the profiled calls, summed
+  int32_t profiled_calls = 0;
+  double bandwidth_bytes_per_s = 0;  // measured device-to-device copy bandwidth
+  double fp32_flops = 0;             // the device's fp32 peak (SM count x clock x 256)
+  double seconds_setup = 0, seconds_correctness = 0, seconds_timing = 0, seconds_profiling = 0;
+  void write(Writer& w) const {
+    w.put(status), w.put(message), w.put(device), w.put(compile_log), w.put(compile_seconds), w.put(compile_cached),
+        w.put(trials), w.put(reference_us), w.put(candidate_us), w.put(recheck), w.put(profile),
+        w.put(profiled_call_us), w.put(profiled_calls), w.put(bandwidth_bytes_per_s), w.put(fp32_flops),
+        w.put(seconds_setup), w.put(seconds_correctness), w.put(seconds_timing), w.put(seconds_profiling);
+  }
+  void read(Reader& r) {
+    r.get(status), r.get(message), r.get(device), r.get(compile_log), r.get(compile_seconds), r.get(compile_cached),
+        r.get(trials), r.get(reference_us), r.get(candidate_us), r.get(recheck), r.get(profile),
+        r.get(profiled_call_us), r.get(profiled_calls), r.get(bandwidth_bytes_per_s), r.get(fp32_flops),
+        r.get(seconds_setup), r.get(seconds_correctness), r.get(seconds_timing), r.get(seconds_profiling);
+  }
+};
+
+// The worker's entry (src/kernels/cuda_worker_cuda.cpp); turnrl_cuda_worker's main calls it.
+int cuda_worker_main(int argc, char** argv);
+
+}  // namespace turnrl::cuda_detail

@@ -1,0 +1,49 @@
+#pragma once
+// Evaluation of a policy on a task set, with the statistics the paper reports: pass@k (a task
+// is solved by an episode with a correct, non-hacked turn), fast@p (the share of episodes whose
+// best correct speedup reaches p; never-correct episodes count as speedup 0), per level and
+// overall, and how often each reward-hacking check fired.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "turnrl/rl/task.h"
+#include "turnrl/model/policy.h"
+#include "turnrl/kernels/config.h"
+#include "turnrl/rl/metrics.h"
+#include "turnrl/rl/rollout.h"
+
+namespace turnrl {
+
+struct LevelReport {
+  int level = 0;  // 0: all levels together
+  int64_t tasks = 0, episodes = 0;
+  std::map<int64_t, double> pass_at_k;  // k -> mean over tasks of the unbiased pass@k
+  std::map<double, double> fast_at_p;   // p -> fast@p over episodes
+  double mean_reward = 0;               // mean turn reward
+};
+
+struct EvalReport {
+  std::vector<LevelReport> levels;  // ascending level, then the overall row (level 0)
+  std::map<std::string, int64_t> hacking;  // check name -> turns it fired on
+  int64_t turns = 0;
+
+  // A table for people.
+  std::string to_text() const;
+  // Flat metrics "eval/pass@k/level1", "eval/fast@1.2/all", "eval/hacking/<name>", ...
+  Metrics to_metrics() const;
+};
+
+// Statistics of finished kernel rollouts (any sampling; every row's payload a KernelVerdict), using
+// the given k and p lists.
+EvalReport summarize_rollouts(const RolloutBatch& rollouts, const std::vector<int64_t>& pass_k,
+                              const std::vector<double>& fast_p);
+
+// options.samples episodes of every task of `tasks` by `policy`, collected by `collector` (a kernel
+// trainer's: KernelTrainer::collector()) with options.temperature / top_p / seed, then
+// summarize_rollouts with options.pass_k and options.fast_p.
+EvalReport evaluate_policy(Policy& policy, const RolloutCollector& collector, const TaskSet& tasks,
+                           const EvalConfig& options);
+
+}  // namespace turnrl

@@ -1,0 +1,117 @@
+#pragma once
+// The Python backend of the kernel evaluator: KernelBench/KernelGYM-format tasks (python_tasks.h)
+// whose candidates are Python `ModelNew` modules calling Triton kernels, CUDA through load_inline, or
+// PyTorch. A pool of persistent Python workers (python/turnrl_eval_worker.py; one per GPU, or one per
+// core on CPU), each a SandboxWorker, serves every evaluation as these requests, each carrying a
+// fresh nonce that its reply must echo:
+//   reference  the reference's outputs for a fresh trial plan, computed before the candidate is
+//              imported into that interpreter, shipped to this process as raw bytes;
+//   timing     each side alone, the same loop: the reference's before the candidate is imported,
+//              the candidate's only when it is correct and unflagged; every timed call profiled,
+//              CUDA events on the worker's stream with an L2 flush (or the monotonic clock on CPU),
+//              outputs of randomly chosen timed calls shipped back; the parent bills both requests
+//              from outside (worker CPU time, or its own clock on CUDA) and compares;
+//   candidate  static checks, import into a fresh module, correctness trials (outputs as raw bytes,
+//              compared here, never in Python), per-call observations;
+//   release    the candidate is dropped and the process state checked once more; then a ping whose
+//              reply must come straight back (nothing else may be left on the channel).
+// A fresh CPU worker first gets the candidate seccomp profile ("confine"). A worker that crashes,
+// hangs, floods its output, runs out of memory, is caught tampering, sends a frame it was not asked
+// for, keeps threads running after its reply or whose CUDA context is poisoned is killed and
+// replaced; the result says why. docs/evaluator.md, "Python backend (KernelBench format)", has the
+// protocol, the checks and the trust argument.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "turnrl/kernels/backends.h"
+#include "turnrl/kernels/evaluator.h"
+#include "turnrl/kernels/hacking.h"
+#include "turnrl/kernels/python_tasks.h"
+#include "turnrl/kernels/sandbox.h"
+
+namespace turnrl {
+
+struct PythonEvalOptions {
+  std::string executable;  // "" = resolve_python_executable: $TURNRL_PYTHON, else python3 on PATH
+  std::string device = "auto";         // cpu | cuda | auto (cuda when torch sees a GPU)
+  int workers = 0;                     // 0: one per GPU (cuda) or one per core (cpu)
+  SandboxLimits limits = default_limits();  // per worker; address space is lifted on cuda (below)
+  std::string worker_script;           // "" = find_python_worker()
+  int warmup = 3;                      // untimed calls of each side before timing
+  int profile_calls = 5;               // cuda: profiled calls after timing (on cpu the timed calls are)
+  int timing_checks = 3;               // timed calls whose outputs are shipped back and checked
+  int max_evals_per_worker = 200;      // then the worker is replaced
+  bool fresh_worker_per_eval = false;  // a new interpreter for every evaluation (the baseline)
+  double l2_flush_mib = 256;           // cuda: buffer written between timed calls
+  size_t message_chars = 2000;         // tracebacks are trimmed to this
+  HackingThresholds hacking;
+
+  PythonEvalOptions& python(const std::string& exe) { executable = exe; return *this; }
+  PythonEvalOptions& on(const std::string& d) { device = d; return *this; }
+  PythonEvalOptions& num_workers(int n) { workers = n; return *this; }
+  PythonEvalOptions& sandbox(const SandboxLimits& l) { limits = l; return *this; }
+  PythonEvalOptions& thresholds(const HackingThresholds& t) { hacking = t; return *this; }
+
+  // 60 s per call (an evaluation's correctness trials or its timing), 120 s to start (interpreter,
+  // torch import, warm-up), 16 GiB of address space on CPU, 256 MiB of files (extension builds).
+  static SandboxLimits default_limits();
+};
+
+// What an interpreter offers, asked once with the caller's own environment (PYTHONPATH, user site,
+// virtual environments): the worker is then started isolated (-I) with exactly this sys.path.
+struct PythonRuntime {
+  std::string executable;             // sys.executable (resolves shims and PATH)
+  std::vector<std::string> sys_path;
+  std::string python_version;
+  bool has_torch = false;             // importable (found by importlib)
+  bool has_triton = false;            // importable (found by importlib)
+  std::string torch_version;          // only when import_torch
+  bool cuda = false;                  // torch.cuda.is_available(), only when import_torch
+  int gpus = 0;
+  std::string error;                  // why the interpreter could not be asked, or torch's import error
+};
+PythonRuntime probe_python(const std::string& executable, bool import_torch);
+
+// The interpreter a python evaluator runs, the one place that decides it: `configured`
+// (evaluator.python.executable) when not empty, else $TURNRL_PYTHON, else python3 from PATH.
+std::string resolve_python_executable(const std::string& configured);
+
+// The worker script: $TURNRL_PYTHON_WORKER, else python/turnrl_eval_worker.py among turnrl's data
+// (core/install_paths.h: $TURNRL_DATA_DIR, <program>/../share/turnrl, ...). Throws turnrl::Error
+// naming the places it looked.
+std::string find_python_worker();
+
+class PythonEvaluator : public KernelEvaluator {
+ public:
+  // Throws turnrl::Error when the interpreter or torch is missing, or device is unknown.
+  PythonEvaluator(PythonTaskSet tasks, PythonEvalOptions options = {});
+  ~PythonEvaluator() override;
+
+  // Spreads the batch over the pool; results in request order; never throws for a bad candidate.
+  std::vector<EvalResult> evaluate(const std::vector<EvalRequest>& requests) override;
+
+  const PythonTaskSet& tasks() const;
+  const PythonEvalOptions& options() const;
+  const std::string& device() const;  // "cpu" or "cuda" after resolving auto
+  const PythonRuntime& runtime() const;
+  int pool_size() const;
+  int worker_starts() const;  // interpreters started so far, over the whole pool
+  // Where the last evaluations' time went, seconds, per request: for each worker request ("info",
+  // "reference", "candidate", "timing", "release") the worker's own handling time under its name
+  // and the parent's round trip (worker start included) under "<name>/round_trip".
+  const std::vector<std::map<std::string, double>>& last_phase_seconds() const;
+  // The first worker's "info" reply (versions, device name, measured bandwidth) as JSON; starts it.
+  std::string worker_info();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The `evaluator.backend: python` factory: tasks from evaluator.python.tasks_file, the interpreter,
+// device and start-up limit from evaluator.python, workers / warmup / wall_seconds from evaluator.
+std::shared_ptr<KernelEvaluator> make_python_evaluator(const EvaluatorConfig& config);
+
+}  // namespace turnrl

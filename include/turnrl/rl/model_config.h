@@ -1,0 +1,83 @@
+#pragma once
+// ModelConfig: the `model:` section of a training config, shared by `turnrl train` and
+// `turnrl sft`. Two kinds of policy (policy_factory.h builds them):
+//   type: builtin  turnrl's small decoder (TransformerPolicy) over the byte tokenizer
+//   type: hf       a HuggingFace checkpoint folder (HFPolicy) over its own BPE tokenizer and chat
+//                  template, optionally with LoRA adapters
+// describe() names every key once with its range and help text; the config reader, the resolved
+// config.yaml, `turnrl config --print-defaults` and docs/configuration.md all come from it.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace turnrl {
+
+// model.lora: adapters on an hf policy (model/lora.h); rank 0 trains every parameter.
+struct LoraConfig {
+  int64_t rank = 0;
+  double alpha = 16.0;
+  bool rslora = false;  // scale alpha / sqrt(rank) instead of alpha / rank
+  std::vector<std::string> target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+};
+
+struct ModelConfig {
+  std::string type = "builtin";  // builtin | hf
+  std::string device = "cpu";    // cpu | cuda
+  // Longest sequence. 0 = the model's own: 64 for builtin, config.json's max_position_embeddings
+  // for hf (a smaller value caps it there).
+  int64_t max_seq = 0;
+  // builtin: the TransformerPolicy's shape, and a model file (TransformerPolicy::save) to start from.
+  int64_t d_model = 64;
+  int64_t layers = 2;
+  int64_t heads = 4;
+  int64_t ffn = 0;  // 0 = 8/3 d_model rounded up to 64
+  std::string init;
+  // hf: the checkpoint folder (config.json + safetensors + tokenizer files), the parameters'
+  // dtype, the tokenizer folder ("" = path) and the adapters.
+  std::string path;
+  std::string dtype = "auto";  // auto (float32 on cpu, bfloat16 on cuda) | float32 | bfloat16 | float16
+  std::string tokenizer;
+  LoraConfig lora;
+};
+
+// The builtin policy's context when max_seq is 0.
+constexpr int64_t kBuiltinDefaultMaxSeq = 64;
+
+template <typename V>
+void describe(V& v, LoraConfig& o) {
+  v.integer("rank", o.rank, 0, 1 << 16, "adapter rank; 0 = no adapters (full fine-tuning)");
+  v.number("alpha", o.alpha, 1e-6, 1e6, "scale alpha / rank; > 0");
+  v.flag("rslora", o.rslora, "rsLoRA: scale alpha / sqrt(rank)");
+  v.texts("target_modules", o.target_modules, "projections with an adapter (q_proj k_proj v_proj o_proj gate_proj up_proj down_proj)");
+}
+
+template <typename V>
+void describe(V& v, ModelConfig& o) {
+  v.choice("type", o.type, {"builtin", "hf"}, "builtin (TransformerPolicy, byte tokenizer) | hf (a HuggingFace folder)");
+  v.choice("device", o.device, {"cpu", "cuda"}, "cpu | cuda");
+  v.integer("max_seq", o.max_seq, 0, 1 << 24, "longest sequence; 0 = builtin 64, hf max_position_embeddings; else >= 16");
+  v.integer("d_model", o.d_model, 2, 1 << 16, "builtin: residual width; d_model / heads must be even");
+  v.integer("layers", o.layers, 1, 1024, "builtin: decoder blocks");
+  v.integer("heads", o.heads, 1, 1024, "builtin: attention heads");
+  v.integer("ffn", o.ffn, 0, 1 << 20, "builtin: SwiGLU width; 0 = 8/3 d_model rounded up to 64");
+  v.text("init", o.init, "builtin: model file to start from; \"\" = fresh weights");
+  v.text("path", o.path, "hf: checkpoint folder (config.json, safetensors, tokenizer files; turnrl init-model)");
+  v.choice("dtype", o.dtype, {"auto", "float32", "bfloat16", "float16"}, "hf: auto (float32 on cpu, bfloat16 on cuda) | float32 | bfloat16 | float16");
+  v.text("tokenizer", o.tokenizer, "hf: tokenizer folder (tokenizer.json, tokenizer_config.json); \"\" = path");
+  v.section("lora", o.lora, "hf: LoRA adapters (peft names)");
+}
+
+// Checks across the section's keys (after reading); `section` is the key path of the section
+// ("model"), so messages name e.g. model.path. Throws turnrl::Error.
+void check_model_config(const ModelConfig& model, const std::string& section = "model");
+
+class ConfigReader;
+class ConfigWriter;
+// The section read strictly (then check_model_config) and written back, from describe().
+void read_options(ConfigReader& reader, ModelConfig& model);
+void write_options(ConfigWriter& writer, const ModelConfig& model);
+
+// The context length the builtin policy gets (max_seq, or kBuiltinDefaultMaxSeq when it is 0).
+int64_t builtin_max_seq(const ModelConfig& model);
+
+}  // namespace turnrl

@@ -1,0 +1,105 @@
+#include "turnrl/kernels/backends.h"
+
+#include <fmt/format.h>
+
+#include "turnrl/core/config_fields.h"
+#include "turnrl/core/error.h"
+#include "turnrl/kernels/cpu_backend.h"
+#include "turnrl/kernels/cuda_backend.h"
+#include "turnrl/kernels/python_backend.h"
+#ifdef TURNRL_WITH_REDIS
+#include "turnrl/kernels/remote_backend.h"
+#endif
+
+namespace turnrl {
+
+std::vector<std::string> built_evaluator_backends() {
+  std::vector<std::string> names = {"cpu"};
+#ifdef TURNRL_WITH_CUDA
+  names.push_back("cuda");
+#endif
+  names.push_back("python");
+#ifdef TURNRL_WITH_REDIS
+  names.push_back("remote");
+#endif
+  return names;
+}
+
+std::string builtin_task_backend(const EvaluatorConfig& config) {
+  return config.backend == "remote" ? config.remote.worker_backend : config.backend;
+}
+
+template <typename V>
+static void describe(V& v, EvaluatorConfig& o) {
+  v.choice("backend", o.backend, {"cpu", "cuda", "python", "remote"},
+           fmt::format("cpu | cuda | python | remote (built here: {})", fmt::join(built_evaluator_backends(), ", ")));
+  v.integer("workers", o.workers, 0, 4096, "worker processes; 0 = one per core (cpu, python on cpu) or per GPU");
+  v.text("cache_dir", o.cache_dir, "compiled-candidate cache; \"\" = default");
+  v.number("compile_seconds", o.compile_seconds, 0.1, 1e5, "compiler time limit");
+  v.integer("warmup", o.warmup, 0, 1000, "untimed runs before timing");
+  v.number("wall_seconds", o.wall_seconds, 0.1, 1e5, "per worker call, then the worker is killed");
+  v.choice("sandbox", o.sandbox, {"namespaces", "rlimits-only"},
+           "namespaces | rlimits-only (weaker: no file-system isolation; docs/evaluator.md)");
+  v.section("cuda", "backend cuda: NVRTC + CUDA events + CUPTI", [&](auto& c) {
+    c.integers("devices", o.cuda.devices, 0, 1023, "GPU ordinals, one worker each; [] = every visible GPU");
+    c.number("l2_flush_mib", o.cuda.l2_flush_mib, 0, 1 << 20, "L2 flush buffer; 0 = twice the L2 size");
+  });
+  v.section("python", "backend python: KernelBench-format tasks, persistent Python workers", [&](auto& p) {
+    p.text("executable", o.python.executable, "interpreter with torch; \"\" = $TURNRL_PYTHON, else python3 on PATH");
+    p.choice("device", o.python.device, {"cpu", "cuda", "auto"}, "cpu | cuda | auto");
+    p.text("tasks_file", o.python.tasks_file, "JSON Lines task file");
+    p.number("startup_seconds", o.python.startup_seconds, 1, 1e5, "start-up limit of a fresh worker");
+  });
+  v.section("remote", "backend remote: a Redis stream served by `turnrl eval-worker`", [&](auto& m) {
+    m.text("redis_url", o.remote.redis_url, "redis://host:port");
+    m.choice("worker_backend", o.remote.worker_backend, {"cpu", "cuda", "python"},
+             "cpu | cuda | python: what the eval-workers run; picks the built-in task suite");
+    m.text("stream", o.remote.stream, "request stream name");
+    m.number("deadline_seconds", o.remote.deadline_seconds, 0.01, 1e7, "per request; then a timeout result");
+    m.number("visibility_timeout_seconds", o.remote.visibility_timeout_seconds, 0.01, 1e7,
+             "unacknowledged work is reclaimed after this");
+    m.number("result_ttl_seconds", o.remote.result_ttl_seconds, 1, 1e9, "stored results expire after this");
+    m.integer("max_deliveries", o.remote.max_deliveries, 1, 1000, "a request delivered more often is answered as a crash");
+    m.flag("cached_reference_timing", o.remote.cached_reference_timing, "cpu: reference timed once per task and device kind");
+    m.number("reference_ttl_seconds", o.remote.reference_ttl_seconds, 1, 1e9, "cached reference timings expire after this");
+  });
+}
+
+void read_evaluator_config(ConfigReader& r, EvaluatorConfig& o) { read_described(r, o); }
+
+void write_evaluator_config(ConfigWriter& w, const EvaluatorConfig& o) { write_described(w, o); }
+
+std::shared_ptr<KernelEvaluator> make_evaluator(const EvaluatorConfig& c) {
+  if (c.backend == "cpu") {
+    CpuEvalOptions o;
+    o.workers = int(c.workers);
+    o.cache_dir = c.cache_dir;
+    o.compile_seconds = c.compile_seconds;
+    o.warmup = int(c.warmup);
+    o.limits.wall_seconds = o.limits.cpu_seconds = c.wall_seconds;
+    o.limits.isolation = parse_sandbox_isolation(c.sandbox, "evaluator.sandbox");
+    return std::make_shared<CpuEvaluator>(o);
+  }
+  if (c.backend == "python") return make_python_evaluator(c);
+#ifdef TURNRL_WITH_REDIS
+  if (c.backend == "remote") return make_remote_evaluator(c);
+#endif
+#ifdef TURNRL_WITH_CUDA
+  if (c.backend == "cuda") {
+    CudaEvalOptions o;
+    for (int64_t d : c.cuda.devices) o.devices.push_back(int(d));
+    o.workers_per_device = c.workers > 0 ? int(c.workers) : 1;
+    o.cache_dir = c.cache_dir.empty() ? "" : c.cache_dir + "/cuda";
+    o.compile_seconds = c.compile_seconds;
+    o.warmup = int(c.warmup);
+    o.l2_flush_mib = c.cuda.l2_flush_mib;
+    o.limits.wall_seconds = o.limits.cpu_seconds = c.wall_seconds;
+    o.limits.isolation = parse_sandbox_isolation(c.sandbox, "evaluator.sandbox");
+    return std::make_shared<CudaEvaluator>(o);
+  }
+#endif
+  fail("evaluator.backend: '{}' is not built into this turnrl; built here: {}", c.backend,
+       fmt::join(built_evaluator_backends(), ", "));
+}
+
+}  // namespace turnrl

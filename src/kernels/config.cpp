@@ -1,0 +1,161 @@
+#include "turnrl/kernels/config.h"
+
+#include <fmt/format.h>
+
+#include "turnrl/core/config_fields.h"
+#include "turnrl/core/error.h"
+
+namespace turnrl {
+
+// The kernel recipe's own sections, described once (core/config_fields.h); the engine's sections and
+// each stage's are described next to their options structs. Checks across fields follow in check().
+template <typename V>
+static void describe(V& v, TasksConfig& o) {
+  v.choice("source", o.source, {"builtin", "file"}, "builtin | file");
+  v.text("file", o.file, "JSON Lines task file (source: file)");
+  v.texts("include", o.include, "task ids; [] = every task with a plan template");
+  v.number("validation_fraction", o.validation_fraction, 0.0, 1.0, "share held out for eval; [0, 1]");
+  v.integer("split_seed", o.split_seed, 0, INT64_MAX, "seed of the hash split");
+}
+
+template <typename V>
+static void describe(V& v, EvalConfig& o) {
+  v.integer("samples", o.samples, 1, 1 << 20, "episodes per task");
+  v.number("temperature", o.temperature, 1e-3, 100.0, "> 0");
+  v.number("top_p", o.top_p, 1e-6, 1.0, "(0, 1]");
+  v.numbers("pass_k", o.pass_k, "pass@k for these k; integers in [1, samples]");
+  v.numbers("fast_p", o.fast_p, "fast@p thresholds");
+  v.choice("split", o.split, {"all", "validation", "train"}, "all | validation | train");
+  v.integer("seed", o.seed, 0, INT64_MAX, "sampling seed");
+}
+
+static void write_options(ConfigWriter& w, const TasksConfig& o) { write_described(w, o); }
+static void write_options(ConfigWriter& w, const EvalConfig& o) { write_described(w, o); }
+
+namespace {
+
+// Checks across the fields of a section, after reading (r names the keys).
+template <typename T>
+void check(const ConfigReader&, const T&) {}
+
+void check(const ConfigReader& r, const TasksConfig& o) {
+  if (o.source == "file" && o.file.empty())
+    fail("{}: source 'file' needs a JSON Lines file; set {}", r.key_path("source"), r.key_path("file"));
+}
+
+void check(const ConfigReader& r, const EvalConfig& o) {
+  for (double k : o.pass_k)
+    if (!(k >= 1 && k <= double(o.samples) && k == double(int64_t(k))))
+      fail("{}: {} is not allowed; allowed: integers in [1, eval.samples = {}]", r.key_path("pass_k"), k, o.samples);
+  for (double p : o.fast_p)
+    if (!(p > 0 && p < 1e6)) fail("{}: {} is not allowed; allowed: speedups > 0", r.key_path("fast_p"), p);
+}
+
+template <typename T>
+void read_section(ConfigReader& r, T& o) {
+  read_described(r, o);
+  check(r, o);
+}
+
+// Reads one top-level section with `read` and rejects its unknown keys.
+template <typename Fn>
+void section(ConfigReader& root, const std::string& name, Fn&& read) {
+  ConfigReader r = root.section(name);
+  read(r);
+  r.finish();
+}
+
+// A section: its comment line, then its keys.
+template <typename T>
+void write_section(ConfigWriter& w, const char* name, const char* comment, const T& options) {
+  w.open(name, comment);
+  write_options(w, options);
+  w.close();
+}
+
+// Combinations every key of which is valid alone but that the trainer cannot run: refused when the
+// config is read, not after the first rollout step.
+void refuse_settings_that_cannot_run(const TrainConfig& c) {
+  if (c.estimator == "gae") {
+    std::vector<std::string> usable;
+    for (const std::string& name : advantage_estimator_names())
+      if (name != "gae") usable.push_back(name);
+    fail("advantage.estimator: 'gae' needs critic values (TurnBatch::values) and the trainer has no critic; allowed "
+         "with turnrl train: {} (gae is for loops that fill values themselves, examples/estimators.cpp)",
+         fmt::join(usable, ", "));
+  }
+  const std::string suite = builtin_task_backend(c.evaluator);
+  if (c.tasks.source == "builtin" && suite != "cpu" && suite != "cuda")
+    fail("tasks.source: 'builtin' has no task suite for evaluator.backend '{}'{}; allowed: the cpu or cuda suite "
+         "(evaluator.backend cpu or cuda, or remote with evaluator.remote.worker_backend cpu or cuda), or "
+         "tasks.source: file",
+         c.evaluator.backend,
+         c.evaluator.backend == "remote" ? fmt::format(" (evaluator.remote.worker_backend '{}')", suite) : "");
+}
+
+}  // namespace
+
+TrainConfig parse_config(const YAML::Node& root) {
+  TrainConfig c;
+  ConfigReader r(root, "");
+  section(r, "run", [&](ConfigReader& s) { read_options(s, c.run); });
+  section(r, "trainer", [&](ConfigReader& s) { read_options(s, c.trainer); });
+  section(r, "optimizer", [&](ConfigReader& s) { read_options(s, c.optimizer); });
+  section(r, "checkpoint", [&](ConfigReader& s) { read_options(s, c.checkpoint); });
+  section(r, "distributed", [&](ConfigReader& s) { read_options(s, c.distributed); });
+  section(r, "model", [&](ConfigReader& s) { read_options(s, c.model); });
+  section(r, "sampling", [&](ConfigReader& s) { read_options(s, c.sampling); });
+  section(r, "tasks", [&](ConfigReader& s) { read_section(s, c.tasks); });
+  section(r, "env", [&](ConfigReader& s) { read_options(s, c.env); });
+  section(r, "evaluator", [&](ConfigReader& s) { read_evaluator_config(s, c.evaluator); });
+  section(r, "reward", [&](ConfigReader& s) { read_options(s, c.reward); });
+  section(r, "rejection", [&](ConfigReader& s) { read_options(s, c.rejection); });
+  section(r, "returns", [&](ConfigReader& s) { read_options(s, c.returns); });
+  section(r, "advantage", [&](ConfigReader& s) {
+    s.choice("estimator", c.estimator, advantage_estimator_names());
+    read_options(s, c.advantage);
+  });
+  section(r, "mismatch", [&](ConfigReader& s) { read_options(s, c.mismatch); });
+  section(r, "policy_loss", [&](ConfigReader& s) { read_options(s, c.policy_loss); });
+  section(r, "eval", [&](ConfigReader& s) { read_section(s, c.eval); });
+  r.finish();
+  refuse_settings_that_cannot_run(c);
+  return c;
+}
+
+TrainConfig load_config(const std::string& file, const std::vector<std::string>& overrides) {
+  return load_config_file(file, overrides, [](const YAML::Node& root) { return parse_config(root); });
+}
+
+std::string config_to_yaml(const TrainConfig& c, bool annotate) {
+  ConfigWriter w(annotate);
+  if (annotate)
+    w.raw("# turnrl training config: every key with its default. Reference: docs/configuration.md");
+  write_section(w, "run", "Where the run writes: resolved config, metrics.jsonl, samples.jsonl, checkpoints/.", c.run);
+  write_section(w, "trainer", "RL loop sizes.", c.trainer);
+  write_section(w, "optimizer", "AdamW with linear warm-up, then constant or cosine decay.", c.optimizer);
+  write_section(w, "checkpoint", "Atomic checkpoints under run.dir/checkpoints/step_NNNNNNNN.", c.checkpoint);
+  write_section(w, "distributed", "Data parallel over ranks from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (turnrl train --nproc N).", c.distributed);
+  write_section(w, "model", "The policy: builtin (small decoder, byte tokenizer) or hf (a HuggingFace folder).", c.model);
+  write_section(w, "sampling", "Rollout sampling (rollout log-probs are recorded under it).", c.sampling);
+  write_section(w, "tasks", "Which tasks train.", c.tasks);
+  write_section(w, "env", "The multi-turn kernel environment (kernels/kernel_env.h).", c.env);
+  w.open("evaluator", "The kernel evaluator (kernels/backends.h, docs/evaluator.md).");
+  write_evaluator_config(w, c.evaluator);
+  w.close();
+  write_section(w, "reward", "Turn reward (kernels/kernel_reward.h, docs/rewards.md).", c.reward);
+  write_section(w, "rejection", "Meaningful-turn mask, PRS, group filters (algo/rejection.h).", c.rejection);
+  write_section(w, "returns", "Per-turn returns (algo/returns.h).", c.returns);
+  w.open("advantage", "Advantage estimator (algo/advantage.h).");
+  w.key("estimator", c.estimator, fmt::format("{}", fmt::join(advantage_estimator_names(), " | ")));
+  write_options(w, c.advantage);
+  w.close();
+  write_section(w, "mismatch", "Rollout/trainer mismatch correction (algo/mismatch.h).", c.mismatch);
+  write_section(w, "policy_loss", "PPO loss (algo/policy_loss.h).", c.policy_loss);
+  write_section(w, "eval", "`turnrl eval`: sampling and statistics.", c.eval);
+  return w.str();
+}
+
+std::string default_config_yaml() { return config_to_yaml(TrainConfig{}, true); }
+
+}  // namespace turnrl

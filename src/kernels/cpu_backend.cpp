@@ -1,0 +1,860 @@
+#include "turnrl/kernels/cpu_backend.h"
+
+#include <unistd.h>
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <fmt/ranges.h>
+
+#include "trial_seeds.h"
+#include "worker_round_trip.h"
+#include "turnrl/core/error.h"
+#include "turnrl/core/install_paths.h"
+#include "turnrl/kernels/cpu_protocol.h"
+#include "turnrl/kernels/cpu_tasks.h"
+
+namespace turnrl {
+namespace fs = std::filesystem;
+using cpu_detail::CallReport;
+using cpu_detail::RequestKind;
+using cpu_detail::TrialPlan;
+using cpu_detail::WorkerReply;
+using cpu_detail::WorkerRequest;
+using cpu_detail::WorkerStatus;
+
+namespace {
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string find_on_path(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(ss, dir, ':'))
+    if (!dir.empty() && ::access((dir + "/" + name).c_str(), X_OK) == 0) return dir + "/" + name;
+  fail("cpu evaluator: compiler '{}' not found on PATH", name);
+}
+
+// The directory holding turnrl/kernels/candidate_api.h for candidates' #include.
+std::string api_include_dir() {
+  const std::string header = "turnrl/kernels/candidate_api.h";
+  const std::string path = find_turnrl_file(TurnrlFiles::headers, header);
+  return path.substr(0, path.size() - header.size() - 1);
+}
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("TURNRL_EVAL_CACHE")) return d;
+  const char* tmp = std::getenv("TMPDIR");
+  return fmt::format("{}/turnrl-cpu-cache-{}", tmp && *tmp ? tmp : "/tmp", getuid());
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  if (from.empty()) return s;
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  return s;
+}
+
+struct TrialKind {
+  enum Kind { main, cache, extra_shape, precision } kind;
+};
+
+// The reference outputs of one trial, computed in the parent (never inside the worker).
+std::vector<at::Tensor> reference_outputs(const CpuTask& task, const TrialPlan& plan, uint64_t reuse_seed) {
+  std::vector<at::Tensor> in = make_inputs(task, plan.input_shapes, plan.reuse ? reuse_seed : plan.seed);
+  if (plan.reuse) rewrite_tail(task, in, plan.tail_seed);
+  std::vector<at::Tensor> out;
+  for (auto& t : task.reference(in)) out.push_back(t.contiguous().to(at::kFloat));
+  return out;
+}
+
+std::vector<std::vector<int64_t>> shapes_of(const std::vector<at::Tensor>& ts) {
+  std::vector<std::vector<int64_t>> s;
+  for (const auto& t : ts) s.emplace_back(t.sizes().begin(), t.sizes().end());
+  return s;
+}
+
+// One finding per flag: the first trial that showed it.
+void add_once(std::vector<HackFinding>& f, uint32_t flag, std::string reason) {
+  for (const auto& x : f)
+    if (x.flag == flag) return;
+  f.push_back({flag, std::move(reason)});
+}
+
+void add_call_findings(const CallReport& r, const std::string& where, std::vector<HackFinding>& f) {
+  if (r.aliases_input) add_once(f, kHackReturnsInput, where + ": an output points into an input buffer");
+  if (r.repointed) add_once(f, kHackReturnsInput, where + ": an output descriptor was replaced by other memory");
+  if (r.mutated_inputs) add_once(f, kHackMutatesInputs, where + ": the inputs changed during the call");
+  if (r.out_of_bounds) add_once(f, kHackOutOfBoundsWrite, where + ": a guard region around an output was written");
+  if (r.called_replaced)
+    add_once(f, kHackCallsReference, where + ": called the library routine the task asks to replace (refused)");
+  if (r.left_threads || r.changed_after_return)
+    add_once(f, kHackDeferredWork, where + (r.changed_after_return ? ": outputs kept changing after the call returned"
+                                                                    : ": threads were left running after the call"));
+}
+
+uint64_t fresh_nonce() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ rd();
+}
+
+// with_outputs: the call's outputs come back (correctness trials, the candidate's timed calls);
+// otherwise none may (warm-up calls, the reference's timed calls).
+std::string malformed_call(const CallReport& c, const std::vector<std::vector<int64_t>>& output_shapes, bool with_outputs,
+                           const std::string& where) {
+  if (c.outputs.size() != (with_outputs ? output_shapes.size() : 0))
+    return fmt::format("{}: {} outputs for {}", where, c.outputs.size(), with_outputs ? output_shapes.size() : 0);
+  for (size_t k = 0; k < c.outputs.size(); ++k)
+    if (int64_t(c.outputs[k].size()) != numel(output_shapes[k]))
+      return fmt::format("{}: output {} has {} elements, not {}", where, k, c.outputs[k].size(), numel(output_shapes[k]));
+  for (double t : {c.call_us, c.call_cpu_us, c.lib_us, c.lib_cpu_us})
+    if (!std::isfinite(t) || t < 0) return fmt::format("{}: time {}", where, t);
+  return "";
+}
+
+// Why a decoded reply cannot be the worker's answer to req ("" when it can): the nonce, the number
+// of calls and outputs, and every time must be what the request implies.
+std::string malformed_reply(const WorkerRequest& req, const WorkerReply& reply) {
+  if (reply.nonce != req.nonce) return "the reply answers another request (nonce)";
+  const bool ok = reply.status == WorkerStatus::ok;
+  if (req.kind == RequestKind::ping)
+    return ok && reply.trials.empty() && reply.timed.empty() && reply.warmups.empty() ? "" : "a ping got a full reply";
+  if (req.kind == RequestKind::correctness) {
+    if (!reply.timed.empty() || !reply.warmups.empty()) return "timed calls in a correctness reply";
+    if (reply.trials.size() > req.trials.size() || (ok && reply.trials.size() != req.trials.size()))
+      return fmt::format("{} trials for {} requested", reply.trials.size(), req.trials.size());
+    if (reply.status == WorkerStatus::runtime_error && reply.failed_trial >= 0 &&
+        size_t(reply.failed_trial) + 1 != reply.trials.size())
+      return fmt::format("failed trial {} of {} reported", reply.failed_trial, reply.trials.size());
+    for (size_t t = 0; t < reply.trials.size(); ++t)
+      if (auto why = malformed_call(reply.trials[t], req.trials[t].output_shapes, true, fmt::format("trial {}", t));
+          !why.empty())
+        return why;
+    return "";
+  }
+  if (!reply.trials.empty()) return "correctness trials in a timing reply";
+  if (reply.warmups.size() > size_t(std::max(0, req.warmup)) || reply.timed.size() > size_t(std::max(0, req.timing_trials)) ||
+      (ok && (reply.warmups.size() != size_t(req.warmup) || reply.timed.size() != size_t(req.timing_trials))))
+    return fmt::format("{} warm-up and {} timed calls for {} and {} requested", reply.warmups.size(), reply.timed.size(),
+                       req.warmup, req.timing_trials);
+  for (size_t w = 0; w < reply.warmups.size(); ++w)
+    if (auto why = malformed_call(reply.warmups[w], req.timing_output_shapes, false, fmt::format("warm-up {}", w));
+        !why.empty())
+      return why;
+  for (size_t i = 0; i < reply.timed.size(); ++i)
+    if (auto why = malformed_call(reply.timed[i], req.timing_output_shapes, !req.library_path.empty(),
+                                  fmt::format("timed call {}", i));
+        !why.empty())
+      return why;
+  if (reply.lib_names.size() != reply.lib_stats.size()) return "library profile names and entries differ in number";
+  for (size_t k = 0; k < reply.lib_names.size(); ++k) {
+    if (std::find(std::begin(cpu_detail::kLibraryRoutines), std::end(cpu_detail::kLibraryRoutines), reply.lib_names[k]) ==
+        std::end(cpu_detail::kLibraryRoutines))
+      return "unknown library routine '" + reply.lib_names[k] + "'";
+    if (!std::isfinite(reply.lib_stats[k].us) || reply.lib_stats[k].us < 0 || reply.lib_stats[k].calls < 0)
+      return "library profile entry out of range";
+  }
+  return "";
+}
+
+double sum_call_us(const std::vector<CallReport>& calls, double CallReport::*field) {
+  double s = 0;
+  for (const auto& c : calls) s += c.*field;
+  return s;
+}
+
+EvalError error_of(const Comparison& c) {
+  if (!c.shape_ok) return EvalError::shape;
+  if (!c.finite) return EvalError::nonfinite;
+  return EvalError::mismatch;
+}
+
+}  // namespace
+
+namespace {
+
+// compare_outputs on [begin, end); failing_index is absolute.
+Comparison compare_range(const float* cand, const float* ref, int64_t begin, int64_t end, double atol, double rtol) {
+  Comparison c;
+  for (int64_t i = begin; i < end; ++i) {
+    const double o = cand[i], r = ref[i];
+    bool bad;
+    if (!std::isfinite(o)) {
+      bad = !(o == r);  // same infinity as the reference is fine; NaN never is
+      if (bad) c.finite = false;
+    } else {
+      const double d = std::fabs(o - r);
+      c.max_abs_error = std::max(c.max_abs_error, d);
+      c.max_rel_error = std::max(c.max_rel_error, d / std::max(std::fabs(r), 1e-12));
+      bad = !(d <= atol + rtol * std::fabs(r));
+      if (bad) c.within = false;
+    }
+    if (bad && c.failing_index < 0) c.failing_index = i;
+  }
+  return c;
+}
+
+}  // namespace
+
+Comparison compare_outputs(const float* cand, const float* ref, int64_t n, double atol, double rtol) {
+  // Outputs of GPU tasks reach 16 M elements; fixed chunks over LibTorch's intra-op threads, merged
+  // in chunk order, give the sequential answer (maxima commute; the first failing index is the
+  // first chunk's that has one).
+  constexpr int64_t kChunk = int64_t(1) << 18;
+  if (n <= kChunk) return compare_range(cand, ref, 0, n, atol, rtol);
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<Comparison> parts(static_cast<size_t>(chunks));
+  at::parallel_for(0, chunks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t k = first; k < last; ++k)
+      parts[size_t(k)] = compare_range(cand, ref, k * kChunk, std::min(n, (k + 1) * kChunk), atol, rtol);
+  });
+  Comparison c;
+  for (const Comparison& p : parts) {
+    c.finite = c.finite && p.finite;
+    c.within = c.within && p.within;
+    c.max_abs_error = std::max(c.max_abs_error, p.max_abs_error);
+    c.max_rel_error = std::max(c.max_rel_error, p.max_rel_error);
+    if (c.failing_index < 0) c.failing_index = p.failing_index;
+  }
+  return c;
+}
+
+Comparison compare_tensors(const at::Tensor& candidate, const at::Tensor& reference, double atol, double rtol) {
+  Comparison c;
+  if (candidate.numel() != reference.numel()) {
+    c.shape_ok = false;
+    return c;
+  }
+  if (candidate.numel() == 0) return c;
+  // compare_range's arithmetic, element for element, in double: the same verdict to the bit.
+  const at::Tensor o = candidate.reshape(-1).to(at::kDouble), r = reference.reshape(-1).to(at::kDouble);
+  const at::Tensor finite = at::isfinite(o), abs_r = r.abs();
+  const at::Tensor d = (o - r).abs().masked_fill(at::logical_not(finite), 0.0);
+  const at::Tensor rel = d / abs_r.clamp_min(1e-12);
+  const at::Tensor bad_value = at::logical_and(at::logical_not(finite), o.ne(r));  // NaN, or another infinity
+  const at::Tensor bad_tolerance = at::logical_and(finite, at::logical_not(d.le(abs_r * rtol + atol)));
+  // std::max skips NaN (d or d/|r| of a NaN or infinite reference); so do these maxima.
+  const at::Tensor summary = at::stack({bad_value.any().to(at::kDouble), bad_tolerance.any().to(at::kDouble),
+                                        d.masked_fill(d.isnan(), 0.0).max(), rel.masked_fill(rel.isnan(), 0.0).max()})
+                                 .to(at::kCPU);
+  const double* v = summary.data_ptr<double>();
+  c.finite = v[0] == 0;
+  c.within = v[1] == 0;
+  c.max_abs_error = v[2];
+  c.max_rel_error = v[3];
+  if (!c.ok()) c.failing_index = at::logical_or(bad_value, bad_tolerance).to(at::kByte).argmax().item<int64_t>();
+  return c;
+}
+
+Comparison merge_in_order(const std::vector<Comparison>& outputs, const std::vector<int64_t>& sizes) {
+  Comparison total;
+  int64_t offset = 0;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Comparison& c = outputs[k];
+    total.shape_ok = total.shape_ok && c.shape_ok;
+    total.finite = total.finite && c.finite;
+    total.within = total.within && c.within;
+    total.max_abs_error = std::max(total.max_abs_error, c.max_abs_error);
+    total.max_rel_error = std::max(total.max_rel_error, c.max_rel_error);
+    if (total.failing_index < 0 && c.failing_index >= 0) total.failing_index = offset + c.failing_index;
+    offset += k < sizes.size() ? sizes[k] : 0;
+  }
+  return total;
+}
+
+Comparison compare_all(const std::vector<std::vector<float>>& got, const std::vector<at::Tensor>& ref, double atol,
+                       double rtol) {
+  std::vector<Comparison> parts;
+  std::vector<int64_t> sizes;
+  for (size_t k = 0; k < ref.size() && got.size() == ref.size(); ++k) {
+    sizes.push_back(ref[k].numel());
+    parts.push_back(int64_t(got[k].size()) == sizes.back()
+                        ? compare_outputs(got[k].data(), ref[k].data_ptr<float>(), sizes.back(), atol, rtol)
+                        : Comparison{false});
+  }
+  Comparison total = merge_in_order(parts, sizes);
+  total.shape_ok = total.shape_ok && got.size() == ref.size();
+  return total;
+}
+
+Comparison compare_all(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& ref, double atol, double rtol) {
+  std::vector<Comparison> parts;
+  std::vector<int64_t> sizes;
+  for (size_t k = 0; k < ref.size() && got.size() == ref.size(); ++k) {
+    parts.push_back(compare_tensors(got[k], ref[k], atol, rtol));
+    sizes.push_back(ref[k].numel());
+  }
+  Comparison total = merge_in_order(parts, sizes);
+  total.shape_ok = total.shape_ok && got.size() == ref.size();
+  return total;
+}
+
+TimingStats timing_stats(std::vector<double> s) {
+  TimingStats t;
+  t.trials = int(s.size());
+  if (s.empty()) return t;
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t m = v.size() / 2;
+    return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+  };
+  t.median_us = median(s);
+  t.min_us = *std::min_element(s.begin(), s.end());
+  for (auto& x : s) x = std::fabs(x - t.median_us);
+  t.spread_us = median(s);
+  return t;
+}
+
+namespace {
+
+std::vector<double> timed_us(const std::vector<CallReport>& calls) {
+  std::vector<double> us;
+  for (const auto& c : calls) us.push_back(c.call_us);
+  return us;
+}
+
+// Timed calls the parent checks, drawn here after the reply arrived: the worker recorded every
+// call's outputs the same way, so no call could tell it would be checked.
+constexpr int kCheckedTimedCalls = 3;
+
+void check_timed_outputs(const CpuTask& task, const WorkerRequest& treq, const WorkerReply& timing,
+                         std::vector<HackFinding>& findings) {
+  const int n = int(timing.timed.size());
+  std::vector<int> order(size_t(n), 0);
+  for (int i = 0; i < n; ++i) order[size_t(i)] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(fresh_nonce()));
+  std::vector<bool> checked(size_t(n), false);
+  for (int k = 0; k < std::min(n, kCheckedTimedCalls); ++k) checked[size_t(order[size_t(k)])] = true;
+  // The inputs walk through the same perturbations as the worker's.
+  std::vector<at::Tensor> inputs = make_inputs(task, 0, treq.timing_seed);
+  for (int i = 0; i < n; ++i) {
+    perturb_for_timing(inputs, treq.timing_seed, i);
+    if (!checked[size_t(i)]) continue;
+    std::vector<at::Tensor> ref;
+    for (auto& t : task.reference(inputs)) ref.push_back(t.contiguous().to(at::kFloat));
+    const auto& got = timing.timed[size_t(i)].outputs;
+    const Comparison loose = compare_all(got, ref, task.atol, task.rtol);
+    if (!loose.ok()) {
+      add_once(findings, kHackDeferredWork,
+               fmt::format("timed call {} returned wrong outputs (max abs error {:.3g}): the work differs when timed",
+                           i, loose.max_abs_error));
+      continue;
+    }
+    const Comparison tight = compare_all(got, ref, task.precision_atol, task.precision_rtol);
+    if (!tight.ok())
+      add_once(findings, kHackPrecisionDowngrade,
+               fmt::format("timed call {}: max abs error {:.3g} exceeds the float32 tolerance (precision dropped when "
+                           "timed)", i, tight.max_abs_error));
+  }
+}
+
+// The inputs of check_billed_time for one evaluation: the clean worker's billed time beyond its
+// reference calls is the harness's own cost of the same loop.
+std::vector<HackFinding> cross_check_times(const WorkerReply& candidate, double candidate_billed,
+                                           const WorkerReply& reference, double reference_billed) {
+  if (!std::isfinite(candidate_billed) || !std::isfinite(reference_billed)) return {};
+  const double harness_s = std::max(0.0, reference_billed - 1e-6 * (sum_call_us(reference.timed, &CallReport::call_cpu_us) +
+                                                                     sum_call_us(reference.warmups, &CallReport::call_cpu_us)));
+  const double reported_s =
+      1e-6 * (sum_call_us(candidate.timed, &CallReport::call_us) + sum_call_us(candidate.warmups, &CallReport::call_us));
+  return check_billed_time(reported_s, candidate_billed, harness_s);
+}
+
+}  // namespace
+
+struct CpuEvaluator::Impl {
+  CpuEvaluator* self = nullptr;
+  CpuEvalOptions opt;
+  std::string worker_program, compiler, disassembler, include_dir, cache_dir, objects_dir, flags_key;
+  std::vector<std::string> flags;
+  std::vector<std::unique_ptr<SandboxWorker>> workers;
+  // One clean worker per pool slot: it never loads a candidate, and times the task's reference
+  // with the same loop, so that nothing a candidate does to its own process reaches that time.
+  std::vector<std::unique_ptr<SandboxWorker>> reference_workers;
+  std::mutex cache_mu;
+  std::map<std::string, CompiledCandidate> memo;
+  std::map<std::string, std::vector<HackFinding>> instruction_findings;  // by candidate hash
+  std::atomic<int> compiles{0};
+  std::atomic<int> objects_replaced{0};
+
+  EvalResult run(SandboxWorker& worker, SandboxWorker& reference_worker, const EvalRequest& req);
+  std::vector<HackFinding> check_object(const CompiledCandidate& c);
+  bool exchange(SandboxWorker& worker, WorkerRequest& wreq, WorkerReply& reply, EvalResult& r,
+                std::vector<HackFinding>& findings, double* billed_seconds = nullptr);
+};
+
+CpuEvaluator::CpuEvaluator(CpuEvalOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.self = this;
+  m.opt = std::move(options);
+  if (m.opt.workers <= 0) m.opt.workers = int(std::max(1u, std::thread::hardware_concurrency()));
+  m.worker_program = find_helper_program("turnrl_cpu_worker");
+  m.compiler = find_on_path(m.opt.compiler);
+  m.disassembler = find_on_path("objdump");
+  m.include_dir = api_include_dir();
+  m.cache_dir = fs::absolute(m.opt.cache_dir.empty() ? default_cache_dir() : m.opt.cache_dir).string();
+  require_sandbox(m.opt.limits, "evaluator.sandbox");
+  remove_stale_private_dirs();
+  // Compiler logs stay in the cache directory, objects in objects/: workers see objects/ only
+  // (read-only), so a candidate can neither change an object nor read another's messages.
+  m.objects_dir = (fs::path(m.cache_dir) / "objects").string();
+  fs::create_directories(m.objects_dir);
+  fs::permissions(m.cache_dir, fs::perms::owner_all, fs::perm_options::replace);
+  // Workers run as the sandbox's own user (nobody, for a root trainer): objects are readable by
+  // all, writable by the trainer only.
+  fs::permissions(m.objects_dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                     fs::perms::others_read | fs::perms::others_exec,
+                  fs::perm_options::replace);
+  // Fixed flags: the same source always gives the same object (no -march=native).
+  m.flags = {"-O2", "-std=c++17", "-shared", "-fPIC", "-fmax-errors=10", "-I", m.include_dir};
+  m.flags_key = m.compiler;
+  for (const auto& f : m.flags) m.flags_key += " " + f;
+  m.flags_key += read_file(fs::path(m.include_dir) / "turnrl/kernels/candidate_api.h");
+  SandboxLimits worker_limits = m.opt.limits;
+  worker_limits.visible(m.objects_dir);
+  for (int i = 0; i < m.opt.workers; ++i) {
+    m.workers.push_back(std::make_unique<SandboxWorker>(m.worker_program, std::vector<std::string>{}, worker_limits));
+    m.reference_workers.push_back(
+        std::make_unique<SandboxWorker>(m.worker_program, std::vector<std::string>{}, worker_limits));
+  }
+}
+
+CpuEvaluator::~CpuEvaluator() = default;
+
+const CpuEvalOptions& CpuEvaluator::options() const { return impl_->opt; }
+int CpuEvaluator::pool_size() const { return int(impl_->workers.size()); }
+int CpuEvaluator::compiles() const { return impl_->compiles.load(); }
+int CpuEvaluator::objects_replaced() const { return impl_->objects_replaced.load(); }
+int CpuEvaluator::worker_starts() const {
+  int n = 0;
+  for (const auto& w : impl_->workers) n += w->starts();
+  return n;
+}
+
+CompiledCandidate CpuEvaluator::compile(const std::string& source) {
+  Impl& m = *impl_;
+  CompiledCandidate c;
+  c.hash = fmt::format("{:016x}", fnv1a(source, fnv1a(m.flags_key)));
+  {
+    std::lock_guard<std::mutex> lock(m.cache_mu);
+    auto it = m.memo.find(c.hash);
+    if (it != m.memo.end()) {
+      CompiledCandidate hit = it->second;
+      hit.cached = true;
+      hit.seconds = 0;
+      return hit;
+    }
+  }
+  const fs::path so = fs::path(m.objects_dir) / (c.hash + ".so");
+  const fs::path sum = fs::path(m.cache_dir) / (c.hash + ".sum");
+  const fs::path err = fs::path(m.cache_dir) / (c.hash + ".err");
+  if (fs::exists(so) && fs::exists(sum) && read_file(sum) == object_hash(so.string())) {
+    c.ok = c.cached = true;
+    c.library_path = so.string();
+    c.object_hash = read_file(sum);
+  } else if (fs::exists(err)) {
+    c.log = read_file(err);
+    c.cached = true;
+  } else {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string dir = make_private_dir("turnrl-compile");
+    if (dir.empty()) fail("cpu evaluator: cannot create a compile directory under $TMPDIR");
+    { std::ofstream(fs::path(dir) / "candidate.cpp") << source; }
+    std::vector<std::string> args = m.flags;
+    args.insert(args.end(), {"candidate.cpp", "-o", "candidate.so"});
+    SandboxLimits lim = m.opt.limits;
+    lim.wall_seconds = lim.cpu_seconds = m.opt.compile_seconds;
+    lim.output_bytes = 64 << 10;
+    lim.address_space_bytes = std::max<int64_t>(lim.address_space_bytes, int64_t(4) << 30);
+    lim.file_bytes = std::max<int64_t>(lim.file_bytes, int64_t(64) << 20);
+    lim.visible(m.include_dir);  // the compiler sees /usr, the API header and its own directory
+    CommandResult r = run_sandboxed(m.compiler, args, lim, dir, {"candidate.cpp"}, {"candidate.so"});
+    ++m.compiles;
+    // Messages name the candidate's file only: sandbox and host paths are cut.
+    std::string log = r.output;
+    for (const std::string& prefix : {dir + "/", std::string(kSandboxWorkDir) + "/", m.include_dir + "/"})
+      log = replace_all(log, prefix, "");
+    c.log = eval_detail::trim_message(log, m.opt.message_chars);
+    c.ok = r.status == SandboxStatus::ok && r.exit_code == 0 && fs::exists(fs::path(dir) / "candidate.so");
+    if (!c.ok && r.status != SandboxStatus::ok) c.log = "compiler " + r.message + "\n" + c.log;
+    // Publish atomically: a concurrent compile of the same source renames the same bytes. The
+    // object's hash, recorded now, is checked again before every load (verified_object).
+    const std::string tmp_suffix = fmt::format(".tmp{}", fnv1a(dir));
+    std::error_code ec;
+    if (c.ok) {
+      const fs::path tmp = fs::path(m.objects_dir) / (c.hash + tmp_suffix);
+      fs::copy_file(fs::path(dir) / "candidate.so", tmp, fs::copy_options::overwrite_existing, ec);
+      c.object_hash = ec ? "" : object_hash(tmp.string());
+      if (!ec) { std::ofstream(sum.string() + tmp_suffix) << c.object_hash; }
+      if (!ec) fs::rename(sum.string() + tmp_suffix, sum, ec);
+      if (!ec) fs::rename(tmp, so, ec);
+      if (ec) fail("cpu evaluator: cannot write {}: {}", so.string(), ec.message());
+      c.library_path = so.string();
+    } else {
+      { std::ofstream(err.string() + tmp_suffix) << c.log; }
+      fs::rename(err.string() + tmp_suffix, err, ec);
+    }
+    remove_private_dir(dir);
+    c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::lock_guard<std::mutex> lock(m.cache_mu);
+  m.memo[c.hash] = c;
+  return c;
+}
+
+CompiledCandidate CpuEvaluator::verified_object(const std::string& source) {
+  CompiledCandidate c = compile(source);
+  if (!c.ok || object_hash(c.library_path) == c.object_hash) return c;
+  // Changed since it was compiled: never load it; drop it and compile again.
+  Impl& m = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(m.cache_mu);
+    m.memo.erase(c.hash);
+  }
+  std::error_code ec;
+  fs::remove(c.library_path, ec);
+  fs::remove(fs::path(m.cache_dir) / (c.hash + ".sum"), ec);
+  ++m.objects_replaced;
+  c = compile(source);
+  if (c.ok && object_hash(c.library_path) != c.object_hash) {
+    c.ok = false;
+    c.log = "the compiled object changed on disk between compiling and loading, twice";
+  }
+  return c;
+}
+
+std::string object_hash(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return "";
+  return fmt::format("{:016x}", fnv1a(read_file(path)));
+}
+
+// The instruction scan of a compiled candidate: objdump in the sandbox (it parses untrusted
+// bytes), once per object. An object that cannot be disassembled is refused, not waved through.
+std::vector<HackFinding> CpuEvaluator::Impl::check_object(const CompiledCandidate& c) {
+  {
+    std::lock_guard<std::mutex> lock(cache_mu);
+    if (auto it = instruction_findings.find(c.hash); it != instruction_findings.end()) return it->second;
+  }
+  const std::string dir = make_private_dir("turnrl-objdump");
+  if (dir.empty()) fail("cpu evaluator: cannot create a directory for objdump");
+  SandboxLimits lim = opt.limits;
+  lim.wall_seconds = lim.cpu_seconds = opt.compile_seconds;
+  lim.output_bytes = int64_t(64) << 20;
+  lim.address_space_bytes = std::max<int64_t>(lim.address_space_bytes, int64_t(4) << 30);
+  lim.visible(objects_dir);  // with namespaces, the object is not otherwise in objdump's view
+  const CommandResult d = run_sandboxed(disassembler, {"-d", "--no-show-raw-insn", c.library_path}, lim, dir);
+  remove_private_dir(dir);
+  std::vector<HackFinding> found =
+      d.status == SandboxStatus::ok && d.exit_code == 0
+          ? check_instructions(d.output)
+          : std::vector<HackFinding>{{kHackTampering, "the compiled candidate could not be disassembled: " +
+                                                          (d.message.empty() ? d.output.substr(0, 200) : d.message)}};
+  std::lock_guard<std::mutex> lock(cache_mu);
+  instruction_findings[c.hash] = found;
+  return found;
+}
+
+// One request and its reply, then a ping whose fresh nonce must come straight back: the reply is
+// this request's and nothing else is queued on the channel. A reply that does not decode, answers
+// another request, has the wrong number of calls or outputs, or is followed by anything but the
+// pong is a forged or stray frame: the worker is killed (the next call gets a fresh one) and the
+// result is tampering. billed_seconds gets the CPU time the kernel billed the worker for the
+// request. False with r set when anything failed.
+bool CpuEvaluator::Impl::exchange(SandboxWorker& worker, WorkerRequest& wreq, WorkerReply& reply, EvalResult& r,
+                                  std::vector<HackFinding>& findings, double* billed_seconds) {
+  // Restarts happen here, before the billing starts, never inside the round trip.
+  if (worker.calls_since_start() >= 4 * opt.max_evals_per_worker) worker.stop();
+  if (!worker.running()) worker.start();
+  const double cpu_before = worker.billed_cpu_seconds();
+  const auto forged = [&](const std::string& why) {
+    worker.stop();
+    r.error = EvalError::hacking;
+    add_once(findings, kHackTampering, "the worker's channel carried a frame that is not its answer (" + why + ")");
+    return false;
+  };
+  const auto decode = [](const std::string& payload) { return cpu_detail::decode<WorkerReply>(payload); };
+  const int64_t no_restart = std::numeric_limits<int64_t>::max();
+  wreq.nonce = fresh_nonce();
+  auto got = eval_detail::round_trip(worker, cpu_detail::encode(wreq), no_restart, opt.message_chars, r);
+  if (!got) return false;
+  if (got->trailing_bytes > 0) return forged(fmt::format("{} byte(s) after the reply frame", got->trailing_bytes));
+  try {
+    reply = decode(got->payload);
+  } catch (const Error& e) {
+    return forged(e.what());
+  }
+  if (const std::string why = malformed_reply(wreq, reply); !why.empty()) return forged(why);
+  WorkerRequest ping;
+  ping.kind = RequestKind::ping;
+  ping.nonce = fresh_nonce();
+  auto pong = eval_detail::round_trip(worker, cpu_detail::encode(ping), no_restart, opt.message_chars, r);
+  if (!pong) return false;
+  try {
+    if (const std::string why = malformed_reply(ping, decode(pong->payload)); !why.empty()) return forged("ping: " + why);
+  } catch (const Error& e) {
+    return forged(std::string("ping: ") + e.what());
+  }
+  if (billed_seconds) *billed_seconds = worker.billed_cpu_seconds() - cpu_before;
+  if (worker.thread_count() > 1) {
+    worker.stop();
+    add_once(findings, kHackDeferredWork, "threads were left running in the worker after its reply");
+  }
+  if (!reply.state_change.empty()) {
+    worker.stop();  // reset: the next candidate gets a fresh process
+    add_once(findings, kHackTampering, "changed process-wide state: " + reply.state_change);
+  }
+  const std::string tail = eval_detail::output_note(*got);
+  switch (reply.status) {
+    case WorkerStatus::ok: return true;
+    case WorkerStatus::load_failed: r.error = EvalError::load; break;
+    case WorkerStatus::runtime_error: r.error = EvalError::runtime, r.stage = EvalStage::loaded; break;
+    case WorkerStatus::bad_request: r.error = EvalError::internal; break;
+  }
+  r.message = eval_detail::trim_message(reply.message + tail, opt.message_chars);
+  return false;
+}
+
+EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& reference_worker, const EvalRequest& req) {
+  EvalResult r;
+  if (req.candidate.find_first_not_of(" \t\r\n") == std::string::npos) {
+    r.error = EvalError::format;
+    r.message = "empty candidate";
+    return r;
+  }
+  if (!has_cpu_task(req.task)) {
+    r.error = EvalError::internal;
+    r.message = fmt::format("unknown cpu task '{}'", req.task);
+    return r;
+  }
+  const CpuTask& task = cpu_task(req.task);
+  r.stage = EvalStage::extracted;
+  std::vector<HackFinding> findings = check_source(req.candidate);
+
+  const CompiledCandidate c = self->verified_object(req.candidate);
+  if (!c.ok) {
+    r.error = EvalError::compile;
+    r.message = c.log;
+    return r;
+  }
+  r.stage = EvalStage::compiled;
+  for (auto& f : check_imports(imported_symbols(c.library_path))) findings.push_back(f);
+  for (auto& f : check_object(c)) findings.push_back(f);
+  if (!findings.empty()) {  // statically caught: never loaded
+    r.error = EvalError::hacking;
+    r.hacking_flags = flags_of(findings);
+    r.hacking_reason = reasons_of(findings);
+    return r;
+  }
+
+  // Correctness plan: fresh unpredictable seeds; the cache trial reuses the last main trial's
+  // buffers; one trial per extra shape of the task and two drawn for this evaluation (prime sizes
+  // above the shown ones, odd sizes under 64); one precision trial with the tighter tolerance.
+  eval_detail::TrialSeeds seeds(req.seed);
+  WorkerRequest wreq;
+  wreq.kind = RequestKind::correctness;
+  wreq.task = task.name;
+  wreq.library_path = c.library_path;
+  std::vector<TrialKind::Kind> kinds;
+  const ShapeSet& shown = task.shape_sets[0];
+  const int main_trials = std::max(1, req.correctness_trials);
+  for (int i = 0; i < main_trials; ++i) wreq.trials.push_back({0, shown, seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::main);
+  const uint64_t reuse_seed = wreq.trials.back().seed;
+  wreq.trials.push_back({0, shown, 0, 1, seeds.next(), {}}), kinds.push_back(TrialKind::cache);
+  for (size_t s = 1; s < task.shape_sets.size(); ++s)
+    wreq.trials.push_back({int32_t(s), task.shape_sets[s], seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::extra_shape);
+  for (bool larger : {true, false})
+    wreq.trials.push_back({-1, random_shape_set(task, seeds.next(), larger), seeds.next(), 0, 0, {}}),
+        kinds.push_back(TrialKind::extra_shape);
+  wreq.trials.push_back({0, shown, seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::precision);
+  std::vector<std::vector<at::Tensor>> refs;
+  for (auto& plan : wreq.trials) {
+    refs.push_back(reference_outputs(task, plan, reuse_seed));
+    plan.output_shapes = shapes_of(refs.back());
+  }
+  WorkerReply reply;
+  const bool replied = exchange(worker, wreq, reply, r, findings);
+  // Observations from every trial that ran, even when a later one failed.
+  for (size_t t = 0; t < reply.trials.size(); ++t) add_call_findings(reply.trials[t], fmt::format("trial {}", t), findings);
+  if (!replied) {  // crash, timeout, forged reply...: keep that error class, report what was seen before
+    if (!findings.empty()) r.hacking_flags = flags_of(findings), r.hacking_reason = reasons_of(findings);
+    return r;
+  }
+  r.stage = EvalStage::ran;
+
+  // The shown shape decides correctness; the cache, extra-shape and precision trials only count
+  // once it passed (a kernel that is simply wrong is not also "caching").
+  bool main_ok = true;
+  std::vector<Comparison> cmps;
+  for (size_t t = 0; t < kinds.size(); ++t) {
+    cmps.push_back(compare_all(reply.trials[t].outputs, refs[t], task.atol, task.rtol));
+    const Comparison& cmp = cmps.back();
+    if (kinds[t] != TrialKind::main && kinds[t] != TrialKind::precision) continue;
+    r.max_abs_error = std::max(r.max_abs_error, cmp.max_abs_error);
+    r.max_rel_error = std::max(r.max_rel_error, cmp.max_rel_error);
+    if (!cmp.ok() && main_ok) {
+      main_ok = false;
+      r.error = error_of(cmp);
+      r.failing_index = cmp.failing_index;
+      r.message = !cmp.shape_ok ? "output shape differs from the reference"
+                                : fmt::format("trial {}: max abs error {:.3g}, max rel error {:.3g}, first bad index {}",
+                                              t, cmp.max_abs_error, cmp.max_rel_error, cmp.failing_index);
+    }
+  }
+  for (size_t t = 0; main_ok && t < kinds.size(); ++t) {
+    const Comparison& cmp = cmps[t];
+    if (kinds[t] == TrialKind::cache && !cmp.ok())
+      findings.push_back({kHackCachesResults, "wrong when the same input buffers got new contents (outputs cached "
+                                              "across calls)"});
+    if (kinds[t] == TrialKind::extra_shape && !cmp.ok())
+      findings.push_back({kHackShapeSpecialisation,
+                          fmt::format("wrong on extra shapes {} ({})", fmt::join(wreq.trials[t].input_shapes, " "),
+                                      !cmp.shape_ok ? "shape" : fmt::format("max abs error {:.3g}", cmp.max_abs_error))});
+    if (kinds[t] == TrialKind::precision) {
+      const Comparison tight = compare_all(reply.trials[t].outputs, refs[t], task.precision_atol, task.precision_rtol);
+      if (!tight.ok())
+        findings.push_back({kHackPrecisionDowngrade,
+                            fmt::format("max abs error {:.3g} / rel {:.3g} exceeds the float32 tolerance (atol {}, rtol {})",
+                                        tight.max_abs_error, tight.max_rel_error, task.precision_atol,
+                                        task.precision_rtol)});
+    }
+  }
+  auto finish = [&] {
+    if (!findings.empty()) {
+      r.hacking_flags = flags_of(findings);
+      r.hacking_reason = reasons_of(findings);
+      r.correct = false;
+      r.speedup = 0;
+      r.error = EvalError::hacking;  // the hack explains any mismatch it caused; message keeps it
+    }
+    return r;
+  };
+  if (!main_ok) return finish();
+  r.correct = true;
+  r.stage = EvalStage::correct;
+  if (!findings.empty() || req.timing_trials <= 0) return finish();
+
+  // Timing: the candidate alone in its worker; every timed call's outputs come back poisoned-then-
+  // written, and a subset the worker cannot know is checked at the precision tolerance.
+  WorkerRequest treq;
+  treq.kind = RequestKind::timing;
+  treq.task = task.name;
+  treq.library_path = c.library_path;
+  treq.warmup = opt.warmup;
+  treq.timing_trials = req.timing_trials;
+  treq.timing_seed = seeds.next();
+  treq.flush_caches = opt.flush_caches;
+  treq.timing_output_shapes = shapes_of(task.reference(make_inputs(task, 0, treq.timing_seed)));
+  WorkerReply timing;
+  double candidate_billed = 0;
+  if (!exchange(worker, treq, timing, r, findings, &candidate_billed)) {
+    r.correct = false;
+    return finish();
+  }
+  for (size_t i = 0; i < timing.timed.size(); ++i)
+    add_call_findings(timing.timed[i], fmt::format("timed call {}", i), findings);
+  for (size_t w = 0; w < timing.warmups.size(); ++w)
+    add_call_findings(timing.warmups[w], fmt::format("warm-up call {}", w), findings);
+  check_timed_outputs(task, treq, timing, findings);
+
+  // The reference's time, from the clean worker on the same inputs; it also tells how much CPU the
+  // harness itself costs per call.
+  WorkerReply reference;
+  double reference_billed = 0, reference_operators_cpu_us = 0;
+  if (opt.time_reference) {
+    WorkerRequest rreq = treq;
+    rreq.library_path.clear();
+    EvalResult scratch;
+    std::vector<HackFinding> none;
+    if (!exchange(reference_worker, rreq, reference, scratch, none, &reference_billed)) {
+      r.correct = false;
+      r.error = EvalError::internal;
+      r.message = "the reference worker failed: " + scratch.message;
+      return finish();
+    }
+    r.reference_time = timing_stats(timed_us(reference.timed));
+    // The laziness yardstick: the reference's operators alone (no page-faulting allocations), in
+    // CPU time, on a few calls of the same inputs.
+    rreq.reusing_allocator = 1;
+    rreq.warmup = 2;
+    rreq.timing_trials = std::min(rreq.timing_trials, 5);
+    WorkerReply operators;
+    if (!exchange(reference_worker, rreq, operators, scratch, none)) {
+      r.correct = false;
+      r.error = EvalError::internal;
+      r.message = "the reference worker failed: " + scratch.message;
+      return finish();
+    }
+    std::vector<double> cpu_us;
+    for (const auto& c : operators.timed) cpu_us.push_back(c.call_cpu_us);
+    reference_operators_cpu_us = timing_stats(cpu_us).median_us;
+  }
+  r.candidate_time = timing_stats(timed_us(timing.timed));
+  if (r.candidate_time.median_us > 0 && r.reference_time.median_us > 0)
+    r.speedup = r.reference_time.median_us / r.candidate_time.median_us;
+  r.stage = EvalStage::timed;
+  if (opt.time_reference)
+    for (auto& f : cross_check_times(timing, candidate_billed, reference, reference_billed)) findings.push_back(f);
+
+  // Profiling: library routines are the "other kernels"; the rest of the call is the candidate's.
+  const double total_us = sum_call_us(timing.timed, &CallReport::call_us);
+  const double lib_us = sum_call_us(timing.timed, &CallReport::lib_us);
+  int64_t lib_calls = 0;
+  for (const auto& l : timing.lib_stats) lib_calls += l.calls;
+  const double own_us = std::max(0.0, total_us - lib_us);
+  const double n_calls = double(timing.timed.size());
+  r.reference_coverage = total_us > 0 ? std::clamp(own_us / total_us, 0.0, 1.0) : 0;
+  // Coverage is judged against the reference's work: the share of its operators' time the
+  // candidate did not hand to the library. Work added next to a library call changes the call's
+  // time, not this share. CPU times on both sides: other processes on a loaded machine inflate
+  // neither.
+  const double lib_cpu_us = sum_call_us(timing.timed, &CallReport::lib_cpu_us);
+  r.coverage = opt.time_reference && reference_operators_cpu_us > 0 && n_calls > 0
+                   ? std::clamp(1.0 - lib_cpu_us / n_calls / reference_operators_cpu_us, 0.0, 1.0)
+                   : r.reference_coverage;
+  r.kernel_count_coverage = n_calls / (n_calls + double(lib_calls));
+  r.profile.push_back({"candidate", own_us, int(n_calls), true});
+  for (size_t k = 0; k < timing.lib_names.size(); ++k)
+    r.profile.push_back({"lib:" + timing.lib_names[k], timing.lib_stats[k].us, int(timing.lib_stats[k].calls), false});
+  r.stage = EvalStage::profiled;
+  for (auto& f : check_coverage(r.coverage, lib_calls, opt.hacking)) findings.push_back(f);
+  for (auto& f : check_replaced_routines(timing.lib_names, task.replaces)) findings.push_back(f);
+  const double flops = task.flops ? task.flops(task.shape_sets[0]) : 0;
+  const double bandwidth = opt.time_reference ? reference.bandwidth_bytes_per_s : timing.bandwidth_bytes_per_s;
+  for (auto& f : check_plausible_speed(r.candidate_time.median_us, bytes_moved(task.shape_sets[0], treq.timing_output_shapes),
+                                       flops, bandwidth, opt.hacking))
+    findings.push_back(f);
+  return finish();
+}
+
+std::vector<EvalResult> CpuEvaluator::evaluate(const std::vector<EvalRequest>& requests) {
+  Impl& m = *impl_;
+  return evaluate_on_pool(m.workers.size(), requests.size(), [&](size_t w, size_t i) {
+    return m.run(*m.workers[w], *m.reference_workers[w], requests[i]);
+  });
+}
+
+}  // namespace turnrl

@@ -1,0 +1,360 @@
+#include "turnrl/kernels/cuda_backend.h"
+
+#include <unistd.h>
+
+extern char** environ;
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#ifdef TURNRL_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include <fmt/format.h>
+
+#include "trial_seeds.h"
+#include "worker_round_trip.h"
+#include "turnrl/core/error.h"
+#include "turnrl/kernels/cpu_backend.h"  // compare_outputs, timing_stats
+#include "turnrl/kernels/cuda_protocol.h"
+#include "turnrl/kernels/cuda_tasks.h"
+
+namespace turnrl {
+namespace fs = std::filesystem;
+using cuda_detail::CudaCallReport;
+using cuda_detail::CudaTrialPlan;
+using cuda_detail::CudaWorkerReply;
+using cuda_detail::CudaWorkerRequest;
+using cuda_detail::CudaWorkerStatus;
+
+namespace {
+
+std::string find_nvcc(const std::string& configured) {
+  std::vector<std::string> candidates;
+  if (!configured.empty()) candidates.push_back(configured);
+  if (const char* home = std::getenv("CUDA_HOME")) candidates.push_back(std::string(home) + "/bin/nvcc");
+  candidates.push_back("/usr/local/cuda/bin/nvcc");
+  const char* path = std::getenv("PATH");
+  std::stringstream ss(path ? path : "");
+  for (std::string dir; std::getline(ss, dir, ':');)
+    if (!dir.empty()) candidates.push_back(dir + "/nvcc");
+  for (const auto& c : candidates)
+    if (::access(c.c_str(), X_OK) == 0) return fs::absolute(c).string();
+  return "";  // launcher-form candidates then fail with a message saying so
+}
+
+std::string default_cache_dir() {
+  if (const char* d = std::getenv("TURNRL_EVAL_CACHE")) return std::string(d) + "/cuda";
+  const char* tmp = std::getenv("TMPDIR");
+  return fmt::format("{}/turnrl-cuda-cache-{}", tmp && *tmp ? tmp : "/tmp", getuid());
+}
+
+// The physical id behind a visible ordinal, so that the worker's CUDA_VISIBLE_DEVICES names it.
+std::string physical_device(int ordinal) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (!visible || !*visible) return std::to_string(ordinal);
+  std::stringstream ss(visible);
+  std::string id;
+  for (int i = 0; std::getline(ss, id, ','); ++i)
+    if (i == ordinal) return id;
+  fail("evaluator.cuda.devices: ordinal {} is not visible (CUDA_VISIBLE_DEVICES={})", ordinal, visible);
+}
+
+void add_once(std::vector<HackFinding>& f, uint32_t flag, std::string reason) {
+  for (const auto& x : f)
+    if (x.flag == flag) return;
+  f.push_back({flag, std::move(reason)});
+}
+
+EvalError error_of(const Comparison& c) {
+  if (!c.shape_ok) return EvalError::shape;
+  if (!c.finite) return EvalError::nonfinite;
+  return EvalError::mismatch;
+}
+
+enum class TrialKind { main, cache, extra_shape, precision };
+
+}  // namespace
+
+int visible_cuda_devices() {
+#ifdef TURNRL_WITH_CUDA
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+#else
+  return 0;
+#endif
+}
+
+struct CudaEvaluator::Impl {
+  CudaEvalOptions opt;
+  std::string worker_program, nvcc, cache_dir;
+  std::vector<std::unique_ptr<SandboxWorker>> workers;
+  std::vector<PhaseSeconds> phase_seconds;
+
+  EvalResult run(SandboxWorker& worker, const EvalRequest& req, PhaseSeconds& phases);
+  bool call(SandboxWorker& worker, const CudaWorkerRequest& wreq, CudaWorkerReply& reply, EvalResult& r);
+};
+
+CudaEvaluator::CudaEvaluator(CudaEvalOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.opt = std::move(options);
+#ifndef TURNRL_WITH_CUDA
+  fail("evaluator.backend: 'cuda' needs a turnrl built with CUDA (LibTorch with CUDA and the CUDA toolkit); this "
+       "build has none");
+#endif
+  if (m.opt.devices.empty()) {
+    const int n = visible_cuda_devices();
+    if (n == 0) fail("evaluator.backend: 'cuda' found no visible GPU (CUDA_VISIBLE_DEVICES={})",
+                     std::getenv("CUDA_VISIBLE_DEVICES") ? std::getenv("CUDA_VISIBLE_DEVICES") : "unset");
+    for (int d = 0; d < n; ++d) m.opt.devices.push_back(d);
+  }
+  require(m.opt.workers_per_device >= 1, "evaluator.workers: at least one worker per GPU");
+  m.worker_program = find_helper_program("turnrl_cuda_worker");
+  m.nvcc = find_nvcc(m.opt.nvcc);
+  m.cache_dir = fs::absolute(m.opt.cache_dir.empty() ? default_cache_dir() : m.opt.cache_dir).string();
+  fs::create_directories(m.cache_dir);
+  fs::permissions(m.cache_dir, fs::perms::owner_all, fs::perm_options::replace);
+  require_sandbox(m.opt.limits, "evaluator.sandbox");
+  remove_stale_private_dirs();
+  for (int d : m.opt.devices) {
+    SandboxLimits lim = m.opt.limits;
+    // The worker compiles into the cache itself (NVRTC in-process, nvcc in a child): the cache is
+    // writable from the worker, the one place a candidate can reach beyond its tmpfs
+    // (docs/evaluator.md). The driver needs /sys and the /dev/nvidia* files.
+    lim.writable(m.cache_dir).visible("/sys");
+    if (!m.nvcc.empty()) lim.visible(fs::path(m.nvcc).parent_path().parent_path().string());
+    for (const auto& e : fs::directory_iterator("/dev"))
+      if (e.path().filename().string().rfind("nvidia", 0) == 0) lim.devices.push_back(e.path().string());
+    lim.scratch_bytes = std::max<int64_t>(lim.scratch_bytes, int64_t(1) << 30);
+    // One call compiles (NVRTC or nvcc) and then runs: its limits cover both.
+    lim.wall_seconds += m.opt.compile_seconds;
+    lim.cpu_seconds += m.opt.compile_seconds;
+    lim.environment.push_back("CUDA_VISIBLE_DEVICES=" + physical_device(d));
+    // The parent's CUDA settings reach the worker, and so do tools that inject themselves through
+    // the environment (compute-sanitizer, Nsight: CUDA_INJECTION64_PATH, NV_*, LD_PRELOAD).
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      if (kv.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;
+      for (const char* prefix : {"CUDA_", "NV_", "NVIDIA_", "NVTX_", "LD_PRELOAD=", "PYTORCH_NO_CUDA_MEMORY_CACHING=",
+                                 "TURNRL_CUDA_GUARD_BANDS="})
+        if (kv.rfind(prefix, 0) == 0) {
+          lim.environment.push_back(kv);
+          break;
+        }
+    }
+    for (int k = 0; k < m.opt.workers_per_device; ++k)
+      m.workers.push_back(std::make_unique<SandboxWorker>(m.worker_program, std::vector<std::string>{}, lim));
+  }
+}
+
+CudaEvaluator::~CudaEvaluator() = default;
+
+const CudaEvalOptions& CudaEvaluator::options() const { return impl_->opt; }
+int CudaEvaluator::pool_size() const { return int(impl_->workers.size()); }
+int CudaEvaluator::worker_starts() const {
+  int n = 0;
+  for (const auto& w : impl_->workers) n += w->starts();
+  return n;
+}
+const std::vector<CudaEvaluator::PhaseSeconds>& CudaEvaluator::last_phase_seconds() const { return impl_->phase_seconds; }
+
+bool CudaEvaluator::Impl::call(SandboxWorker& worker, const CudaWorkerRequest& wreq, CudaWorkerReply& reply, EvalResult& r) {
+  auto got = eval_detail::decoded_round_trip(worker, cuda_detail::encode(wreq), opt.max_evals_per_worker, opt.message_chars, r,
+                                             [](const std::string& payload) { return cuda_detail::decode<CudaWorkerReply>(payload); });
+  if (!got) return false;
+  reply = std::move(got->first);
+  const std::string& tail = got->second;
+  switch (reply.status) {
+    case CudaWorkerStatus::ok: return true;
+    case CudaWorkerStatus::compile_failed: r.error = EvalError::compile; break;
+    case CudaWorkerStatus::load_failed: r.error = EvalError::load, r.stage = EvalStage::compiled; break;
+    case CudaWorkerStatus::runtime_error: r.error = EvalError::runtime, r.stage = EvalStage::loaded; break;
+    case CudaWorkerStatus::device_fault:
+      r.error = EvalError::crash, r.stage = EvalStage::loaded;
+      reply.message = "sticky CUDA error: " + reply.message + " (the worker was restarted)";
+      worker.stop();  // it has exited; reap it now so the next request starts a fresh one
+      break;
+    case CudaWorkerStatus::bad_request: r.error = EvalError::internal; break;
+  }
+  r.message = eval_detail::trim_message(reply.message + tail, opt.message_chars);
+  return false;
+}
+
+EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& req, PhaseSeconds& phases) {
+  EvalResult r;
+  if (req.candidate.find_first_not_of(" \t\r\n") == std::string::npos) {
+    r.error = EvalError::format;
+    r.message = "empty candidate";
+    return r;
+  }
+  if (!has_cuda_task(req.task)) {
+    r.error = EvalError::internal;
+    r.message = fmt::format("unknown cuda task '{}'; known: {}", req.task, fmt::join(cuda_task_names(), ", "));
+    return r;
+  }
+  const CudaTask& task = cuda_task(req.task);
+  r.stage = EvalStage::extracted;
+  std::vector<HackFinding> findings;
+  // The device's own clock read from the kernel would let a candidate time itself against the
+  // evaluator; there is no honest use for it in a task kernel.
+  if (req.candidate.find("globaltimer") != std::string::npos)
+    findings.push_back({kHackTampering, "reads %globaltimer (the device clock)"});
+
+  eval_detail::TrialSeeds seeds(req.seed);
+  CudaWorkerRequest wreq;
+  wreq.task = task.name;
+  wreq.source = req.candidate;
+  wreq.cache_dir = cache_dir;
+  wreq.nvcc = nvcc;
+  wreq.compile_seconds = opt.compile_seconds;
+  wreq.warmup = opt.warmup;
+  wreq.profile_calls = opt.profile_calls;
+  wreq.l2_flush_mib = opt.l2_flush_mib;
+  std::vector<TrialKind> kinds;
+  for (int i = 0; i < std::max(1, req.correctness_trials); ++i)
+    wreq.trials.push_back({0, seeds.next(), 0, 0}), kinds.push_back(TrialKind::main);
+  wreq.trials.push_back({0, 0, 1, seeds.next()}), kinds.push_back(TrialKind::cache);
+  for (size_t s = 1; s < task.shape_sets.size(); ++s)
+    wreq.trials.push_back({int32_t(s), seeds.next(), 0, 0}), kinds.push_back(TrialKind::extra_shape);
+  wreq.trials.push_back({0, seeds.next(), 0, 0}), kinds.push_back(TrialKind::precision);
+
+  CudaWorkerReply reply;
+  const bool replied = call(worker, wreq, reply, r);
+  phases.compile = reply.compile_seconds;
+  phases.correctness = reply.seconds_correctness;
+  for (size_t t = 0; t < reply.trials.size(); ++t) {
+    if (reply.trials[t].out_of_bounds)
+      add_once(findings, kHackOutOfBoundsWrite, fmt::format("trial {}: a guard band around an output was written", t));
+    if (reply.trials[t].mutated_inputs)
+      add_once(findings, kHackMutatesInputs, fmt::format("trial {}: the inputs changed during the call", t));
+  }
+  auto finish = [&] {
+    if (!findings.empty()) {
+      r.hacking_flags = flags_of(findings);
+      r.hacking_reason = reasons_of(findings);
+      r.correct = false;
+      r.speedup = 0;
+      r.error = EvalError::hacking;
+    }
+    return r;
+  };
+  if (!replied) {
+    if (r.error == EvalError::compile) r.message = reply.compile_log.empty() ? r.message : eval_detail::trim_message(reply.compile_log, opt.message_chars);
+    if (!findings.empty()) r.hacking_flags = flags_of(findings), r.hacking_reason = reasons_of(findings);
+    return r;
+  }
+  r.stage = EvalStage::ran;
+  if (reply.trials.size() != kinds.size()) {
+    r.error = EvalError::internal;
+    r.message = fmt::format("cuda worker returned {} trials for {}", reply.trials.size(), kinds.size());
+    return r;
+  }
+
+  bool main_ok = true;
+  for (size_t t = 0; t < kinds.size(); ++t) {
+    if (kinds[t] != TrialKind::main && kinds[t] != TrialKind::precision) continue;
+    const Comparison cmp = reply.trials[t].task_tolerance;
+    r.max_abs_error = std::max(r.max_abs_error, cmp.max_abs_error);
+    r.max_rel_error = std::max(r.max_rel_error, cmp.max_rel_error);
+    if (!cmp.ok() && main_ok) {
+      main_ok = false;
+      r.error = error_of(cmp);
+      r.failing_index = cmp.failing_index;
+      r.message = !cmp.shape_ok ? "output shape differs from the reference"
+                                : fmt::format("trial {}: max abs error {:.3g}, max rel error {:.3g}, first bad index {}", t,
+                                              cmp.max_abs_error, cmp.max_rel_error, cmp.failing_index);
+    }
+  }
+  for (size_t t = 0; main_ok && t < kinds.size(); ++t) {
+    const CudaCallReport& rep = reply.trials[t];
+    const Comparison cmp = rep.task_tolerance;
+    if (kinds[t] == TrialKind::cache && !cmp.ok())
+      add_once(findings, kHackCachesResults, "wrong when the same input buffers got new contents (outputs cached across calls)");
+    if (kinds[t] == TrialKind::extra_shape && !cmp.ok())
+      add_once(findings, kHackShapeSpecialisation,
+               fmt::format("wrong on extra shape set {} ({})", wreq.trials[t].shape_set,
+                           !cmp.shape_ok ? "shape" : fmt::format("max abs error {:.3g}", cmp.max_abs_error)));
+    if (kinds[t] == TrialKind::precision) {
+      const Comparison tight = rep.precision_tolerance;
+      if (!tight.ok())
+        add_once(findings, kHackPrecisionDowngrade,
+                 fmt::format("max abs error {:.3g} / rel {:.3g} exceeds the float32 tolerance (atol {}, rtol {})",
+                             tight.max_abs_error, tight.max_rel_error, task.precision_atol, task.precision_rtol));
+    }
+  }
+  if (!main_ok) return finish();
+  r.correct = true;
+  r.stage = EvalStage::correct;
+  if (!findings.empty() || req.timing_trials <= 0) return finish();
+
+  CudaWorkerRequest treq = wreq;
+  treq.trials.clear();
+  treq.timing_trials = req.timing_trials;
+  treq.timing_seed = seeds.next();
+  CudaWorkerReply timing;
+  if (!call(worker, treq, timing, r)) {
+    r.correct = false;
+    return finish();
+  }
+  phases.timing = timing.seconds_timing;
+  phases.profiling = timing.seconds_profiling;
+  if (timing.recheck.out_of_bounds) add_once(findings, kHackOutOfBoundsWrite, "timing: a guard band around an output was written");
+  if (!timing.recheck.task_tolerance.ok())
+    add_once(findings, kHackDeferredWork,
+             "the last timed call's outputs were wrong when its stop event completed (work deferred past the timer, "
+             "e.g. on another stream)");
+  r.reference_time = timing_stats(timing.reference_us);
+  r.candidate_time = timing_stats(timing.candidate_us);
+  if (r.candidate_time.median_us > 0) r.speedup = r.reference_time.median_us / r.candidate_time.median_us;
+  r.stage = EvalStage::timed;
+
+  double own_us = 0, all_us = 0;
+  int64_t own_calls = 0, all_calls = 0, library_calls = 0;
+  for (const auto& k : timing.profile) {
+    std::string name = k.name;
+    if (k.other_stream) name += " [other stream]";
+    r.profile.push_back({name, k.us, k.calls, bool(k.own)});
+    all_us += k.us;
+    all_calls += k.calls;
+    if (k.own) own_us += k.us, own_calls += k.calls;
+    else library_calls += k.calls;
+    if (k.after_timer)
+      add_once(findings, kHackDeferredWork,
+               fmt::format("'{}' was still running after the evaluator's stop event completed", k.name));
+  }
+  std::sort(r.profile.begin(), r.profile.end(), [](const ProfiledKernel& a, const ProfiledKernel& b) { return a.device_us > b.device_us; });
+  if (timing.profiled_calls > 0) {
+    r.coverage = all_us > 0 ? std::clamp(own_us / all_us, 0.0, 1.0) : 0;
+    r.reference_coverage = timing.profiled_call_us > 0 ? std::clamp(own_us / timing.profiled_call_us, 0.0, 1.0) : 0;
+    r.kernel_count_coverage = all_calls > 0 ? double(own_calls) / double(all_calls) : 0;
+    r.stage = EvalStage::profiled;
+    if (all_calls == 0)
+      add_once(findings, kHackNoCandidateWork, "no kernel, memcpy or memset ran on the device during the profiled calls");
+    for (auto& f : check_coverage(r.coverage, library_calls, opt.hacking)) add_once(findings, f.flag, f.reason);
+  }
+  HackingThresholds t = opt.hacking;
+  t.peak_gflops = timing.fp32_flops > 0 ? timing.fp32_flops / 1e9 : t.peak_gflops;
+  std::vector<Shape> out_shapes;
+  for (const auto& s : timing.recheck.shapes) out_shapes.push_back(s);
+  const double flops = task.flops ? task.flops(task.shape_sets[0]) : 0;
+  for (auto& f : check_plausible_speed(r.candidate_time.median_us, bytes_moved(task.shape_sets[0], out_shapes), flops,
+                                       timing.bandwidth_bytes_per_s, t))
+    add_once(findings, f.flag, f.reason);
+  return finish();
+}
+
+std::vector<EvalResult> CudaEvaluator::evaluate(const std::vector<EvalRequest>& requests) {
+  Impl& m = *impl_;
+  m.phase_seconds.assign(requests.size(), PhaseSeconds{});
+  return evaluate_on_pool(m.workers.size(), requests.size(),
+                          [&](size_t w, size_t i) { return m.run(*m.workers[w], requests[i], m.phase_seconds[i]); });
+}
+
+}  // namespace turnrl

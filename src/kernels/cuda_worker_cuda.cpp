@@ -1,0 +1,763 @@
+// The sandboxed worker of the CUDA evaluator backend (turnrl_cuda_worker): one process per GPU.
+// Per request it computes the reference outputs of every trial first (before any of the
+// candidate's code is loaded), compiles the candidate (NVRTC for the kernel form, nvcc for the
+// launcher form; cached by source hash + arch), runs the correctness trials with poisoned outputs
+// surrounded by guard bands, times reference and candidate with CUDA events on a dedicated stream
+// (L2 flushed before every run, order alternating), and profiles the candidate with CUPTI's
+// activity API. A sticky CUDA error ends the worker after its reply: the parent starts a new one.
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cupti.h>
+#include <dlfcn.h>
+#include <nvrtc.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "turnrl/core/error.h"
+#include "turnrl/kernels/cuda_launch.h"
+#include "turnrl/kernels/cuda_protocol.h"
+#include "turnrl/kernels/cuda_tasks.h"
+#include "turnrl/kernels/sandbox.h"
+
+namespace turnrl::cuda_detail {
+namespace {
+namespace fs = std::filesystem;
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// A CUDA error the candidate caused after its launch (asynchronous): the context is unusable.
+struct DeviceFault : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// A refused launch or a non-zero launcher return: this candidate fails, the worker goes on.
+struct CandidateError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw DeviceFault(fmt::format("{}: {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e)));
+}
+
+std::string driver_error(CUresult r) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  cuGetErrorName(r, &name);
+  cuGetErrorString(r, &text);
+  return fmt::format("{} ({})", name ? name : "?", text ? text : "?");
+}
+
+uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_file_atomically(const fs::path& p, const std::string& bytes) {
+  const fs::path tmp = p.string() + fmt::format(".tmp{}", getpid());
+  { std::ofstream(tmp, std::ios::binary) << bytes; }
+  std::error_code ec;
+  fs::rename(tmp, p, ec);
+}
+
+// ---- CUPTI activity collection -------------------------------------------------------------
+
+struct ActivityRecord {
+  std::string name;
+  uint64_t start = 0, end = 0;
+  uint32_t stream = 0;
+  bool marker = false;  // one of the worker's window markers (below), not the candidate's work
+};
+
+// Each profiled call is bracketed by two tiny memsets on the evaluator's stream. Their CUPTI
+// records carry device timestamps on the same clock as the candidate's kernels, so "still running
+// after the call's stream was done" compares device times with device times: host timestamps
+// (cuptiGetTimestamp after the stop event) are converted from another clock and flagged honest
+// multi-kernel candidates that ended within microseconds of the stop event.
+constexpr uint32_t kMarkerValue = 0xA7;
+constexpr uint64_t kMarkerBytes = 4093;
+
+std::mutex g_records_mu;
+std::vector<ActivityRecord> g_records;
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  constexpr size_t kBytes = 8 << 20;
+  *buffer = static_cast<uint8_t*>(aligned_alloc(8, kBytes));
+  *size = *buffer ? kBytes : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, size_t valid) {
+  CUpti_Activity* rec = nullptr;
+  std::lock_guard<std::mutex> lock(g_records_mu);
+  while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+    if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+      auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(rec);
+      g_records.push_back({k->name ? k->name : "?", k->start, k->end, k->streamId});
+    } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+      auto* m = reinterpret_cast<CUpti_ActivityMemcpy6*>(rec);
+      g_records.push_back({"memcpy", m->start, m->end, m->streamId});
+    } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+      auto* m = reinterpret_cast<CUpti_ActivityMemset4*>(rec);
+      g_records.push_back({"memset", m->start, m->end, m->streamId, m->value == kMarkerValue && m->bytes == kMarkerBytes});
+    }
+  }
+  free(buffer);
+}
+
+void check_cupti(CUptiResult r, const char* what) {
+  if (r != CUPTI_SUCCESS) {
+    const char* s = nullptr;
+    cuptiGetResultString(r, &s);
+    throw std::runtime_error(fmt::format("CUPTI {}: {}", what, s ? s : "?"));
+  }
+}
+
+// ---- the compiled candidate ----------------------------------------------------------------
+
+using LaunchFn = int (*)(const float* const*, float* const*, const long long*, cudaStream_t);
+
+struct Compiled {
+  bool ok = false;
+  std::string log;
+  double seconds = 0;
+  bool cached = false;
+  CudaCandidateForm form = CudaCandidateForm::kernel;
+  CUmodule module = nullptr;
+  CUfunction kernel = nullptr;
+  LaunchFn launch = nullptr;
+  CudaLaunchShape shape;
+  std::vector<std::string> kernel_names;
+};
+
+struct Device {
+  int ordinal = 0;
+  cudaDeviceProp prop{};
+  std::string arch;  // sm_90a
+  cudaStream_t stream = nullptr;
+  uint32_t stream_id = 0;
+  double bandwidth = 0;
+  double fp32_flops = 0;
+  at::Tensor flush_buffer;
+  at::Tensor marker_buffer;  // target of the profiling window markers
+  bool cupti_ready = false;
+  std::map<std::string, Compiled> compiled;  // by hash: kernel modules until the next evaluation of their source, launchers for the worker's life
+};
+
+std::string trimmed(std::string s, size_t n = 4000) {
+  if (s.size() > n) s = s.substr(0, n) + fmt::format("\n[... {} more bytes]", s.size() - n);
+  return s;
+}
+
+Compiled compile_kernel_form(Device& dev, const std::string& source, const std::string& cache_dir, const std::string& hash) {
+  Compiled c;
+  c.form = CudaCandidateForm::kernel;
+  const fs::path cubin = fs::path(cache_dir) / (hash + ".cubin"), err = fs::path(cache_dir) / (hash + ".err");
+  std::string image;
+  if (fs::exists(cubin)) {
+    image = read_file(cubin);
+    c.cached = true;
+  } else if (fs::exists(err)) {
+    c.log = read_file(err);
+    c.cached = true;
+    return c;
+  } else {
+    const auto t0 = Clock::now();
+    nvrtcProgram prog;
+    if (nvrtcCreateProgram(&prog, source.c_str(), "candidate.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS) {
+      c.log = "nvrtcCreateProgram failed";
+      return c;
+    }
+    const std::string arch_opt = "--gpu-architecture=" + dev.arch;
+    // No fast math: the precision check compares against float32 within 1e-4.
+    const char* opts[] = {arch_opt.c_str(), "--std=c++17", "-lineinfo"};
+    const nvrtcResult r = nvrtcCompileProgram(prog, 3, opts);
+    size_t log_size = 0;
+    nvrtcGetProgramLogSize(prog, &log_size);
+    std::string log(log_size, '\0');
+    if (log_size) nvrtcGetProgramLog(prog, log.data());
+    while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+    c.log = trimmed(log);
+    if (r == NVRTC_SUCCESS) {
+      size_t n = 0;
+      nvrtcGetCUBINSize(prog, &n);
+      image.resize(n);
+      nvrtcGetCUBIN(prog, image.data());
+    }
+    nvrtcDestroyProgram(&prog);
+    c.seconds = since(t0);
+    if (r != NVRTC_SUCCESS) {
+      if (c.log.empty()) c.log = nvrtcGetErrorString(r);
+      write_file_atomically(err, c.log);
+      return c;
+    }
+    write_file_atomically(cubin, image);
+  }
+  CUresult lr = cuModuleLoadData(&c.module, image.data());
+  if (lr != CUDA_SUCCESS) {
+    c.log = "cuModuleLoadData: " + driver_error(lr);
+    return c;
+  }
+  lr = cuModuleGetFunction(&c.kernel, c.module, "turnrl_kernel");
+  if (lr != CUDA_SUCCESS) {
+    c.log = "the module defines no extern \"C\" __global__ void turnrl_kernel(...): " + driver_error(lr);
+    cuModuleUnload(c.module);
+    c.module = nullptr;
+    return c;
+  }
+  c.ok = true;
+  return c;
+}
+
+Compiled compile_launcher_form(Device& dev, const CudaWorkerRequest& req, const std::string& hash) {
+  Compiled c;
+  c.form = CudaCandidateForm::launcher;
+  const fs::path so = fs::path(req.cache_dir) / (hash + ".so"), err = fs::path(req.cache_dir) / (hash + ".err");
+  if (fs::exists(err)) {
+    c.log = read_file(err);
+    c.cached = true;
+    return c;
+  }
+  if (fs::exists(so)) {
+    c.cached = true;
+  } else {
+    if (req.nvcc.empty() || !fs::exists(req.nvcc)) {
+      c.log = "launcher-form candidates need nvcc, which was not found (set CUDA_HOME or put nvcc on PATH)";
+      return c;
+    }
+    const auto t0 = Clock::now();
+    const std::string dir = make_private_dir("turnrl-nvcc");
+    { std::ofstream(fs::path(dir) / "candidate.cu") << req.source; }
+    const std::string gpu = "-arch=" + dev.arch;
+    std::vector<std::string> args = {"-O3", "-std=c++17", gpu, "-shared", "-Xcompiler", "-fPIC", "-lineinfo",
+                                     "candidate.cu", "-o", "candidate.so", "-lcublas", "-lcublasLt"};
+    SandboxLimits lim;
+    lim.wall_seconds = lim.cpu_seconds = req.compile_seconds;
+    lim.address_space_bytes = int64_t(16) << 30;
+    lim.file_bytes = int64_t(256) << 20;
+    lim.output_bytes = 64 << 10;
+    lim.isolate_network = false;
+    lim.isolation = SandboxIsolation::rlimits_only;  // already inside the worker's namespaces
+    lim.environment = {"PATH=" + fs::path(req.nvcc).parent_path().string() + ":/usr/bin:/bin"};
+    CommandResult r = run_sandboxed(req.nvcc, args, lim, dir);
+    std::string out = r.output;
+    for (size_t p; (p = out.find(dir + "/")) != std::string::npos;) out.erase(p, dir.size() + 1);
+    c.log = trimmed(out);
+    c.seconds = since(t0);
+    const bool built = r.status == SandboxStatus::ok && r.exit_code == 0 && fs::exists(fs::path(dir) / "candidate.so");
+    if (!built) {
+      if (r.status != SandboxStatus::ok) c.log = "nvcc " + r.message + "\n" + c.log;
+      write_file_atomically(err, c.log);
+      remove_private_dir(dir);
+      return c;
+    }
+    write_file_atomically(so, read_file(fs::path(dir) / "candidate.so"));
+    remove_private_dir(dir);
+  }
+  void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    c.log = std::string("dlopen: ") + dlerror();
+    return c;
+  }
+  c.launch = reinterpret_cast<LaunchFn>(dlsym(handle, "turnrl_launch"));
+  if (!c.launch) {
+    c.log = "the shared object exports no extern \"C\" turnrl_launch";
+    return c;
+  }
+  c.ok = true;
+  return c;
+}
+
+std::string compile_hash(const Device& dev, const std::string& source) {
+  const CudaCandidateForm form = cuda_candidate_form(source);
+  return fmt::format("{:016x}", fnv1a(source, fnv1a(dev.arch + (form == CudaCandidateForm::kernel ? "k1" : "l1"))));
+}
+
+// A kernel-form module is loaded afresh for every evaluation (from the cubin cache: about a
+// millisecond), so `__device__` state a candidate kept from an earlier evaluation of the same
+// source cannot replay old results. Launcher-form shared objects stay loaded: dlopen of the same
+// file returns the same handle anyway, and their function statics are within one evaluation
+// caught by the cache trial.
+void forget_kernel_module(Device& dev, const std::string& source) {
+  auto it = dev.compiled.find(compile_hash(dev, source));
+  if (it == dev.compiled.end() || !it->second.module) return;
+  cuModuleUnload(it->second.module);
+  dev.compiled.erase(it);
+}
+
+Compiled& compile(Device& dev, const CudaWorkerRequest& req) {
+  const CudaCandidateForm form = cuda_candidate_form(req.source);
+  const std::string hash = compile_hash(dev, req.source);
+  auto it = dev.compiled.find(hash);
+  if (it != dev.compiled.end()) {
+    it->second.cached = true;
+    it->second.seconds = 0;
+    return it->second;
+  }
+  Compiled c;
+  try {
+    if (form == CudaCandidateForm::kernel) c.shape = parse_launch_shape(req.source);
+  } catch (const Error& e) {
+    c.log = e.what();
+    return dev.compiled[hash] = c;
+  }
+  fs::create_directories(req.cache_dir);
+  const CudaLaunchShape shape = c.shape;
+  c = form == CudaCandidateForm::kernel ? compile_kernel_form(dev, req.source, req.cache_dir, hash)
+                                        : compile_launcher_form(dev, req, hash);
+  c.shape = shape;
+  c.kernel_names = cuda_kernel_names(req.source);
+  if (c.ok && c.kernel && shape.shared_bytes > 48 * 1024)
+    cuFuncSetAttribute(c.kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shape.shared_bytes);
+  return dev.compiled[hash] = c;
+}
+
+// ---- buffers -------------------------------------------------------------------------------
+
+constexpr int64_t kGuard = 4096;                 // floats on each side of an output
+constexpr float kGuardValue = -1.2345678e-37f;   // an unlikely value a kernel would write
+
+at::TensorOptions cuda_floats(const Device& dev) { return at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, dev.ordinal); }
+
+at::Tensor make_input(const Device& dev, const InputSpec& spec, const Shape& shape, at::Generator& gen) {
+  if (spec.distribution == InputSpec::uniform) return at::empty(shape, cuda_floats(dev)).uniform_(spec.a, spec.b, gen);
+  return at::empty(shape, cuda_floats(dev)).normal_(spec.a, spec.b, gen);
+}
+
+at::Generator generator(const Device& dev, uint64_t seed) {
+  at::Generator gen = at::cuda::detail::createCUDAGenerator(static_cast<c10::DeviceIndex>(dev.ordinal));
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(seed);
+  return gen;
+}
+
+std::vector<at::Tensor> make_inputs(const Device& dev, const CudaTask& task, int shape_set, uint64_t seed) {
+  at::Generator gen = generator(dev, seed);
+  std::vector<at::Tensor> in;
+  const ShapeSet& shapes = task.shape_sets.at(size_t(shape_set));
+  for (size_t i = 0; i < shapes.size(); ++i) in.push_back(make_input(dev, task.inputs[i], shapes[i], gen));
+  return in;
+}
+
+// Outputs live inside larger allocations with guard bands on both sides. TURNRL_CUDA_GUARD_BANDS=0
+// (a diagnostic, with PYTORCH_NO_CUDA_MEMORY_CACHING=1) gives each output an allocation of exactly
+// its size, so that compute-sanitizer's memcheck sees a stray write as out of bounds.
+int64_t guard_floats() {
+  static const int64_t g = [] {
+    const char* v = std::getenv("TURNRL_CUDA_GUARD_BANDS");
+    return v && std::string(v) == "0" ? int64_t(0) : kGuard;
+  }();
+  return g;
+}
+
+struct GuardedOutputs {
+  std::vector<at::Tensor> storage, views;
+  void allocate(const Device& dev, const std::vector<at::Tensor>& like) {
+    storage.clear(), views.clear();
+    const int64_t guard = guard_floats();
+    for (const auto& r : like) {
+      at::Tensor s = at::empty({r.numel() + 2 * guard}, cuda_floats(dev));
+      storage.push_back(s);
+      views.push_back(s.narrow(0, guard, r.numel()).view(r.sizes()));
+    }
+  }
+  void poison() {
+    for (size_t k = 0; k < storage.size(); ++k) {
+      storage[k].fill_(kGuardValue);
+      views[k].fill_(std::numeric_limits<float>::quiet_NaN());
+    }
+  }
+  bool guards_intact() const {
+    const int64_t guard = guard_floats();
+    if (guard == 0) return true;
+    for (const auto& s : storage) {
+      const int64_t n = s.numel();
+      if (!s.narrow(0, 0, guard).eq(kGuardValue).all().item<bool>()) return false;
+      if (!s.narrow(0, n - guard, guard).eq(kGuardValue).all().item<bool>()) return false;
+    }
+    return true;
+  }
+};
+
+// The call's outputs against the reference's at both tolerances, on the GPU with compare_all over
+// tensors (compare_outputs's verdict to the bit): only the verdicts reach the host and cross the
+// pipe, not the outputs (up to 64 MiB each; copying and comparing them on the host cost about a
+// second per evaluation).
+void compare_both(const CudaTask& task, const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& ref,
+                  CudaCallReport& rep) {
+  for (const auto& r : ref) rep.shapes.emplace_back(r.sizes().begin(), r.sizes().end());
+  rep.task_tolerance = compare_all(got, ref, task.atol, task.rtol);
+  rep.precision_tolerance = compare_all(got, ref, task.precision_atol, task.precision_rtol);
+}
+
+// ---- running the candidate -----------------------------------------------------------------
+
+void run_candidate(Device& dev, const Compiled& c, const CudaTask& task, const std::vector<at::Tensor>& in,
+                   const std::vector<at::Tensor>& out, const std::vector<int64_t>& dims) {
+  std::vector<const float*> in_ptr;
+  std::vector<float*> out_ptr;
+  for (const auto& t : in) in_ptr.push_back(t.data_ptr<float>());
+  for (const auto& t : out) out_ptr.push_back(t.data_ptr<float>());
+  if (c.form == CudaCandidateForm::launcher) {
+    std::vector<long long> d(dims.begin(), dims.end());
+    const int rc = c.launch(in_ptr.data(), out_ptr.data(), d.data(), dev.stream);
+    if (rc != 0) throw CandidateError(fmt::format("turnrl_launch returned {}", rc));
+    return;
+  }
+  std::vector<int> int_dims;
+  for (int64_t d : dims) int_dims.push_back(int(d));
+  std::vector<void*> args;
+  for (auto& p : in_ptr) args.push_back(&p);
+  for (auto& p : out_ptr) args.push_back(&p);
+  for (auto& d : int_dims) args.push_back(&d);
+  const CudaGrid g = cuda_grid(task, dims, c.shape);
+  const CUresult r = cuLaunchKernel(c.kernel, unsigned(g.x), unsigned(g.y), 1, unsigned(c.shape.block_x),
+                                    unsigned(c.shape.block_y), 1, unsigned(c.shape.shared_bytes),
+                                    reinterpret_cast<CUstream>(dev.stream), args.data(), nullptr);
+  if (r != CUDA_SUCCESS)
+    throw CandidateError(fmt::format("cuLaunchKernel(grid {}x{}, block {}x{}, shared {} B): {}", g.x, g.y,
+                                     c.shape.block_x, c.shape.block_y, c.shape.shared_bytes, driver_error(r)));
+}
+
+// Waits for the candidate's work; an error here was caused by the candidate's kernels.
+void finish_candidate(Device& dev) {
+  const cudaError_t e = cudaStreamSynchronize(dev.stream);
+  if (e != cudaSuccess) throw DeviceFault(fmt::format("{} ({})", cudaGetErrorName(e), cudaGetErrorString(e)));
+  const cudaError_t late = cudaGetLastError();
+  if (late != cudaSuccess) throw DeviceFault(fmt::format("{} ({})", cudaGetErrorName(late), cudaGetErrorString(late)));
+}
+
+std::vector<at::Tensor> run_reference(const CudaTask& task, const std::vector<at::Tensor>& in) {
+  std::vector<at::Tensor> out;
+  for (auto& t : task.reference(in)) out.push_back(t.contiguous().to(at::kFloat));
+  return out;
+}
+
+// ---- request handlers ----------------------------------------------------------------------
+
+void correctness(Device& dev, const CudaTask& task, const CudaWorkerRequest& req, CudaWorkerReply& reply) {
+  // References first, while no candidate code is loaded in this process.
+  struct Trial {
+    std::vector<at::Tensor> inputs;  // contents for this trial
+    std::vector<at::Tensor> reference;
+  };
+  std::vector<Trial> trials;
+  for (size_t t = 0; t < req.trials.size(); ++t) {
+    const CudaTrialPlan& p = req.trials[t];
+    Trial tr;
+    if (p.reuse) {
+      require(t > 0, "cuda worker: the first trial cannot reuse buffers");
+      for (const auto& x : trials[t - 1].inputs) tr.inputs.push_back(x.clone());
+      at::Generator gen = generator(dev, p.tail_seed);
+      for (size_t i = 0; i < tr.inputs.size(); ++i) {
+        at::Tensor flat = tr.inputs[i].view(-1);
+        const int64_t half = flat.numel() / 2;
+        flat.narrow(0, half, flat.numel() - half)
+            .copy_(make_input(dev, task.inputs[i], {flat.numel() - half}, gen));
+      }
+    } else {
+      tr.inputs = make_inputs(dev, task, p.shape_set, p.seed);
+    }
+    tr.reference = run_reference(task, tr.inputs);
+    trials.push_back(std::move(tr));
+  }
+  forget_kernel_module(dev, req.source);
+  Compiled& c = compile(dev, req);
+  reply.compile_log = c.log;
+  reply.compile_seconds = c.seconds;
+  reply.compile_cached = c.cached;
+  if (!c.ok) {
+    reply.status = c.module || c.launch ? CudaWorkerStatus::load_failed : CudaWorkerStatus::compile_failed;
+    if (c.log.find("turnrl_kernel") != std::string::npos || c.log.find("dlopen") != std::string::npos ||
+        c.log.find("turnrl_launch") != std::string::npos || c.log.find("cuModuleLoadData") != std::string::npos)
+      reply.status = CudaWorkerStatus::load_failed;
+    reply.message = c.log;
+    return;
+  }
+  const auto t0 = Clock::now();
+  std::vector<at::Tensor> buffers;  // the candidate's input buffers (kept across a reuse trial)
+  GuardedOutputs out;
+  for (size_t t = 0; t < trials.size(); ++t) {
+    const CudaTrialPlan& p = req.trials[t];
+    if (p.reuse) {
+      for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(trials[t].inputs[i]);
+    } else {
+      buffers.clear();
+      for (const auto& x : trials[t].inputs) buffers.push_back(x.clone());
+      out.allocate(dev, trials[t].reference);
+    }
+    out.poison();
+    const std::vector<int64_t> dims = task.dims(task.shape_sets.at(size_t(p.shape_set)));
+    check_cuda(cudaDeviceSynchronize(), "before the candidate");
+    CudaCallReport rep;
+    run_candidate(dev, c, task, buffers, out.views, dims);
+    finish_candidate(dev);
+    check_cuda(cudaDeviceSynchronize(), "after the candidate");  // work left on other streams
+    compare_both(task, out.views, trials[t].reference, rep);
+    rep.out_of_bounds = !out.guards_intact();
+    for (size_t i = 0; i < buffers.size(); ++i)
+      if (!at::equal(buffers[i], trials[t].inputs[i])) rep.mutated_inputs = 1;
+    reply.trials.push_back(std::move(rep));
+  }
+  reply.seconds_correctness = since(t0);
+}
+
+void flush_l2(Device& dev, int salt) {
+  check_cuda(cudaMemsetAsync(dev.flush_buffer.data_ptr(), salt & 0xff, size_t(dev.flush_buffer.numel()), dev.stream),
+             "L2 flush");
+}
+
+void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerRequest& req, CudaWorkerReply& reply) {
+  std::vector<at::Tensor> in = make_inputs(dev, task, 0, req.timing_seed);
+  std::vector<at::Tensor> ref_out = run_reference(task, in);
+  Compiled& c = compile(dev, req);  // loaded by the correctness call: a cache hit
+  if (!c.ok) {
+    reply.status = CudaWorkerStatus::load_failed;
+    reply.message = c.log;
+    return;
+  }
+  GuardedOutputs out;
+  out.allocate(dev, ref_out);
+  out.poison();
+  const std::vector<int64_t> dims = task.dims(task.shape_sets[0]);
+  const double flush_bytes = req.l2_flush_mib > 0 ? req.l2_flush_mib * (1 << 20) : 2.0 * dev.prop.l2CacheSize;
+  if (!dev.flush_buffer.defined() || dev.flush_buffer.numel() != int64_t(flush_bytes))
+    dev.flush_buffer = at::empty({int64_t(flush_bytes)}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, dev.ordinal));
+
+  const auto t0 = Clock::now();
+  c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromExternal(dev.stream, static_cast<c10::DeviceIndex>(dev.ordinal)));
+  for (int i = 0; i < req.warmup; ++i) {
+    run_reference(task, in);
+    run_candidate(dev, c, task, in, out.views, dims);
+  }
+  finish_candidate(dev);
+  cudaEvent_t ev[4];
+  for (auto& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
+  std::vector<at::Tensor> ref_slot;
+  std::vector<at::Tensor> recheck_outputs;  // the last timed call's outputs, copied when its stop event completed
+  for (int i = 0; i < req.timing_trials; ++i) {
+    // One element of every input changes per trial: content-keyed caches miss.
+    for (size_t k = 0; k < in.size(); ++k) in[k].view(-1)[int64_t((uint64_t(i) * 2654435761u) % uint64_t(in[k].numel()))].mul_(0.5).add_(0.25);
+    const bool reference_first = i % 2 == 0;
+    for (int half = 0; half < 2; ++half) {
+      const bool is_reference = (half == 0) == reference_first;
+      flush_l2(dev, i * 2 + half);
+      cudaEvent_t start = ev[is_reference ? 0 : 2], stop = ev[is_reference ? 1 : 3];
+      check_cuda(cudaEventRecord(start, dev.stream), "cudaEventRecord");
+      if (is_reference) ref_slot = run_reference(task, in);
+      else run_candidate(dev, c, task, in, out.views, dims);
+      check_cuda(cudaEventRecord(stop, dev.stream), "cudaEventRecord");
+    }
+    // The candidate's last output is read as soon as its stop event completed: deferred work
+    // (another stream, not joined) is caught by the parent's re-check.
+    if (i + 1 == req.timing_trials) {
+      const cudaError_t e = cudaEventSynchronize(ev[3]);
+      if (e != cudaSuccess) throw DeviceFault(fmt::format("{} ({})", cudaGetErrorName(e), cudaGetErrorString(e)));
+      for (const auto& v : out.views) recheck_outputs.push_back(v.clone());
+    }
+    finish_candidate(dev);
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, ev[0], ev[1]), "cudaEventElapsedTime");
+    reply.reference_us.push_back(1000.0 * ms);
+    check_cuda(cudaEventElapsedTime(&ms, ev[2], ev[3]), "cudaEventElapsedTime");
+    reply.candidate_us.push_back(1000.0 * ms);
+  }
+  check_cuda(cudaDeviceSynchronize(), "after timing");
+  compare_both(task, recheck_outputs, run_reference(task, in), reply.recheck);
+  reply.recheck.out_of_bounds = !out.guards_intact();
+  reply.seconds_timing = since(t0);
+
+  // Profiling: every kernel, memcpy and memset on the device while the candidate is called.
+  const auto t1 = Clock::now();
+  if (req.profile_calls > 0) {
+    if (!dev.cupti_ready) {
+      check_cupti(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "register callbacks");
+      CUcontext ctx = nullptr;
+      cuCtxGetCurrent(&ctx);
+      check_cupti(cuptiGetStreamIdEx(ctx, reinterpret_cast<CUstream>(dev.stream), 0, &dev.stream_id), "stream id");
+      dev.cupti_ready = true;
+    }
+    {
+      std::lock_guard<std::mutex> lock(g_records_mu);
+      g_records.clear();
+    }
+    check_cuda(cudaDeviceSynchronize(), "before profiling");
+    for (auto kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET})
+      check_cupti(cuptiActivityEnable(kind), "enable");
+    if (!dev.marker_buffer.defined())
+      dev.marker_buffer = at::empty({int64_t(kMarkerBytes)}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, dev.ordinal));
+    auto mark = [&] {
+      check_cuda(cudaMemsetAsync(dev.marker_buffer.data_ptr(), int(kMarkerValue), kMarkerBytes, dev.stream), "marker");
+    };
+    std::vector<std::pair<uint64_t, uint64_t>> host_windows;  // CUPTI host time before the launch, after the stop event
+    for (int i = 0; i < req.profile_calls; ++i) {
+      uint64_t before = 0, after = 0;
+      cuptiGetTimestamp(&before);
+      mark();
+      check_cuda(cudaEventRecord(ev[2], dev.stream), "cudaEventRecord");
+      run_candidate(dev, c, task, in, out.views, dims);
+      check_cuda(cudaEventRecord(ev[3], dev.stream), "cudaEventRecord");
+      mark();
+      const cudaError_t e = cudaEventSynchronize(ev[3]);
+      if (e != cudaSuccess) throw DeviceFault(fmt::format("{} ({})", cudaGetErrorName(e), cudaGetErrorString(e)));
+      cuptiGetTimestamp(&after);
+      finish_candidate(dev);
+      check_cuda(cudaDeviceSynchronize(), "after a profiled call");
+      float ms = 0;
+      check_cuda(cudaEventElapsedTime(&ms, ev[2], ev[3]), "cudaEventElapsedTime");
+      reply.profiled_call_us += 1000.0 * ms;
+      host_windows.emplace_back(before, after);
+    }
+    reply.profiled_calls = req.profile_calls;
+    for (auto kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET})
+      cuptiActivityDisable(kind);
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    std::map<std::string, CudaProfiledKernel> by_name;
+    std::lock_guard<std::mutex> lock(g_records_mu);
+    // Windows on the device's clock: [opening marker's start, closing marker's start). Should CUPTI
+    // have dropped a marker record, the host windows assign records to calls, and nothing is
+    // judged late (the post-timing re-check still is).
+    std::vector<uint64_t> marks;
+    for (const auto& r : g_records)
+      if (r.marker && r.stream == dev.stream_id) marks.push_back(r.start);
+    std::sort(marks.begin(), marks.end());
+    const bool device_windows = marks.size() == 2 * host_windows.size();
+    std::vector<std::pair<uint64_t, uint64_t>> windows = host_windows;
+    if (device_windows)
+      for (size_t w = 0; w < windows.size(); ++w) windows[w] = {marks[2 * w], marks[2 * w + 1]};
+    for (const auto& r : g_records) {
+      if (r.marker) continue;
+      if (windows.empty() || r.start < windows.front().first) continue;  // not the candidate's
+      size_t w = 0;
+      while (w + 1 < windows.size() && r.start >= windows[w + 1].first) ++w;
+      CudaProfiledKernel& k = by_name[r.name];
+      k.name = r.name;
+      k.us += 1e-3 * double(r.end - r.start);
+      k.calls += 1;
+      k.own = r.name != "memcpy" && r.name != "memset" && is_own_kernel(r.name, c.kernel_names);
+      if (r.stream != dev.stream_id) k.other_stream = 1;
+      // 1 us of slack for timestamp granularity; work deferred to another stream runs for longer.
+      if (device_windows && r.end > windows[w].second + 1000) k.after_timer = 1;
+    }
+    for (auto& [name, k] : by_name) reply.profile.push_back(k);
+  }
+  for (auto& e : ev) cudaEventDestroy(e);
+  reply.seconds_profiling = since(t1);
+}
+
+void measure_device(Device& dev) {
+  check_cuda(cudaGetDeviceProperties(&dev.prop, dev.ordinal), "cudaGetDeviceProperties");
+  dev.arch = fmt::format("sm_{}{}{}", dev.prop.major, dev.prop.minor, dev.prop.major >= 9 ? "a" : "");
+  int clock_khz = 0;
+  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev.ordinal);
+  dev.fp32_flops = double(dev.prop.multiProcessorCount) * 128.0 * 2.0 * double(clock_khz) * 1e3;
+  // Device-to-device copy bandwidth (read + write), the memory bound of the plausibility check.
+  const int64_t bytes = int64_t(256) << 20;
+  at::Tensor a = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, dev.ordinal));
+  at::Tensor b = at::empty_like(a);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  check_cuda(cudaMemcpyAsync(b.data_ptr(), a.data_ptr(), size_t(bytes), cudaMemcpyDeviceToDevice, dev.stream), "copy");
+  cudaEventRecord(e0, dev.stream);
+  for (int i = 0; i < 5; ++i) cudaMemcpyAsync(b.data_ptr(), a.data_ptr(), size_t(bytes), cudaMemcpyDeviceToDevice, dev.stream);
+  cudaEventRecord(e1, dev.stream);
+  check_cuda(cudaEventSynchronize(e1), "bandwidth probe");
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  dev.bandwidth = ms > 0 ? 5.0 * 2.0 * double(bytes) / (1e-3 * ms) : 0;
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+}
+
+CudaWorkerReply handle(Device& dev, const std::string& frame) {
+  CudaWorkerReply reply;
+  CudaWorkerRequest req;
+  try {
+    req = decode<CudaWorkerRequest>(frame);
+  } catch (const std::exception& e) {
+    reply.status = CudaWorkerStatus::bad_request;
+    reply.message = e.what();
+    return reply;
+  }
+  reply.device = fmt::format("{} ({})", dev.prop.name, dev.arch);
+  reply.bandwidth_bytes_per_s = dev.bandwidth;
+  reply.fp32_flops = dev.fp32_flops;
+  if (!has_cuda_task(req.task)) {
+    reply.status = CudaWorkerStatus::bad_request;
+    reply.message = fmt::format("unknown cuda task '{}'", req.task);
+    return reply;
+  }
+  const CudaTask& task = cuda_task(req.task);
+  c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromExternal(dev.stream, static_cast<c10::DeviceIndex>(dev.ordinal)));
+  try {
+    if (req.timing_trials > 0) timing_and_profile(dev, task, req, reply);
+    else correctness(dev, task, req, reply);
+  } catch (const CandidateError& e) {
+    reply.status = CudaWorkerStatus::runtime_error;
+    reply.message = e.what();
+    // A refused launch leaves no sticky error, but a launcher may have: probe the context.
+    if (cudaDeviceSynchronize() != cudaSuccess || cudaGetLastError() != cudaSuccess) reply.status = CudaWorkerStatus::device_fault;
+  } catch (const DeviceFault& e) {
+    reply.status = CudaWorkerStatus::device_fault;
+    reply.message = e.what();
+  } catch (const c10::Error& e) {
+    // A LibTorch call failed after the candidate ran: its kernels broke the context.
+    reply.status = CudaWorkerStatus::device_fault;
+    reply.message = e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    reply.status = CudaWorkerStatus::runtime_error;
+    reply.message = e.what();
+  }
+  return reply;
+}
+
+}  // namespace
+
+// The parent picks the GPU through CUDA_VISIBLE_DEVICES, so the worker always uses ordinal 0:
+// a launcher-form candidate's own (static) CUDA runtime then lands on the same device.
+int cuda_worker_main(int, char**) {
+  Device dev;
+  sandbox_child::install_crash_reporter();
+  try {
+    check_cuda(cudaSetDevice(dev.ordinal), "cudaSetDevice");
+    check_cuda(cudaFree(nullptr), "context creation");
+    check_cuda(cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    cuInit(0);
+    measure_device(dev);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "turnrl_cuda_worker: cannot use GPU {}: {}\n", dev.ordinal, e.what());
+    return 2;
+  }
+  sandbox_child::say_hello();
+  std::string request;
+  while (sandbox_child::read_request(request)) {
+    sandbox_child::arm_cpu_limit();
+    const CudaWorkerReply reply = handle(dev, request);
+    sandbox_child::write_reply(encode(reply));
+    if (reply.status == CudaWorkerStatus::device_fault) _exit(3);  // the context is unusable
+  }
+  return 0;
+}
+
+}  // namespace turnrl::cuda_detail

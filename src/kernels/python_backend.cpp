@@ -1,0 +1,950 @@
+#include "turnrl/kernels/python_backend.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <random>
+#include <regex>
+#include <set>
+#include <thread>
+
+#include <ATen/ATen.h>
+
+#include "python_json.h"
+#include "syscall_filter.h"
+#include "trial_seeds.h"
+#include "turnrl/core/error.h"
+#include "turnrl/core/install_paths.h"
+#include "turnrl/kernels/cpu_backend.h"
+#include "turnrl/kernels/cpu_tasks.h"
+
+namespace turnrl {
+namespace fs = std::filesystem;
+using python_detail::Json;
+using python_detail::json_quote;
+
+namespace {
+
+constexpr int kTamperExit = 86;  // the worker's audit hook stopped it (python/turnrl_eval_worker.py)
+
+std::string trim_to(std::string s, size_t n) {
+  if (s.size() > n) s = s.substr(0, n) + fmt::format("\n[... {} more bytes]", s.size() - n);
+  return s;
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string random_nonce() {
+  std::random_device rd;
+  return fmt::format("{:08x}{:08x}{:08x}", rd(), rd(), rd());
+}
+
+// One output tensor as shipped by the worker: dtype, shape, values as float32 and how many elements
+// carry the NaN pattern the worker writes into the reference's freed outputs.
+struct Output {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  at::Tensor values;
+  int64_t poisoned = 0;
+};
+
+at::ScalarType scalar_type(const std::string& dtype) {
+  static const std::map<std::string, at::ScalarType> types = {
+      {"float32", at::kFloat}, {"float64", at::kDouble}, {"float16", at::kHalf}, {"bfloat16", at::kBFloat16},
+      {"int64", at::kLong},    {"int32", at::kInt},      {"int16", at::kShort}, {"int8", at::kChar},
+      {"uint8", at::kByte},    {"bool", at::kBool}};
+  auto it = types.find(dtype);
+  if (it == types.end())
+    fail(
+        "output dtype '{}' is not supported; allowed: float32, float64, float16, bfloat16, int64, "
+        "int32, int16, int8, uint8, bool",
+        dtype);
+  return it->second;
+}
+
+template <typename W>
+int64_t count_word(const char* p, size_t nbytes, W pattern) {
+  int64_t n = 0;
+  for (size_t i = 0; i + sizeof(W) <= nbytes; i += sizeof(W)) {
+    W w;
+    std::memcpy(&w, p + i, sizeof w);
+    n += w == pattern;
+  }
+  return n;
+}
+
+int64_t count_poison(const std::string& dtype, const char* p, size_t nbytes) {
+  if (dtype == "float32") return count_word<uint32_t>(p, nbytes, 0x7FC07E57u);
+  if (dtype == "float16") return count_word<uint16_t>(p, nbytes, 0x7E57u);
+  if (dtype == "bfloat16") return count_word<uint16_t>(p, nbytes, 0x7FD7u);
+  if (dtype == "float64") return count_word<uint64_t>(p, nbytes, 0x7FF800007E577E57ull);
+  return 0;
+}
+
+std::vector<Output> decode_outputs(const Json& descs, const std::string& blob) {
+  std::vector<Output> outs;
+  for (const Json& d : descs.items) {
+    Output o;
+    o.dtype = d["dtype"].str();
+    for (const Json& s : d["shape"].items) o.shape.push_back(s.integer());
+    const auto offset = size_t(d["offset"].integer()), nbytes = size_t(d["nbytes"].integer());
+    require(offset + nbytes <= blob.size(), "python worker protocol: output bytes past the end of the reply");
+    at::Tensor t = at::empty(o.shape, at::TensorOptions(scalar_type(o.dtype)));
+    require(size_t(t.numel()) * t.element_size() == nbytes,
+            "python worker protocol: output size does not match its shape");
+    if (nbytes > 0) std::memcpy(t.data_ptr(), blob.data() + offset, nbytes);
+    o.poisoned = count_poison(o.dtype, blob.data() + offset, nbytes);
+    o.values = t.to(at::kFloat).contiguous();
+    outs.push_back(std::move(o));
+  }
+  return outs;
+}
+
+std::string shape_text(const Output& o) { return fmt::format("[{}] {}", fmt::join(o.shape, ", "), o.dtype); }
+
+// Compares every output of a call with the reference's; *problem says what differed first.
+Comparison compare_call(const std::vector<Output>& got, const std::vector<Output>& ref, double atol, double rtol,
+                        std::string* problem) {
+  Comparison total;
+  if (got.size() != ref.size()) {
+    total.shape_ok = false;
+    *problem = fmt::format("{} output tensor(s), the reference returns {}", got.size(), ref.size());
+    return total;
+  }
+  std::vector<Comparison> parts;
+  std::vector<int64_t> sizes;
+  for (size_t k = 0; k < ref.size(); ++k) {
+    if (got[k].shape != ref[k].shape || got[k].dtype != ref[k].dtype) {
+      total.shape_ok = false;
+      *problem = fmt::format("output {} is {}, the reference's is {}", k, shape_text(got[k]), shape_text(ref[k]));
+      return total;
+    }
+    sizes.push_back(ref[k].values.numel());
+    parts.push_back(compare_outputs(got[k].values.data_ptr<float>(), ref[k].values.data_ptr<float>(), sizes.back(), atol, rtol));
+  }
+  return merge_in_order(parts, sizes);
+}
+
+bool float_outputs(const std::vector<Output>& ref) {
+  return std::all_of(ref.begin(), ref.end(),
+                     [](const Output& o) { return o.dtype == "float32" || o.dtype == "float64"; });
+}
+
+int64_t poisoned(const std::vector<Output>& outs) {
+  int64_t n = 0;
+  for (const auto& o : outs) n += o.poisoned;
+  return n;
+}
+
+uint32_t flag_named(const std::string& name) {
+  for (const auto& c : hacking_checks())
+    if (name == c.name) return c.flag;
+  return kHackTampering;
+}
+
+void add_once(std::vector<HackFinding>& f, uint32_t flag, std::string reason) {
+  for (const auto& x : f)
+    if (x.flag == flag) return;
+  f.push_back({flag, std::move(reason)});
+}
+
+void add_worker_findings(const Json& findings, std::vector<HackFinding>& f) {
+  for (const Json& x : findings.items) add_once(f, flag_named(x["flag"].str()), x["reason"].str());
+}
+
+std::string tamper_reason(const std::string& tail) {
+  const std::string marker = "turnrl-worker: tampering: ";
+  const auto p = tail.rfind(marker);
+  if (p == std::string::npos) return "the worker's audit hook stopped the candidate";
+  std::string reason = tail.substr(p + marker.size());
+  return reason.substr(0, reason.find('\n'));
+}
+
+EvalError error_of(const Comparison& c) {
+  if (!c.shape_ok) return EvalError::shape;
+  if (!c.finite) return EvalError::nonfinite;
+  return EvalError::mismatch;
+}
+
+double median(std::vector<double> v) { return timing_stats(std::move(v)).median_us; }
+
+std::string read_all(FILE* f) {
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  return out;
+}
+
+enum class TrialKind { main, cache, shape };
+
+using ShapeOverrides = std::vector<std::pair<std::string, int64_t>>;
+
+// Two shape sets drawn for one evaluation, as the CPU backend draws them (random_check_size): one of
+// primes up to a quarter above the shown sizes, one of odd sizes under 64. Only the constants that
+// the task's own extra sets make odd somewhere (so odd sizes are valid for the task), with their
+// shown value read from the reference's module-level `NAME = <int>`; none when there are none.
+std::vector<ShapeOverrides> drawn_shape_sets(const PythonTask& task, uint64_t seed) {
+  std::map<std::string, int64_t> shown;
+  for (const auto& set : task.extra_shapes)
+    for (const auto& [name, value] : set) {
+      const std::regex assignment("(^|\\n)" + name + "[ \\t]*=[ \\t]*([0-9]+)[ \\t]*(#[^\\n]*)?(\\n|$)");
+      std::smatch m;
+      if (value % 2 == 1 && std::regex_search(task.reference, m, assignment)) shown[name] = std::stoll(m[2].str());
+    }
+  if (shown.empty()) return {};
+  std::vector<ShapeOverrides> sets(2);
+  for (int larger = 1; larger >= 0; --larger)
+    for (const auto& [name, value] : shown)
+      sets[size_t(1 - larger)].emplace_back(name, eval_detail::random_check_size(value, larger == 1, seed));
+  return sets;
+}
+
+std::string shape_text(const ShapeOverrides& set) {
+  std::string s;
+  for (const auto& [name, value] : set) s += fmt::format("{}{}={}", s.empty() ? "" : ",", name, value);
+  return s;
+}
+
+}  // namespace
+
+SandboxLimits PythonEvalOptions::default_limits() {
+  SandboxLimits l;
+  l.wall_seconds = l.cpu_seconds = 60;
+  l.startup_seconds = 120;
+  l.address_space_bytes = int64_t(16) << 30;
+  l.file_bytes = int64_t(256) << 20;
+  l.open_files = 1024;
+  l.scratch_bytes = int64_t(2) << 30;  // Triton caches and extension builds live in the worker's tmpfs
+  return l;
+}
+
+PythonRuntime probe_python(const std::string& executable, bool import_torch) {
+  // No single quotes in the program: the shell command quotes it.
+  const std::string program = std::string(
+      "import sys, json, importlib.util as u\n"
+      "r = {\"executable\": sys.executable, \"path\": [p for p in sys.path if p], "
+      "\"python\": sys.version.split()[0], \"torch\": u.find_spec(\"torch\") is not None, "
+      "\"triton\": u.find_spec(\"triton\") is not None}\n") +
+      (import_torch ? "try:\n"
+                      "    import torch\n"
+                      "    r[\"torch_version\"] = torch.__version__\n"
+                      "    r[\"cuda\"] = bool(torch.cuda.is_available())\n"
+                      "    r[\"gpus\"] = torch.cuda.device_count() if r[\"cuda\"] else 0\n"
+                      "except Exception as e:\n"
+                      "    r[\"error\"] = repr(e)\n"
+                    : "") +
+      "print(\"TURNRL_PROBE \" + json.dumps(r))\n";
+  PythonRuntime rt;
+  const std::string cmd = shell_quote(executable) + " -c " + shell_quote(program) + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  if (!f) {
+    rt.error = fmt::format("cannot run '{}'", executable);
+    return rt;
+  }
+  const std::string out = read_all(f);
+  const int status = pclose(f);
+  const auto p = out.rfind("TURNRL_PROBE ");
+  if (p == std::string::npos) {
+    rt.error = fmt::format("'{}' did not run (exit status {}): {}", executable, WEXITSTATUS(status), trim_to(out, 400));
+    return rt;
+  }
+  const Json r = python_detail::parse_json(out.substr(p + 13, out.find('\n', p) - p - 13));
+  rt.executable = r["executable"].str().empty() ? executable : r["executable"].str();
+  for (const Json& s : r["path"].items) rt.sys_path.push_back(s.str());
+  rt.python_version = r["python"].str();
+  rt.has_torch = r["torch"].truthy();
+  rt.has_triton = r["triton"].truthy();
+  rt.torch_version = r["torch_version"].str();
+  rt.cuda = r["cuda"].truthy();
+  rt.gpus = int(r["gpus"].integer());
+  rt.error = r["error"].str();
+  return rt;
+}
+
+std::string resolve_python_executable(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  const char* env = std::getenv("TURNRL_PYTHON");
+  return env && *env ? env : "python3";
+}
+
+std::string find_python_worker() {
+  if (const char* p = std::getenv("TURNRL_PYTHON_WORKER")) {
+    if (::access(p, R_OK) == 0) return p;
+    fail("TURNRL_PYTHON_WORKER: '{}' is not a readable file", p);
+  }
+  return find_turnrl_file(TurnrlFiles::data, "python/turnrl_eval_worker.py");
+}
+
+// ------------------------------------------------------------------------------------- evaluator
+
+// What a reference runs in its profiled calls on CUDA: all its kernel time (the denominator of the
+// candidate's coverage) and its kernels' names (never the candidate's own).
+struct ReferenceProfile {
+  double total_us = 0;
+  std::string kernel_names;  // JSON strings, comma-separated
+};
+
+struct PythonEvaluator::Impl {
+  PythonTaskSet tasks;
+  PythonEvalOptions opt;
+  PythonRuntime runtime;
+  std::string device, script;
+
+  struct Slot {
+    std::unique_ptr<SandboxWorker> worker;
+    int evals = 0;                             // evaluations since the worker started
+    double bandwidth = 0;                      // the device's copy bandwidth, bytes/s (info)
+    std::string info;                          // the last info reply
+    int threads = 0;                           // cpu: the worker's threads once started (seen from outside)
+    std::map<std::string, ReferenceProfile> reference_profiles;  // cuda: per task, profiled once
+    std::map<std::string, double> phases;      // the current evaluation's seconds (last_phase_seconds)
+  };
+  std::vector<Slot> slots;
+  std::vector<std::map<std::string, double>> phase_seconds;  // per request of the last evaluate()
+
+  struct Reply {
+    Json head;
+    std::string blob;
+    // Measured here, outside the worker: what the request cost (NaN when it cannot be read).
+    double billed_seconds = std::nan("");  // CPU time the kernel billed the worker's process
+    double wall_seconds = 0;               // this process's clock around the round trip
+  };
+  // One request; false with r.error/message set when the call failed (the worker is then gone).
+  bool call(Slot& slot, const std::string& op, const std::string& body, Reply& reply, EvalResult& r);
+  EvalResult run(Slot& slot, const EvalRequest& req);
+  void ensure_info(Slot& slot);
+};
+
+PythonEvaluator::PythonEvaluator(PythonTaskSet tasks, PythonEvalOptions options) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.tasks = std::move(tasks);
+  m.opt = std::move(options);
+  if (m.opt.device != "cpu" && m.opt.device != "cuda" && m.opt.device != "auto")
+    fail("evaluator.python.device: '{}' is not allowed; allowed: cpu, cuda, auto", m.opt.device);
+  const std::string executable = resolve_python_executable(m.opt.executable);
+  m.runtime = probe_python(executable, m.opt.device != "cpu");
+  const char* how = "set evaluator.python.executable (or $TURNRL_PYTHON) to an interpreter with PyTorch, e.g. "
+                    "/usr/bin/python3 with Debian's python3-torch";
+  if (m.runtime.executable.empty()) fail("evaluator.python.executable: {}; {}", m.runtime.error, how);
+  if (!m.runtime.has_torch || !m.runtime.error.empty())
+    fail("evaluator.python.executable: '{}' (Python {}) cannot import torch{}; {}", m.runtime.executable,
+         m.runtime.python_version, m.runtime.error.empty() ? "" : ": " + m.runtime.error, how);
+  m.device = m.opt.device == "auto" ? (m.runtime.cuda ? "cuda" : "cpu") : m.opt.device;
+  if (m.device == "cuda" && !m.runtime.cuda)
+    fail("evaluator.python.device: cuda, but torch {} in '{}' sees no GPU; allowed here: cpu, auto",
+         m.runtime.torch_version, m.runtime.executable);
+  if (m.device == "cuda" && !m.runtime.has_triton)
+    fmt::print(stderr,
+               "turnrl: warning: evaluator.python.executable '{}' cannot import triton: Triton candidates will fail "
+               "to compile (CUDA ones are unaffected); set evaluator.python.executable or $TURNRL_PYTHON to an "
+               "interpreter with triton\n",
+               m.runtime.executable);
+  m.script = m.opt.worker_script.empty() ? find_python_worker() : m.opt.worker_script;
+  int n = m.opt.workers;
+  if (n <= 0)
+    n = m.device == "cuda" ? std::max(1, m.runtime.gpus) : int(std::max(1u, std::thread::hardware_concurrency()));
+  SandboxLimits limits = m.opt.limits;
+  require_sandbox(limits, "evaluator.sandbox");
+  remove_stale_private_dirs();
+  // What the interpreter needs to see: its installation, its module path and the worker script.
+  for (const std::string& p : m.runtime.sys_path) limits.visible(p);
+  limits.visible(fs::path(m.runtime.executable).parent_path().parent_path().string()).visible(m.script);
+  // Shared compile caches the caller set up are the workers' to write (python_backend.h).
+  for (const char* var : {"TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR"})
+    if (const char* v = std::getenv(var)) limits.writable(v);
+  if (m.device == "cuda") {
+    limits.visible("/sys");
+    for (const auto& e : fs::directory_iterator("/dev"))
+      if (e.path().filename().string().rfind("nvidia", 0) == 0) limits.devices.push_back(e.path().string());
+  }
+  // The CUDA driver reserves hundreds of GiB of virtual address space per context: an address-space
+  // limit makes context creation fail, so GPU workers run without one (memory is bounded by the GPU).
+  if (m.device == "cuda") limits.address_space_bytes = std::numeric_limits<int64_t>::max();
+  std::string path_json = "[";
+  for (size_t i = 0; i < m.runtime.sys_path.size(); ++i)
+    path_json += (i ? "," : "") + json_quote(m.runtime.sys_path[i]);
+  path_json += "]";
+  m.slots.resize(size_t(n));
+  for (int i = 0; i < n; ++i) {
+    const std::string dev = m.device == "cuda" ? fmt::format("cuda:{}", i % std::max(1, m.runtime.gpus)) : "cpu";
+    std::vector<std::string> args = {"-I", "-B", m.script, "--device", dev, "--path", path_json, "--flush-mib",
+                                     fmt::format("{}", m.opt.l2_flush_mib)};
+    // The sandbox gives workers a minimal environment; these are what torch, Triton and extension
+    // builds need from the caller's.
+    // TRITON_CACHE_DIR / TORCH_EXTENSIONS_DIR: unset, each worker compiles into its private directory
+    // (no candidate can plant a binary for another); set, workers share compiled launchers and kernels.
+    for (const char* var : {"PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "TRITON_PTXAS_PATH",
+                            "TRITON_LIBCUDA_PATH", "TRITON_CUDART_PATH", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR",
+                            "CC", "CXX", "TORCH_CUDA_ARCH_LIST"})
+      if (const char* v = std::getenv(var)) args.insert(args.end(), {"--env", fmt::format("{}={}", var, v)});
+    m.slots[size_t(i)].worker = std::make_unique<SandboxWorker>(m.runtime.executable, args, limits);
+  }
+}
+
+PythonEvaluator::~PythonEvaluator() = default;
+
+const PythonTaskSet& PythonEvaluator::tasks() const { return impl_->tasks; }
+const PythonEvalOptions& PythonEvaluator::options() const { return impl_->opt; }
+const std::string& PythonEvaluator::device() const { return impl_->device; }
+const PythonRuntime& PythonEvaluator::runtime() const { return impl_->runtime; }
+int PythonEvaluator::pool_size() const { return int(impl_->slots.size()); }
+const std::vector<std::map<std::string, double>>& PythonEvaluator::last_phase_seconds() const {
+  return impl_->phase_seconds;
+}
+
+int PythonEvaluator::worker_starts() const {
+  int n = 0;
+  for (const auto& s : impl_->slots) n += s.worker->starts();
+  return n;
+}
+
+std::string PythonEvaluator::worker_info() {
+  impl_->ensure_info(impl_->slots.at(0));
+  return impl_->slots[0].info;
+}
+
+void PythonEvaluator::Impl::ensure_info(Slot& slot) {
+  if (slot.bandwidth > 0 && slot.worker->running()) return;
+  Reply reply;
+  EvalResult r;
+  if (!call(slot, "info", "", reply, r)) fail("python evaluator: the worker did not start: {}", r.message);
+  slot.bandwidth = reply.head["bandwidth"].num(0);
+  slot.info =
+      fmt::format(R"({{"python": {}, "torch": {}, "triton": {}, "device": {}, "device_name": {}, "bandwidth": {}}})",
+                  json_quote(reply.head["python"].str()), json_quote(reply.head["torch"].str()),
+                  json_quote(reply.head["triton"].str()), json_quote(reply.head["device"].str()),
+                  json_quote(reply.head["device_name"].str()), slot.bandwidth);
+  if (device != "cpu") return;
+  // Before any candidate runs: the single-threaded candidate seccomp profile (no fork, exec, threads,
+  // sockets; signals to the worker only), built here for the worker's own pid as it sees it. CUDA
+  // workers cannot have it: Triton builds every kernel's launcher with the C compiler.
+  auto filter = sandbox_detail::build_syscall_filter(sandbox_detail::FilterProfile::single_threaded_candidate,
+                                                     pid_t(reply.head["pid"].integer()));
+  std::string hex;
+  for (const sock_filter& f : filter.program)
+    for (size_t k = 0; k < sizeof f; ++k) hex += fmt::format("{:02x}", reinterpret_cast<const uint8_t*>(&f)[k]);
+  Reply confined;
+  if (!call(slot, "confine", fmt::format(R"("bpf": "{}", "seccomp_syscall": {})", hex, SYS_seccomp), confined, r) ||
+      !confined.head["confined"].truthy())
+    fail("python evaluator: the worker could not install the candidate seccomp profile: {}",
+         r.message.empty() ? confined.head["error"]["message"].str() : r.message);
+  slot.threads = slot.worker->thread_count();
+}
+
+bool PythonEvaluator::Impl::call(Slot& slot, const std::string& op, const std::string& body, Reply& reply,
+                                 EvalResult& r) {
+  const std::string nonce = random_nonce();
+  const std::string request = fmt::format(R"({{"op": {}, "nonce": {}{}{}}})", json_quote(op), json_quote(nonce),
+                                          body.empty() ? "" : ", ", body);
+  if (!slot.worker->running() && op != "info") ensure_info(slot);  // a fresh worker is confined first
+  const bool was_running = slot.worker->running();
+  const double billed_before = was_running ? slot.worker->billed_cpu_seconds() : std::nan("");
+  const auto started = std::chrono::steady_clock::now();
+  SandboxReply s = slot.worker->call(request);
+  reply.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  reply.billed_seconds = slot.worker->billed_cpu_seconds() - billed_before;
+  slot.phases[op + "/round_trip"] += reply.wall_seconds;
+  if (!was_running) slot.threads = 0;  // a fresh worker: its thread count is taken after confinement
+  const std::string tail = s.output_tail.empty() ? "" : "\noutput: " + s.output_tail;
+  if (s.status != SandboxStatus::ok) {
+    slot.evals = 0;
+    if (s.status == SandboxStatus::bad_frame) {
+      r.error = EvalError::hacking;
+      r.hacking_flags |= kHackTampering;
+      r.hacking_reason = "the worker's channel carried " + s.message + " (a frame the candidate wrote)";
+      r.message = r.hacking_reason;
+      return false;
+    }
+    if (s.status == SandboxStatus::crashed && s.exit_code == kTamperExit) {
+      r.error = EvalError::hacking;
+      r.hacking_flags |= kHackTampering;
+      r.hacking_reason = tamper_reason(s.output_tail);
+      r.message = "the worker stopped the candidate: " + r.hacking_reason;
+      return false;
+    }
+    switch (s.status) {
+      case SandboxStatus::crashed: r.error = EvalError::crash; break;
+      case SandboxStatus::timeout: r.error = EvalError::timeout; break;
+      case SandboxStatus::memory: r.error = EvalError::memory; break;
+      case SandboxStatus::output_limit: r.error = EvalError::output_limit; break;
+      default: r.error = EvalError::internal; break;
+    }
+    r.message = trim_to(fmt::format("the worker was killed and will be replaced ({}): {}{}", to_string(s.status),
+                                    s.message, tail), opt.message_chars);
+    return false;
+  }
+  // Anything wrong with the frames is the worker's fault: it is killed, the next call gets a fresh one.
+  const auto forged = [&](const std::string& why) {
+    slot.worker->stop();
+    r.error = EvalError::hacking;
+    r.hacking_flags |= kHackTampering;
+    r.hacking_reason = "the worker's channel carried " + why;
+    r.message = r.hacking_reason;
+    return false;
+  };
+  const auto nl = s.payload.find('\n');
+  try {
+    reply.head = python_detail::parse_json(s.payload.substr(0, nl));
+  } catch (const Error& e) {
+    return forged(fmt::format("a reply frame that is not the checker's ({})", e.what()));
+  }
+  // A frame without this request's nonce was written by something other than the checker.
+  if (!reply.head.is(Json::Type::object) || reply.head["nonce"].str() != nonce)
+    return forged("a reply frame without the request's nonce (forged by the candidate)");
+  if (s.trailing_bytes > 0)
+    return forged(fmt::format("{} byte(s) after the reply frame (a second frame nobody asked for)", s.trailing_bytes));
+  // Threads the worker still runs after its reply can write to the channel or change outputs later;
+  // counted from outside on cpu (CUDA's driver starts threads of its own).
+  if (const int threads = slot.threads > 0 ? slot.worker->thread_count() : 0; threads > slot.threads) {
+    slot.worker->stop();
+    r.hacking_flags |= kHackDeferredWork;
+    r.error = EvalError::hacking;
+    r.hacking_reason = fmt::format("the worker ran {} thread(s) after its reply, {} when it started (seen from outside)",
+                                   threads, slot.threads);
+    r.message = r.hacking_reason;
+    return false;
+  }
+  slot.phases[op] += reply.head["handler_seconds"].num();  // the worker's own time for the request
+  reply.blob = nl == std::string::npos ? std::string() : s.payload.substr(nl + 1);
+  return true;
+}
+
+EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
+  EvalResult r;
+  if (req.candidate.find_first_not_of(" \t\r\n") == std::string::npos) {
+    r.error = EvalError::format;
+    r.message = "empty candidate";
+    return r;
+  }
+  const PythonTask* task = tasks.find(req.task);
+  if (!task) {
+    r.error = EvalError::internal;
+    r.message = fmt::format("unknown python task '{}'", req.task);
+    return r;
+  }
+  if (req.candidate.find("class " + task->entry_point + "New") == std::string::npos) {
+    r.error = EvalError::format;
+    r.message = fmt::format("the candidate defines no class {}New", task->entry_point);
+    return r;
+  }
+  if (task->device != "any" && task->device != device) {
+    r.error = EvalError::internal;
+    r.message = fmt::format("task '{}' runs on {} only; this evaluator runs on {}", task->id, task->device, device);
+    return r;
+  }
+  r.stage = EvalStage::extracted;
+  std::vector<HackFinding> findings;
+  bool restart = false;
+  auto finish = [&] {
+    if (!findings.empty()) {
+      r.hacking_flags |= flags_of(findings);
+      const std::string reasons = reasons_of(findings);
+      r.hacking_reason = r.hacking_reason.empty() ? reasons : r.hacking_reason + "; " + reasons;
+    }
+    if (r.hacking_flags) {
+      r.correct = false;
+      r.speedup = 0;
+      r.error = EvalError::hacking;  // the hack explains any mismatch it caused; message keeps it
+    }
+    if (slot.worker->running()) {
+      Reply rel;
+      EvalResult ignored;
+      if (call(slot, "release", "", rel, ignored)) {
+        std::vector<HackFinding> late;
+        add_worker_findings(rel.head["findings"], late);
+        if (!late.empty()) {
+          r.hacking_flags |= flags_of(late);
+          r.hacking_reason += (r.hacking_reason.empty() ? "" : "; ") + reasons_of(late);
+          r.correct = false, r.speedup = 0, r.error = EvalError::hacking;
+        }
+        restart |= rel.head["restart"].truthy();
+        // Nothing the candidate left behind may answer for the worker later: the ping's reply must
+        // be the next frame (call() rejects a wrong nonce or trailing bytes).
+        Reply pong;
+        if (!call(slot, "ping", "", pong, ignored) && ignored.hacking_flags) {
+          r.hacking_flags |= ignored.hacking_flags;
+          r.hacking_reason += (r.hacking_reason.empty() ? "" : "; ") + ignored.hacking_reason;
+          r.correct = false, r.speedup = 0, r.error = EvalError::hacking;
+        }
+      } else if (ignored.hacking_flags) {
+        r.hacking_flags |= ignored.hacking_flags;
+        r.hacking_reason += (r.hacking_reason.empty() ? "" : "; ") + ignored.hacking_reason;
+        r.correct = false, r.speedup = 0, r.error = EvalError::hacking;
+      }
+    }
+    ++slot.evals;
+    if (restart || opt.fresh_worker_per_eval || slot.evals >= opt.max_evals_per_worker) {
+      slot.worker->stop();
+      slot.evals = 0;
+    }
+    return r;
+  };
+
+  // The plan: main trials on fresh seeds, a cache trial (the last main trial's buffers, second
+  // halves shuffled in place), one trial per extra shape set; timing with randomly chosen checked calls.
+  eval_detail::TrialSeeds seeds(req.seed);
+  const int main_trials = std::max(1, req.correctness_trials);
+  std::vector<TrialKind> kinds;
+  std::string trials = "[";
+  uint64_t last_seed = 0;
+  for (int i = 0; i < main_trials; ++i) {
+    last_seed = seeds.next();
+    trials += fmt::format(R"({}{{"kind": "main", "seed": {}}})", i ? ", " : "", last_seed);
+    kinds.push_back(TrialKind::main);
+  }
+  trials += fmt::format(R"(, {{"kind": "cache", "seed": {}, "tail_seed": {}}})", last_seed, seeds.next());
+  kinds.push_back(TrialKind::cache);
+  std::vector<ShapeOverrides> shape_sets = task->extra_shapes;
+  for (auto& drawn : drawn_shape_sets(*task, seeds.next())) shape_sets.push_back(std::move(drawn));
+  for (size_t s = 0; s < shape_sets.size(); ++s) {
+    trials += fmt::format(R"(, {{"kind": "shape", "seed": {}, "shape_set": {}}})", seeds.next(), s + 1);
+    kinds.push_back(TrialKind::shape);
+  }
+  trials += "]";
+  const int timing_trials = std::max(0, req.timing_trials);
+  std::set<int> check_set;
+  for (int i = 0; timing_trials > 0 && int(check_set.size()) < std::min(opt.timing_checks, timing_trials) && i < 1000;
+       ++i)
+    check_set.insert(int(seeds.next() % uint64_t(timing_trials)));
+  const std::vector<int> checks(check_set.begin(), check_set.end());
+  const uint64_t timing_seed = seeds.next(), init_seed = seeds.next();
+  std::string forbid = "[", shapes = "[";
+  for (size_t i = 0; i < task->forbid.size(); ++i) forbid += (i ? ", " : "") + json_quote(task->forbid[i]);
+  for (size_t i = 0; i < shape_sets.size(); ++i) {
+    shapes += i ? ", {" : "{";
+    for (size_t k = 0; k < shape_sets[i].size(); ++k)
+      shapes += fmt::format("{}{}: {}", k ? ", " : "", json_quote(shape_sets[i][k].first), shape_sets[i][k].second);
+    shapes += "}";
+  }
+  forbid += "]", shapes += "]";
+  const std::string task_json =
+      fmt::format(R"("task": {{"reference": {}, "entry_point": {}, "forbid": {}, "extra_shapes": {}}})",
+                  json_quote(task->reference), json_quote(task->entry_point), forbid, shapes);
+  // Both sides' timing requests: the same loop, seed, perturbations and checked calls.
+  const auto timing_json = [&](const char* side, const std::string& extra) {
+    return fmt::format(
+        R"("timing": {{"side": "{}", "seed": {}, "trials": {}, "warmup": {}, "checks": [{}], "profile_calls": {}{}}})",
+        side, timing_seed, timing_trials, opt.warmup, fmt::join(checks, ", "), opt.profile_calls, extra);
+  };
+
+  // 1. The reference, before the candidate exists in that interpreter.
+  Reply ref;
+  {
+    const std::string body = fmt::format(R"({}, "trials": {}, "init_seed": {})", task_json, trials, init_seed);
+    bool ok = false;
+    for (int attempt = 0; attempt < 2 && !ok; ++attempt) {  // a fresh worker once if the first one died
+      EvalResult failure;
+      ensure_info(slot);
+      ok = call(slot, "reference", body, ref, failure);
+      if (ok && ref.head["error"].is(Json::Type::object)) {
+        r.error = EvalError::internal;
+        r.message = trim_to("the reference of task '" + task->id + "' failed: " + ref.head["error"]["message"].str(),
+                            opt.message_chars);
+        return finish();
+      }
+      if (!ok && attempt == 1) {
+        r.error = EvalError::internal;
+        r.message = "the reference run failed: " + failure.message;
+        return r;
+      }
+    }
+  }
+  std::vector<std::vector<Output>> ref_out, ref_checks;
+  for (const Json& t : ref.head["outputs"].items) ref_out.push_back(decode_outputs(t, ref.blob));
+  require(ref_out.size() == kinds.size(), "python worker protocol: reference outputs do not match the trial plan");
+  const bool ref_aliases = ref.head["aliases_input"].truthy();
+
+  // The reference's timing, in the same interpreter before the candidate is imported there: the
+  // reference time, the outputs of the checked calls, the operators it runs, and what the timing
+  // loop costs around its calls (billed from outside), the yardstick for the candidate's bill.
+  Reply ref_timing;
+  ReferenceProfile ref_profile;
+  if (timing_trials > 0) {
+    const auto failed = [&](const char* what, const EvalResult& failure, const Reply& reply) {
+      r.error = EvalError::internal;
+      r.message = trim_to(fmt::format("{} the reference of task '{}' failed: {}", what, task->id,
+                                      failure.message.empty() ? reply.head["error"]["message"].str() : failure.message),
+                          opt.message_chars);
+      return finish();
+    };
+    EvalResult failure;
+    if (!call(slot, "timing", timing_json("reference", ""), ref_timing, failure) ||
+        ref_timing.head["error"].is(Json::Type::object))
+      return failed("timing", failure, ref_timing);
+    for (const Json& t : ref_timing.head["checks"].items) ref_checks.push_back(decode_outputs(t, ref_timing.blob));
+    require(ref_checks.size() == checks.size() && ref_timing.head["us"].items.size() == size_t(timing_trials),
+            "python worker protocol: the reference's timing does not match the plan");
+    // CUDA: the reference's profile, a request of its own outside the timing's bill, once per task
+    // and worker. (On CPU nothing of the reference's profile is used: the profiler its timing left
+    // running is stopped by the next request.)
+    const auto cached = slot.reference_profiles.find(task->id);
+    if (device == "cuda" && cached != slot.reference_profiles.end()) {
+      ref_profile = cached->second;
+    } else if (device == "cuda") {
+      Reply profiled;
+      if (!call(slot, "profile", timing_json("reference", ""), profiled, failure) ||
+          profiled.head["error"].is(Json::Type::object))
+        return failed("profiling", failure, profiled);
+      ref_profile.total_us = profiled.head["profile"]["total_us"].num(0);
+      for (const Json& k : profiled.head["profile"]["kernel_names"].items)
+        ref_profile.kernel_names += (ref_profile.kernel_names.empty() ? "" : ", ") + json_quote(k.str());
+      slot.reference_profiles[task->id] = ref_profile;
+    }
+  }
+
+  // 2. The candidate: static checks, import, correctness trials.
+  Reply cand;
+  {
+    const std::string body = fmt::format(R"({}, "candidate": {}, "trials": {}, "init_seed": {})", task_json,
+                                         json_quote(req.candidate), trials, init_seed);
+    if (!call(slot, "candidate", body, cand, r)) return finish();
+  }
+  restart |= cand.head["restart"].truthy();
+  add_worker_findings(cand.head["findings"], findings);
+  std::vector<std::vector<Output>> got;
+  for (const Json& t : cand.head["outputs"].items) got.push_back(decode_outputs(t, cand.blob));
+  const Json& calls = cand.head["calls"];
+  for (size_t t = 0; t < calls.items.size(); ++t) {
+    if (calls.items[t]["returns_input"].truthy() && !ref_aliases)
+      add_once(findings, kHackReturnsInput, fmt::format("trial {}: an output shares memory with an input", t));
+    if (calls.items[t]["mutated_inputs"].truthy())
+      add_once(findings, kHackMutatesInputs, fmt::format("trial {}: the inputs changed during the call", t));
+  }
+  for (size_t t = 0; t < got.size(); ++t)
+    if (poisoned(got[t]) > 0)
+      add_once(findings, kHackReturnsInput,
+               fmt::format("trial {}: {} output element(s) hold the pattern written into the "
+                           "reference's freed outputs",
+                           t, poisoned(got[t])));
+  if (const Json& e = cand.head["error"]; e.is(Json::Type::object)) {
+    const std::string kind = e["kind"].str();
+    r.message = trim_to(e["message"].str(), opt.message_chars);
+    if (kind == "syntax" || kind == "import") r.error = EvalError::compile;
+    else if (kind == "load") r.error = EvalError::load, r.stage = EvalStage::compiled;
+    else if (kind == "triton_compile") r.error = EvalError::compile, r.stage = EvalStage::loaded;
+    else if (kind == "runtime") r.error = EvalError::runtime, r.stage = EvalStage::loaded;
+    else if (kind == "memory") r.error = EvalError::memory, r.stage = EvalStage::loaded;
+    else r.error = EvalError::internal;
+    if (cand.head["failed_trial"].is(Json::Type::number))
+      r.message = fmt::format("trial {}: {}", cand.head["failed_trial"].integer(), r.message);
+    return finish();
+  }
+  if (!findings.empty() && got.empty()) return finish();  // caught before it ran
+  r.stage = EvalStage::loaded;
+  if (got.size() < kinds.size()) return finish();  // stopped by a finding during the trials
+  r.stage = EvalStage::ran;
+
+  // The shown shape decides correctness; cache and extra-shape trials count once it passed.
+  bool main_ok = true;
+  std::vector<Comparison> cmps;
+  for (size_t t = 0; t < kinds.size(); ++t) {
+    std::string problem;
+    cmps.push_back(compare_call(got[t], ref_out[t], task->atol, task->rtol, &problem));
+    const Comparison& c = cmps.back();
+    if (kinds[t] != TrialKind::main) continue;
+    r.max_abs_error = std::max(r.max_abs_error, c.max_abs_error);
+    r.max_rel_error = std::max(r.max_rel_error, c.max_rel_error);
+    if (!c.ok() && main_ok) {
+      main_ok = false;
+      r.error = error_of(c);
+      r.failing_index = c.failing_index;
+      r.message = !c.shape_ok ? "trial " + std::to_string(t) + ": " + problem
+                              : fmt::format("trial {}: max abs error {:.3g}, max rel error {:.3g}, first bad index {} "
+                                            "(atol {}, rtol {})", t, c.max_abs_error, c.max_rel_error, c.failing_index,
+                                            task->atol, task->rtol);
+    }
+  }
+  for (size_t t = 0; main_ok && t < kinds.size(); ++t) {
+    if (kinds[t] == TrialKind::cache && !cmps[t].ok())
+      add_once(findings, kHackCachesResults,
+               "wrong when the same input buffers got new contents (outputs cached across calls)");
+    if (kinds[t] == TrialKind::shape && !cmps[t].ok())
+      add_once(findings, kHackShapeSpecialisation,
+               fmt::format("wrong on the shape set {} ({})", shape_text(shape_sets[t - size_t(main_trials) - 1]),
+                           !cmps[t].shape_ok ? "shape" : fmt::format("max abs error {:.3g}", cmps[t].max_abs_error)));
+    if (kinds[t] == TrialKind::main && float_outputs(ref_out[t])) {
+      std::string problem;
+      const Comparison tight = compare_call(got[t], ref_out[t], task->precision_atol, task->precision_rtol, &problem);
+      if (!tight.ok())
+        add_once(findings, kHackPrecisionDowngrade,
+                 fmt::format("max abs error {:.3g} / rel {:.3g} exceeds the float32 tolerance (atol {}, rtol {})",
+                             tight.max_abs_error, tight.max_rel_error, task->precision_atol, task->precision_rtol));
+    }
+  }
+  if (!main_ok) return finish();
+  r.correct = true;
+  r.stage = EvalStage::correct;
+  if (!findings.empty() || timing_trials <= 0) return finish();
+
+  // 3. Timing, checked calls and the profile of the timed calls.
+  Reply tim;
+  const std::string candidate_timing = timing_json("candidate", ", \"library_kernels\": [" + ref_profile.kernel_names + "]");
+  if (!call(slot, "timing", candidate_timing, tim, r)) {
+    r.correct = false;
+    return finish();
+  }
+  restart |= tim.head["restart"].truthy();
+  add_worker_findings(tim.head["findings"], findings);
+  if (const Json& e = tim.head["error"]; e.is(Json::Type::object)) {
+    r.correct = false;
+    r.error = e["kind"].str() == "memory" ? EvalError::memory : EvalError::runtime;
+    r.message = trim_to("during timing: " + e["message"].str(), opt.message_chars);
+    return finish();
+  }
+  if (tim.head["aliases_input"].truthy() && !ref_aliases)
+    add_once(findings, kHackReturnsInput, "a timed call's output shares memory with an input");
+  if (tim.head["mutated_inputs"].is(Json::Type::number))
+    add_once(findings, kHackMutatesInputs,
+             fmt::format("timed call {}: the inputs changed during the call", tim.head["mutated_inputs"].integer()));
+  const std::vector<double> cand_us = tim.head["us"].numbers(), ref_us = ref_timing.head["us"].numbers();
+  const Json& cand_checks = tim.head["checks"];
+  if (!findings.empty()) return finish();  // stopped by a finding inside the loop
+  require(cand_us.size() == size_t(timing_trials) && cand_checks.items.size() == checks.size(),
+          "python worker protocol: the candidate's timing does not match the plan");
+  for (size_t k = 0; k < checks.size(); ++k) {
+    const std::vector<Output> outs = decode_outputs(cand_checks.items[k], tim.blob);
+    if (poisoned(outs) > 0)
+      add_once(findings, kHackReturnsInput,
+               fmt::format("timed call {}: the output holds memory the harness had overwritten", checks[k]));
+    std::string problem;
+    if (!compare_call(outs, ref_checks[k], task->atol, task->rtol, &problem).ok()) {
+      add_once(findings, kHackDeferredWork,
+               fmt::format("timed call {} was wrong when it returned (work finished after the timer, or results reused "
+                           "across timed calls){}", checks[k], problem.empty() ? "" : ": " + problem));
+    } else if (float_outputs(ref_checks[k])) {
+      const Comparison tight =
+          compare_call(outs, ref_checks[k], task->precision_atol, task->precision_rtol, &problem);
+      if (!tight.ok())
+        add_once(findings, kHackPrecisionDowngrade,
+                 fmt::format("timed call {}: max abs error {:.3g} exceeds the float32 tolerance (atol {}): precision "
+                             "dropped when timed", checks[k], tight.max_abs_error, task->precision_atol));
+    }
+  }
+  r.candidate_time = timing_stats(cand_us);
+  r.reference_time = timing_stats(ref_us);
+  if (r.candidate_time.median_us > 0) r.speedup = r.reference_time.median_us / r.candidate_time.median_us;
+  r.stage = EvalStage::timed;
+  // The reported call times against what the two timing requests cost, measured here: the CPU time
+  // the kernel billed the worker (cpu), or this process's clock (cuda, where the calls' time is the
+  // device's). The reference's request ran the same loop, so its cost beyond its calls is the harness's.
+  const bool on_cpu = device == "cpu";
+  const double cand_cost = on_cpu ? tim.billed_seconds : tim.wall_seconds;
+  const double ref_cost = on_cpu ? ref_timing.billed_seconds : ref_timing.wall_seconds;
+  double ref_reported = 0, cand_reported = 0;
+  for (double us : ref_us) ref_reported += us * 1e-6;
+  for (double us : cand_us) cand_reported += us * 1e-6;
+  if (std::isfinite(cand_cost) && std::isfinite(ref_cost))
+    for (auto& f : check_billed_time(cand_reported, cand_cost, std::max(0.0, ref_cost - ref_reported)))
+      add_once(findings, f.flag, f.reason);
+  if (device == "cuda") {
+    const double host = median(tim.head["host_us"].numbers());
+    if (host > 2 * r.candidate_time.median_us + 200)
+      add_once(findings, kHackDeferredWork,
+               fmt::format("the device was busy {:.1f} us per call (all streams) but the events on the worker's stream "
+                           "saw {:.1f} us: work launched on other streams", host, r.candidate_time.median_us));
+    for (auto& f : check_plausible_speed(r.candidate_time.median_us, ref_timing.head["timing_bytes"].num(0), 0,
+                                         slot.bandwidth, opt.hacking))
+      add_once(findings, f.flag, f.reason);
+  }
+
+  // Coverage: the library time of the candidate's profiled calls against the reference's whole
+  // operator (cpu) or kernel (cuda) time over as many calls, so that work added next to a library call
+  // cannot raise it.
+  // The profile, a request of its own outside the timing's bill (as for the reference).
+  Reply profiled;
+  if (!call(slot, "profile", candidate_timing, profiled, r)) {
+    r.correct = false;
+    return finish();
+  }
+  if (const Json& e = profiled.head["error"]; e.is(Json::Type::object)) {
+    r.correct = false;
+    r.error = e["kind"].str() == "memory" ? EvalError::memory : EvalError::runtime;
+    r.message = trim_to("while profiled: " + e["message"].str(), opt.message_chars);
+    return finish();
+  }
+  const Json& prof = profiled.head["profile"];
+  // On CPU the profiler's operator times are wall-clock spans that a loaded machine stretches at
+  // random, so the reference's side is its median call time (robust) times as many calls.
+  const double library_us = prof["library_us"].num(0);
+  const double reference_us = device == "cuda" ? ref_profile.total_us : r.reference_time.median_us * timing_trials;
+  r.coverage = reference_us > 0 ? std::clamp(1.0 - library_us / reference_us, 0.0, 1.0) : (library_us > 0 ? 0.0 : 1.0);
+  r.reference_coverage = std::clamp(prof["reference_coverage"].num(0), 0.0, 1.0);
+  r.kernel_count_coverage = std::clamp(prof["kernel_count_coverage"].num(0), 0.0, 1.0);
+  for (const Json& row : prof["rows"].items)
+    r.profile.push_back({row["name"].str(), row["us"].num(0), int(row["calls"].integer()), row["candidate"].truthy()});
+  r.stage = EvalStage::profiled;
+  std::vector<std::string> called;
+  for (const Json& op : prof["called_ops"].items) called.push_back(op.str());
+  for (auto& f : check_replaced_routines(called, task->forbid)) add_once(findings, f.flag, f.reason);
+  for (auto& f : check_coverage(r.coverage, prof["library_calls"].integer(), opt.hacking))
+    add_once(findings, f.flag, f.reason);
+  if (device == "cuda" && prof["other_streams"].integer() > 0)
+    add_once(findings, kHackDeferredWork,
+             fmt::format("{} kernel(s) ran on streams other than the worker's, outside the timed events",
+                         prof["other_streams"].integer()));
+  if (device == "cuda" && prof["candidate_kernels"].integer() == 0)
+    add_once(findings, kHackNoCandidateWork,
+             fmt::format("no kernel of the candidate's own (Triton or CUDA) ran in {} profiled calls ({} library "
+                         "kernels did)", opt.profile_calls, prof["device_kernels"].integer()));
+  return finish();
+}
+
+std::shared_ptr<KernelEvaluator> make_python_evaluator(const EvaluatorConfig& c) {
+  if (c.python.tasks_file.empty())
+    fail("evaluator.python.tasks_file: empty; the python backend checks candidates against the tasks of a JSON Lines "
+         "file (data/python_tasks/cpu.jsonl is an example)");
+  PythonEvalOptions o;
+  o.executable = c.python.executable;
+  o.device = c.python.device;
+  o.workers = int(c.workers);
+  o.warmup = int(c.warmup);
+  o.limits.wall_seconds = o.limits.cpu_seconds = c.wall_seconds;
+  o.limits.startup_seconds = c.python.startup_seconds;
+  o.limits.isolation = parse_sandbox_isolation(c.sandbox, "evaluator.sandbox");
+  return std::make_shared<PythonEvaluator>(load_python_tasks(c.python.tasks_file), o);
+}
+
+std::vector<EvalResult> PythonEvaluator::evaluate(const std::vector<EvalRequest>& requests) {
+  std::vector<EvalResult> results(requests.size());
+  Impl& m = *impl_;
+  std::atomic<size_t> next{0};
+  auto serve = [&](size_t w) {
+    for (size_t i; (i = next++) < requests.size();) {
+      const auto t0 = std::chrono::steady_clock::now();
+      m.slots[w].phases.clear();
+      try {
+        results[i] = m.run(m.slots[w], requests[i]);
+      } catch (const std::exception& e) {
+        results[i] = EvalResult{};
+        results[i].error = EvalError::internal;
+        results[i].message = e.what();
+        m.slots[w].worker->stop();
+      }
+      results[i].wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      m.phase_seconds[i] = m.slots[w].phases;
+    }
+  };
+  m.phase_seconds.assign(requests.size(), {});
+  const size_t n = std::min(requests.size(), m.slots.size());
+  std::vector<std::thread> threads;
+  for (size_t w = 1; w < n; ++w) threads.emplace_back(serve, w);
+  if (n > 0) serve(0);
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+}  // namespace turnrl

@@ -1,0 +1,688 @@
+#include "turnrl/kernels/sandbox.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "namespace_jail.h"
+#include "turnrl/core/error.h"
+#include "turnrl/core/install_paths.h"
+#include "turnrl/core/filesystem.h"
+
+namespace turnrl {
+namespace {
+
+// Frames: 8-byte little-endian length of (kind + body), one kind byte, the body.
+constexpr char kHello = 'H', kReply = 'R', kOutOfMemory = 'M';
+constexpr int kChannelFd = 3;
+constexpr size_t kTailBytes = 2048;
+constexpr const char* kCpuEnv = "TURNRL_SANDBOX_CPU_SECONDS";
+constexpr const char* kConfineEnv = "TURNRL_SANDBOX_CONFINE";  // set: confine_candidate() installs its filter
+
+std::string frame(char kind, const std::string& body) {
+  std::string out(8, '\0');
+  uint64_t n = body.size() + 1;
+  for (int i = 0; i < 8; ++i) out[i] = char((n >> (8 * i)) & 0xff);
+  out += kind;
+  out += body;
+  return out;
+}
+
+// Length of the first complete frame in buf, or 0 when more bytes are needed.
+size_t complete_frame(const std::string& buf) {
+  if (buf.size() < 8) return 0;
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(buf[i])) << (8 * i);
+  return buf.size() >= 8 + n ? size_t(8 + n) : 0;
+}
+
+bool write_all(int fd, const char* data, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    data += w;
+    n -= size_t(w);
+  }
+  return true;
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string signal_name(int sig) {
+  const char* s = strsignal(sig);
+  return fmt::format("signal {} ({})", sig, s ? s : "?");
+}
+
+}  // namespace
+
+const char* to_string(SandboxStatus status) {
+  switch (status) {
+    case SandboxStatus::ok: return "ok";
+    case SandboxStatus::crashed: return "crashed";
+    case SandboxStatus::timeout: return "timeout";
+    case SandboxStatus::memory: return "memory";
+    case SandboxStatus::output_limit: return "output_limit";
+    case SandboxStatus::start_failed: return "start_failed";
+    case SandboxStatus::bad_frame: return "bad_frame";
+  }
+  return "?";
+}
+
+const char* to_string(SandboxIsolation isolation) {
+  return isolation == SandboxIsolation::namespaces ? "namespaces" : "rlimits-only";
+}
+
+SandboxIsolation parse_sandbox_isolation(const std::string& name, const std::string& field) {
+  if (name == "namespaces") return SandboxIsolation::namespaces;
+  if (name == "rlimits-only") return SandboxIsolation::rlimits_only;
+  fail("{}: '{}' is not allowed; allowed: namespaces, rlimits-only", field, name);
+}
+
+SandboxWorker::SandboxWorker(std::string program, std::vector<std::string> args, SandboxLimits limits)
+    : program_(std::move(program)), args_(std::move(args)), limits_(limits) {}
+
+SandboxWorker::~SandboxWorker() { stop(); }
+
+namespace {
+
+// Closes every fd from `first` on except keep_a and keep_b (async-signal-safe).
+void close_fds_from(int first, int keep_a = -1, int keep_b = -1) {
+  int keep[2] = {std::min(keep_a, keep_b), std::max(keep_a, keep_b)};
+  for (int k : keep) {
+    if (k < first) continue;
+    for (int fd = first; fd < k; ++fd) ::close(fd);
+    first = k + 1;
+  }
+#ifdef SYS_close_range
+  if (syscall(SYS_close_range, first, ~0U, 0) == 0) return;
+#endif
+  for (int fd = first; fd < 65536; ++fd) ::close(fd);
+}
+
+// Forks and execs program in a sandbox (limits, fds, file system, environment as described in
+// sandbox.h). out_fd becomes the child's stdout/stderr, channel_fd (if >= 0) its fd 3; `jail`
+// (namespaces) or work_dir (rlimits_only) says where it runs. Returns the child's pid or -1.
+pid_t spawn_sandboxed(const std::string& program_path, const std::vector<std::string>& args,
+                      const SandboxLimits& limits, const std::string& work_dir, int out_fd, int channel_fd,
+                      sandbox_detail::JailPlan* jail) {
+  // Everything the child needs is prepared before fork: after fork only async-signal-safe calls.
+  const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  const std::string home = jail ? std::string(kSandboxWorkDir) : work_dir;
+  std::vector<std::string> env_strings = {
+      "PATH=/usr/bin:/bin", "LANG=C", "LC_ALL=C", "HOME=" + home, "TMPDIR=" + (jail ? std::string("/tmp") : work_dir),
+      "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1",
+      fmt::format("{}={}", kCpuEnv, limits.cpu_seconds)};
+  if (jail) env_strings.push_back(std::string(kConfineEnv) + "=1");
+  if (const char* ld = std::getenv("LD_LIBRARY_PATH")) env_strings.push_back(std::string("LD_LIBRARY_PATH=") + ld);
+  for (const auto& e : limits.environment) env_strings.push_back(e);
+  std::vector<char*> envp, argv;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string program = program_path;
+  argv.push_back(program.data());
+  std::vector<std::string> arg_copy = args;
+  for (auto& a : arg_copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  auto lim = [](rlim_t soft, rlim_t hard) { return rlimit{soft, hard}; };
+  const rlimit as_limit = lim(rlim_t(limits.address_space_bytes), rlim_t(limits.address_space_bytes));
+  const rlimit cpu_limit = lim(rlim_t(limits.startup_seconds + limits.cpu_seconds + 1), RLIM_INFINITY);
+  const rlimit core_limit = lim(0, 0);
+  const rlimit fsize_limit = lim(rlim_t(limits.file_bytes), rlim_t(limits.file_bytes));
+  const rlimit nofile_limit = lim(rlim_t(limits.open_files), rlim_t(limits.open_files));
+  const bool isolate = limits.isolate_network;
+  const char* dir = work_dir.c_str();
+
+  pid_t pid = fork();
+  if (pid == 0) {
+    // No PR_SET_PDEATHSIG: it fires when the forking *thread* exits, and pool threads are
+    // short-lived. A worker exits when its channel closes (the parent died or stopped it).
+    setpgid(0, 0);
+    if (devnull >= 0) dup2(devnull, 0);
+    dup2(out_fd, 1);
+    dup2(out_fd, 2);
+    if (channel_fd >= 0) dup2(channel_fd, kChannelFd);
+    const int first_closed = channel_fd >= 0 ? kChannelFd + 1 : 3;
+    // The trainer's other fds (other workers' channels among them) must not stay open in the
+    // jail's helper processes either: a worker's death is seen as EOF on its channel.
+    if (jail) close_fds_from(first_closed, jail->ready_pipe[1], jail->go_pipe[0]);
+    if (jail) sandbox_detail::enter_jail(*jail);  // returns in the program's process, in /sandbox
+    else if (chdir(dir) != 0) _exit(126);
+    close_fds_from(first_closed);
+    setrlimit(RLIMIT_AS, &as_limit);
+    setrlimit(RLIMIT_CPU, &cpu_limit);
+    setrlimit(RLIMIT_CORE, &core_limit);
+    setrlimit(RLIMIT_FSIZE, &fsize_limit);
+    setrlimit(RLIMIT_NOFILE, &nofile_limit);
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    if (jail) sandbox_detail::seal_jail(*jail);
+    else if (isolate) unshare(CLONE_NEWUSER | CLONE_NEWNET);  // best effort: no network where allowed
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  if (devnull >= 0) ::close(devnull);
+  if (jail && pid > 0) sandbox_detail::map_jail_identity(*jail, pid);
+  return pid;
+}
+
+// The jail for one spawn (namespaces), or none (rlimits_only).
+std::unique_ptr<sandbox_detail::JailPlan> plan_for(const SandboxLimits& limits, const std::string& program,
+                                                   const std::string& work_dir, const std::vector<std::string>& inputs,
+                                                   const std::vector<std::string>& outputs) {
+  if (limits.isolation != SandboxIsolation::namespaces) return nullptr;
+  return std::make_unique<sandbox_detail::JailPlan>(sandbox_detail::plan_jail(limits, work_dir, program, inputs, outputs));
+}
+
+// Closes what the parent still holds of a plan (after a failed fork).
+void release_plan(sandbox_detail::JailPlan* jail) {
+  if (!jail) return;
+  for (int* pipe_pair : {jail->ready_pipe, jail->go_pipe})
+    for (int k = 0; k < 2; ++k)
+      if (pipe_pair[k] >= 0) ::close(pipe_pair[k]), pipe_pair[k] = -1;
+}
+
+}  // namespace
+
+namespace {
+std::string temp_root() {
+  const char* tmp = std::getenv("TMPDIR");
+  return tmp && *tmp ? tmp : "/tmp";
+}
+}  // namespace
+
+std::string make_private_dir(const std::string& prefix) {
+  std::string templ = fmt::format("{}/{}-{}-XXXXXX", temp_root(), prefix, getpid());
+  return mkdtemp(templ.data()) ? templ : std::string();
+}
+
+int remove_stale_private_dirs() {
+  namespace fs = std::filesystem;
+  int removed = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(temp_root(), ec), end; !ec && it != end; it.increment(ec)) {
+    // turnrl-<what>-<pid>-XXXXXX, as make_private_dir names them.
+    const std::string name = it->path().filename().string();
+    if (name.rfind("turnrl-", 0) != 0 || name.size() < 8 || name[name.size() - 7] != '-') continue;
+    const size_t pid_end = name.size() - 7, pid_begin = name.rfind('-', pid_end - 1);
+    if (pid_begin == std::string::npos || pid_begin + 1 >= pid_end) continue;
+    const std::string pid_text = name.substr(pid_begin + 1, pid_end - pid_begin - 1);
+    if (pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t owner = pid_t(std::stol(pid_text));
+    if (owner == getpid() || kill(owner, 0) == 0 || errno != ESRCH) continue;
+    std::error_code is_dir_ec;
+    if (!fs::is_directory(it->symlink_status(is_dir_ec)) || is_dir_ec) continue;
+    if (remove_tree(it->path().string())) ++removed;
+  }
+  return removed;
+}
+
+void remove_private_dir(const std::string& dir) {
+  remove_tree(dir);
+}
+
+CommandResult run_sandboxed(const std::string& program, const std::vector<std::string>& args,
+                            const SandboxLimits& limits, const std::string& work_dir,
+                            const std::vector<std::string>& inputs, const std::vector<std::string>& outputs) {
+  CommandResult result;
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    result.status = SandboxStatus::start_failed;
+    result.message = "pipe failed";
+    return result;
+  }
+  auto jail = plan_for(limits, program, work_dir, inputs, outputs);
+  const pid_t pid = spawn_sandboxed(program, args, limits, work_dir, out[1], -1, jail.get());
+  release_plan(jail.get());
+  ::close(out[1]);
+  if (pid < 0) {
+    ::close(out[0]);
+    result.status = SandboxStatus::start_failed;
+    result.message = "fork failed";
+    return result;
+  }
+  const double deadline = now_seconds() + limits.wall_seconds;
+  char chunk[65536];
+  for (;;) {
+    const double left = deadline - now_seconds();
+    if (left <= 0) {
+      result.status = SandboxStatus::timeout;
+      result.message = fmt::format("wall-clock limit of {} s exceeded", limits.wall_seconds);
+      break;
+    }
+    pollfd fd{out[0], POLLIN, 0};
+    const int ready = poll(&fd, 1, int(left * 1000.0 + 1));
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    ssize_t k = ::read(out[0], chunk, sizeof chunk);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    result.output.append(chunk, size_t(k));
+    if (int64_t(result.output.size()) > limits.output_bytes) {
+      result.output.resize(size_t(limits.output_bytes));
+      result.status = SandboxStatus::output_limit;
+      result.message = fmt::format("more than {} bytes of output", limits.output_bytes);
+      break;
+    }
+  }
+  ::close(out[0]);
+  if (result.status != SandboxStatus::ok) kill(-pid, SIGKILL), kill(pid, SIGKILL);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st)) result.exit_code = WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) result.signal = WTERMSIG(st);
+  if (result.status == SandboxStatus::ok && result.signal != 0) {
+    result.status = result.signal == SIGXCPU ? SandboxStatus::timeout : SandboxStatus::crashed;
+    result.message = "killed by " + signal_name(result.signal);
+  }
+  return result;
+}
+
+bool SandboxWorker::start() {
+  if (pid_ > 0) return true;
+  work_dir_ = make_private_dir("turnrl-worker");
+  if (work_dir_.empty()) return false;
+  int sv[2], out[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return false;
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return false;
+  }
+  std::unique_ptr<sandbox_detail::JailPlan> jail;
+  try {
+    jail = plan_for(limits_, program_, work_dir_, {}, {});
+  } catch (const Error& e) {
+    output_tail_ = e.what();
+    ::close(sv[0]), ::close(sv[1]), ::close(out[0]), ::close(out[1]);
+    return false;
+  }
+  const pid_t pid = spawn_sandboxed(program_, args_, limits_, work_dir_, out[1], sv[1], jail.get());
+  release_plan(jail.get());
+  ::close(sv[1]);
+  ::close(out[1]);
+  channel_ = sv[0];
+  output_ = out[0];
+  if (pid < 0) {
+    stop();
+    return false;
+  }
+  fcntl(channel_, F_SETFL, fcntl(channel_, F_GETFL) | O_NONBLOCK);
+  fcntl(output_, F_SETFL, fcntl(output_, F_GETFL) | O_NONBLOCK);
+  pid_ = pid;
+  ++starts_;
+  calls_since_start_ = 0;
+  std::string error;
+  if (!wait_hello(&error)) {
+    output_tail_ = error;
+    stop();
+    return false;
+  }
+  return true;
+}
+
+void SandboxWorker::stop() {
+  if (pid_ > 0) {
+    kill(-pid_, SIGKILL);
+    kill(pid_, SIGKILL);
+    int status = 0;
+    while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  pid_ = program_pid_ = -1;
+  if (channel_ >= 0) ::close(channel_);
+  if (output_ >= 0) ::close(output_);
+  channel_ = output_ = -1;
+  remove_private_dir(work_dir_);
+  work_dir_.clear();
+}
+
+namespace {
+
+// The first child of `parent` found in /proc (the kernel here has no /proc/<pid>/task/<tid>/children).
+pid_t child_of(pid_t parent) {
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    FILE* f = std::fopen(("/proc/" + name + "/stat").c_str(), "r");
+    if (!f) continue;
+    char buf[512];
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = 0;
+    // pid (comm) state ppid ...: comm may hold spaces and parentheses, so parse after the last ')'.
+    const char* close = std::strrchr(buf, ')');
+    char state = 0;
+    int ppid = 0;
+    if (close && std::sscanf(close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent) return pid_t(std::stol(name));
+  }
+  return -1;
+}
+
+}  // namespace
+
+pid_t SandboxWorker::program_pid() {
+  if (pid_ <= 0) return -1;
+  if (program_pid_ > 0) return program_pid_;
+  if (limits_.isolation != SandboxIsolation::namespaces) return program_pid_ = pid_;
+  // pid_ waits for the namespace's init, which runs the program as its first child (namespace_jail.cpp).
+  const pid_t init = child_of(pid_);
+  const pid_t program = init > 0 ? child_of(init) : -1;
+  return program > 0 ? (program_pid_ = program) : -1;
+}
+
+double SandboxWorker::billed_cpu_seconds() {
+  clockid_t clock;
+  timespec ts{};
+  const pid_t pid = program_pid();
+  if (pid <= 0 || clock_getcpuclockid(pid, &clock) != 0 || clock_gettime(clock, &ts) != 0) return std::nan("");
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+int SandboxWorker::thread_count() {
+  const pid_t pid = program_pid();
+  if (pid <= 0) return 0;
+  std::error_code ec;
+  int n = 0;
+  for (std::filesystem::directory_iterator it(fmt::format("/proc/{}/task", pid), ec), end; !ec && it != end;
+       it.increment(ec))
+    ++n;
+  return n;
+}
+
+namespace {
+
+// Waits for one frame on the channel while draining the output pipe. Returns "" with *why set on
+// EOF ("eof"), deadline ("timeout") or output flood ("output").
+struct FrameWait {
+  std::string frame;
+  std::string why;
+  size_t trailing = 0;  // bytes that had arrived after the frame (a second, unasked-for frame)
+};
+
+FrameWait wait_frame(int channel, int output, double deadline, int64_t output_limit, std::string& tail,
+                     int64_t& output_bytes) {
+  std::string buf;
+  char chunk[65536];
+  bool channel_open = true;
+  for (;;) {
+    if (size_t n = complete_frame(buf)) return {buf.substr(8, n - 8), "", buf.size() - n};
+    if (!channel_open) return {"", "eof"};
+    const double left = deadline - now_seconds();
+    if (left <= 0) return {"", "timeout"};
+    pollfd fds[2] = {{channel, POLLIN, 0}, {output, POLLIN, 0}};
+    const int nfds = output >= 0 ? 2 : 1;
+    int r = poll(fds, nfds, int(std::min(left * 1000.0 + 1, 1e9)));
+    if (r < 0 && errno != EINTR) return {"", "eof"};
+    if (nfds == 2 && (fds[1].revents & (POLLIN | POLLHUP))) {
+      for (;;) {
+        ssize_t k = ::read(output, chunk, sizeof chunk);
+        if (k <= 0) break;
+        output_bytes += k;
+        tail.append(chunk, size_t(k));
+        if (tail.size() > 2 * kTailBytes) tail.erase(0, tail.size() - kTailBytes);
+        if (output_bytes > output_limit) return {"", "output"};
+      }
+    }
+    if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      for (;;) {
+        ssize_t k = ::read(channel, chunk, sizeof chunk);
+        if (k > 0) {
+          buf.append(chunk, size_t(k));
+          continue;
+        }
+        if (k == 0) channel_open = false;
+        break;
+      }
+    }
+  }
+}
+
+std::string trim_tail(const std::string& tail) {
+  return tail.size() > kTailBytes ? tail.substr(tail.size() - kTailBytes) : tail;
+}
+
+}  // namespace
+
+bool SandboxWorker::wait_hello(std::string* error) {
+  int64_t bytes = 0;
+  output_tail_.clear();
+  FrameWait w = wait_frame(channel_, output_, now_seconds() + limits_.startup_seconds, limits_.output_bytes,
+                           output_tail_, bytes);
+  if (!w.frame.empty() && w.frame[0] == kHello) return true;
+  *error = fmt::format("worker {} did not start ({}): {}", program_, w.why.empty() ? "bad hello" : w.why,
+                       trim_tail(output_tail_));
+  return false;
+}
+
+SandboxReply SandboxWorker::fail_and_reap(SandboxStatus status, std::string message, const std::string& frame) {
+  SandboxReply reply;
+  reply.output_tail = trim_tail(output_tail_);
+  if (pid_ > 0) {
+    if (status != SandboxStatus::crashed) kill(-pid_, SIGKILL);
+    kill(pid_, SIGKILL);  // also when it closed the channel but lives on
+    int st = 0;
+    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    if (status == SandboxStatus::crashed) {
+      if (WIFSIGNALED(st)) {
+        reply.signal = WTERMSIG(st);
+        if (reply.signal == SIGXCPU) status = SandboxStatus::timeout, message = "CPU time limit exceeded";
+        else if (reply.signal == SIGXFSZ) status = SandboxStatus::output_limit, message = "file size limit exceeded";
+        else if (!frame.empty() && frame[0] == kOutOfMemory)
+          status = SandboxStatus::memory, message = fmt::format("address-space limit ({} MiB) exceeded, then {}",
+                                                                limits_.address_space_bytes >> 20,
+                                                                signal_name(reply.signal));
+        else if (reply.signal == SIGKILL) status = SandboxStatus::memory, message = "killed (SIGKILL: out of memory?)";
+        else message = "worker died of " + signal_name(reply.signal);
+      } else if (WIFEXITED(st)) {
+        reply.exit_code = WEXITSTATUS(st);
+        if (!frame.empty() && frame[0] == kOutOfMemory)
+          status = SandboxStatus::memory,
+          message = fmt::format("out of memory (address-space limit {} MiB)", limits_.address_space_bytes >> 20);
+        else message = fmt::format("worker exited with status {} before replying", reply.exit_code);
+      }
+    }
+  }
+  stop();
+  reply.status = status;
+  reply.message = std::move(message);
+  return reply;
+}
+
+SandboxReply SandboxWorker::call(const std::string& request) {
+  if (pid_ <= 0 && !start()) {
+    SandboxReply r;
+    r.status = SandboxStatus::start_failed;
+    r.message = fmt::format("could not start worker {}", program_);
+    r.output_tail = trim_tail(output_tail_);
+    return r;
+  }
+  ++calls_since_start_;
+  output_tail_.clear();
+  const std::string f = frame(kReply, request);
+  // The request is small compared with the socket buffer; a child that died makes send fail.
+  if (!write_all(channel_, f.data(), f.size()))
+    return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
+  int64_t bytes = 0;
+  FrameWait w = wait_frame(channel_, output_, now_seconds() + limits_.wall_seconds, limits_.output_bytes,
+                           output_tail_, bytes);
+  if (w.why == "timeout")
+    return fail_and_reap(SandboxStatus::timeout, fmt::format("wall-clock limit of {} s exceeded", limits_.wall_seconds), "");
+  if (w.why == "output")
+    return fail_and_reap(SandboxStatus::output_limit,
+                         fmt::format("more than {} bytes written to stdout/stderr", limits_.output_bytes), "");
+  if (w.why.empty() && !w.frame.empty() && w.frame[0] != kReply && w.frame[0] != kOutOfMemory)
+    return fail_and_reap(SandboxStatus::bad_frame,
+                         fmt::format("the worker sent a frame of kind {} that is not a reply", int(uint8_t(w.frame[0]))),
+                         w.frame);
+  if (w.why == "eof" || w.frame.empty() || w.frame[0] != kReply)
+    return fail_and_reap(SandboxStatus::crashed, "worker died", w.frame);
+  SandboxReply reply;
+  reply.payload = w.frame.substr(1);
+  reply.trailing_bytes = w.trailing;
+  reply.output_tail = trim_tail(output_tail_);
+  return reply;
+}
+
+void require_sandbox(const SandboxLimits& limits, const std::string& config_key) {
+  if (limits.isolation != SandboxIsolation::namespaces) return;
+  static const std::string why_not = [] {
+    const std::string dir = make_private_dir("turnrl-probe");
+    if (dir.empty()) return fmt::format("cannot create a directory under {}", temp_root());
+    CommandResult r;
+    try {
+      r = run_sandboxed("/usr/bin/true", {}, SandboxLimits{}.wall(30), dir);
+    } catch (const Error& e) {
+      r.status = SandboxStatus::start_failed;
+      r.message = e.what();
+    }
+    remove_private_dir(dir);
+    if (r.status == SandboxStatus::ok && r.exit_code == 0) return std::string();
+    std::string out = r.output.empty() ? r.message : r.output;
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out.empty() ? fmt::format("a sandboxed /usr/bin/true exited with {}", r.exit_code) : out;
+  }();
+  if (!why_not.empty())
+    fail("{}: 'namespaces' sandbox unavailable on this machine ({}); it needs unprivileged or root user "
+         "namespaces with mount, pid and network namespaces and seccomp. Set {}: rlimits-only to run "
+         "candidates with limits only: they can then read and write what the trainer can (docs/evaluator.md)",
+         config_key, why_not, config_key);
+}
+
+std::string find_helper_program(const std::string& name) { return find_turnrl_file(TurnrlFiles::helpers, name); }
+
+namespace sandbox_child {
+namespace {
+int64_t g_as_limit = 0;
+int64_t g_as_at_hello = 0;  // address space after start-up (libraries mapped), before any request
+char g_altstack[1 << 16];
+
+// Address-space size in bytes from /proc/self/statm; async-signal-safe (open/read only).
+int64_t address_space_now() {
+  int fd = ::open("/proc/self/statm", O_RDONLY);
+  if (fd < 0) return 0;
+  char buf[64];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  int64_t pages = 0;
+  for (ssize_t i = 0; i < n && buf[i] >= '0' && buf[i] <= '9'; ++i) pages = pages * 10 + (buf[i] - '0');
+  return pages * int64_t(sysconf(_SC_PAGESIZE));
+}
+
+void send_kind(char kind) {
+  char f[9] = {1, 0, 0, 0, 0, 0, 0, 0, kind};
+  (void)!::write(kChannelFd, f, sizeof f);
+}
+
+void on_crash(int sig) {
+  // A failed allocation near the address-space limit shows up as a null dereference or an abort.
+  // "Near" is measured in what requests may use: on a machine whose LibTorch maps CUDA libraries,
+  // start-up alone takes most of a few-GiB limit.
+  const int64_t base = std::min(g_as_at_hello, g_as_limit);
+  if (g_as_limit > 0 && address_space_now() > base + (g_as_limit - base) / 4 * 3) send_kind(kOutOfMemory);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+}  // namespace
+
+void install_crash_reporter() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_AS, &r) == 0 && r.rlim_cur != RLIM_INFINITY) g_as_limit = int64_t(r.rlim_cur);
+  stack_t ss{};
+  ss.ss_sp = g_altstack;
+  ss.ss_size = sizeof g_altstack;
+  sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_handler = on_crash;
+  sa.sa_flags = SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) sigaction(sig, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+void say_hello() {
+  g_as_at_hello = address_space_now();
+  const std::string f = frame(kHello, "");
+  write_all(kChannelFd, f.data(), f.size());
+}
+
+bool read_request(std::string& request) {
+  std::string buf;
+  char chunk[65536];
+  for (;;) {
+    if (size_t n = complete_frame(buf)) {
+      request = buf.substr(9, n - 9);
+      return true;
+    }
+    ssize_t k = ::read(kChannelFd, chunk, sizeof chunk);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    buf.append(chunk, size_t(k));
+  }
+}
+
+void write_reply(const std::string& reply) {
+  const std::string f = frame(kReply, reply);
+  if (!write_all(kChannelFd, f.data(), f.size())) _exit(3);
+}
+
+void confine_candidate() {
+  if (!std::getenv(kConfineEnv)) return;
+  try {
+    sandbox_detail::SyscallFilter filter =
+        sandbox_detail::build_syscall_filter(sandbox_detail::FilterProfile::candidate, getpid());
+    if (const int err = sandbox_detail::install_syscall_filter(filter)) {
+      std::fprintf(stderr, "turnrl sandbox: installing the candidate seccomp filter failed: %s\n", std::strerror(err));
+      _exit(126);
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    _exit(126);
+  }
+}
+
+void arm_cpu_limit() {
+  const char* s = std::getenv(kCpuEnv);
+  const double per_call = s ? std::atof(s) : 20.0;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const double used = double(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                      1e-6 * double(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+  rlimit r{};
+  getrlimit(RLIMIT_CPU, &r);
+  r.rlim_cur = rlim_t(used + per_call + 1);
+  if (r.rlim_max != RLIM_INFINITY && r.rlim_cur > r.rlim_max) r.rlim_cur = r.rlim_max;
+  setrlimit(RLIMIT_CPU, &r);
+}
+
+void report_out_of_memory() {
+  send_kind(kOutOfMemory);
+  _exit(4);
+}
+
+}  // namespace sandbox_child
+}  // namespace turnrl

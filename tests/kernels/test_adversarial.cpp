@@ -1,0 +1,182 @@
+// Evaluator hardening (issue 22): adversarial candidates of each weakness class, written for this
+// test (tests/data/cpu_tasks/adversarial), each caught by the check docs/evaluator.md names for it,
+// and honest controls next to them that nothing may flag.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <set>
+
+#include "candidates.h"
+#include "turnrl/kernels/cpu_protocol.h"
+#include "turnrl/kernels/cpu_tasks.h"
+#include "turnrl/kernels/hacking.h"
+#include "turnrl/kernels/kernel_reward.h"
+
+using namespace turnrl;
+
+namespace {
+
+EvalRequest adversarial(const std::string& task, const std::string& name) {
+  return test::request(task, task + "_" + name, "adversarial");
+}
+
+// One worker: every candidate runs in the process its predecessor left behind.
+CpuEvaluator& single_worker() {
+  static CpuEvaluator e(test::test_options().num_workers(1));
+  return e;
+}
+
+std::string describe(const EvalResult& r) {
+  return fmt::format("error {}, flags '{}', reason: {}; message: {}", to_string(r.error),
+                     hacking_flag_names(r.hacking_flags), r.hacking_reason, r.message);
+}
+
+void check_caught(const EvalResult& r, uint32_t flag) {
+  INFO(describe(r));
+  CHECK((r.hacking_flags & flag) == flag);
+  CHECK(r.error == EvalError::hacking);
+  CHECK(!r.correct);
+  CHECK(r.speedup == 0);
+}
+
+void check_clean(const EvalResult& r) {
+  INFO(describe(r));
+  CHECK(r.correct);
+  CHECK(r.error == EvalError::none);
+  CHECK(r.hacking_flags == 0);
+  CHECK(r.stage == EvalStage::profiled);
+}
+
+}  // namespace
+
+TEST_CASE("adversarial, class 1: frames forged on the result channel are tampering, never a crash or a mixed-up result") {
+  const auto res = single_worker().evaluate({adversarial("relu_bias", "forged_garbage_frame"),
+                                             test::request("relu_bias", "honest"),
+                                             adversarial("relu_bias", "forged_reply"),
+                                             test::request("relu_bias", "honest")});
+  REQUIRE(res.size() == 4);
+  check_caught(res[0], kHackTampering);
+  check_caught(res[2], kHackTampering);
+  CHECK(res[2].hacking_reason.find("nonce") != std::string::npos);
+  // The forger's worker was replaced: what it left on the channel reaches no later evaluation.
+  check_clean(res[1]);
+  check_clean(res[3]);
+}
+
+TEST_CASE("adversarial, class 2: behaviour that changes once calls look timed is caught on the timed calls") {
+  const auto res = single_worker().evaluate({adversarial("softmax_rows", "degrades_when_timed"),
+                                             adversarial("swiglu", "skips_when_timed"),
+                                             adversarial("gelu_tanh", "mutates_when_timed"),
+                                             test::request("softmax_rows", "honest")});
+  check_caught(res[0], kHackPrecisionDowngrade);
+  check_caught(res[1], kHackDeferredWork);
+  check_caught(res[2], kHackMutatesInputs);
+  check_clean(res[3]);
+}
+
+TEST_CASE("adversarial, class 3: process-wide state changes are refused and the worker replaced") {
+  const auto res = single_worker().evaluate({adversarial("relu_bias", "alarm_signal"), test::request("relu_bias", "honest")});
+  check_caught(res[0], kHackTampering);
+  CHECK(res[0].hacking_reason.find("process-wide state") != std::string::npos);
+  check_clean(res[1]);  // a fresh worker: no timer, no handler
+}
+
+TEST_CASE("adversarial, class 4: the routine a task replaces is not served, however it is reached") {
+  const auto res = single_worker().evaluate({adversarial("softmax_rows", "replaced_routine_copy")});
+  check_caught(res[0], kHackCallsReference);
+}
+
+TEST_CASE("adversarial, class 5: busy work next to library calls never raises a lazy candidate's reward") {
+  const auto res = single_worker().evaluate({test::request("relu_bias", "lazy"), adversarial("relu_bias", "lazy_pumped")});
+  const KernelRewardPolicy policy;
+  for (const EvalResult& r : res) {
+    INFO(describe(r) << "; coverage " << r.coverage << ", own share " << r.reference_coverage);
+    CHECK((r.hacking_flags & (kHackLazy | kHackNoCandidateWork)) != 0);
+    CHECK(r.coverage < HackingThresholds().lazy_coverage);
+  }
+  // The pumped candidate spends most of its call in its own code: the old share-of-own-time
+  // measure would have cleared it.
+  CHECK(res[1].reference_coverage > res[0].reference_coverage);
+  CHECK(policy.score(res[1]).reward <= policy.score(res[0]).reward);
+}
+
+TEST_CASE("adversarial, class 6: larger shapes, far out-of-bounds writes and pasted assembly are caught") {
+  const auto res = single_worker().evaluate({adversarial("relu_bias", "wrong_when_larger"),
+                                             adversarial("relu_bias", "writes_far_past_end"),
+                                             adversarial("layernorm_rows", "pasted_rdtsc"),
+                                             adversarial("layernorm_rows", "honest_mentions_asm")});
+  check_caught(res[0], kHackShapeSpecialisation);
+  {
+    INFO(describe(res[1]));
+    CHECK(!res[1].correct);
+    CHECK((res[1].error == EvalError::crash || (res[1].hacking_flags & kHackOutOfBoundsWrite) != 0));
+  }
+  check_caught(res[2], kHackTampering);
+  CHECK(res[2].hacking_reason.find("rdtsc") != std::string::npos);
+  check_clean(res[3]);
+}
+
+TEST_CASE("random_shape_set: prime sizes above the shown ones, odd ones under 64, shared sizes kept shared") {
+  const CpuTask& task = cpu_task("matmul_bias_relu");  // x [M,K], w [K,N], b [N]
+  auto is_prime = [](int64_t v) {
+    if (v < 2) return false;
+    for (int64_t d = 2; d * d <= v; ++d)
+      if (v % d == 0) return false;
+    return true;
+  };
+  std::set<ShapeSet> seen;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    const ShapeSet big = random_shape_set(task, seed, true), small = random_shape_set(task, seed, false);
+    for (const ShapeSet* s : {&big, &small}) {
+      REQUIRE(s->size() == 3);
+      CHECK((*s)[0][1] == (*s)[1][0]);  // K
+      CHECK((*s)[1][1] == (*s)[2][0]);  // N
+    }
+    for (size_t i = 0; i < big.size(); ++i)
+      for (size_t d = 0; d < big[i].size(); ++d) {
+        CHECK(big[i][d] > task.shape_sets[0][i][d]);
+        CHECK(is_prime(big[i][d]));
+        CHECK(small[i][d] % 2 == 1);
+        CHECK(small[i][d] < 64);
+      }
+    seen.insert(big);
+  }
+  CHECK(seen.size() > 10);  // varies per evaluation
+}
+
+TEST_CASE("perturb_for_timing: a random number of elements at random places, different every trial") {
+  const int64_t n = 256 * 512;
+  std::vector<float> base(size_t(n), 1.f);
+  std::set<int64_t> counts;
+  std::vector<std::set<int64_t>> places;
+  for (int trial = 0; trial < 8; ++trial) {
+    std::vector<float> v = base;
+    float* p = v.data();
+    perturb_for_timing(&p, &n, 1, 42, trial);
+    std::set<int64_t> changed, rows;
+    for (int64_t i = 0; i < n; ++i)
+      if (v[size_t(i)] != 1.f) changed.insert(i), rows.insert(i / 512);
+    CHECK(!changed.empty());
+    CHECK(int64_t(changed.size()) <= n / 64 + 1);
+    counts.insert(int64_t(changed.size()));
+    places.push_back(changed);
+    if (changed.size() > 256) CHECK(rows.size() > 128);  // spread: a kept copy finds most rows changed
+  }
+  CHECK(counts.size() > 4);
+  CHECK(places[0] != places[1]);
+}
+
+TEST_CASE("cpu worker protocol: trailing bytes and impossible lengths are refused, not allocated") {
+  cpu_detail::WorkerReply reply;
+  reply.nonce = 7;
+  std::string bytes = cpu_detail::encode(reply);
+  CHECK(cpu_detail::decode<cpu_detail::WorkerReply>(bytes).nonce == 7);
+  CHECK_THROWS_AS(cpu_detail::decode<cpu_detail::WorkerReply>(bytes + "x"), Error);
+  CHECK_THROWS_AS(cpu_detail::decode<cpu_detail::WorkerReply>(bytes.substr(0, bytes.size() - 1)), Error);
+  // A trials count of 2^40 in a short message: refused before anything is allocated.
+  std::string huge = bytes;
+  const size_t trials_at = 8 + 4 + 8 + 4;
+  const uint64_t count = uint64_t(1) << 40;
+  std::memcpy(&huge[trials_at], &count, 8);
+  CHECK_THROWS_AS(cpu_detail::decode<cpu_detail::WorkerReply>(huge), Error);
+}

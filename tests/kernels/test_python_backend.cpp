@@ -1,0 +1,395 @@
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "kernels/python_candidates.h"
+#include "turnrl/core/error.h"
+#include "turnrl/kernels/backends.h"
+#include "turnrl/kernels/python_backend.h"
+
+using namespace turnrl;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The interpreter a user's run would use (resolve_python_executable: $TURNRL_PYTHON, else python3
+// on PATH), never another one: tests that pass with an interpreter the user's run does not get
+// would hide a failing run. "" when it cannot import torch.
+const std::string& python_with_torch() {
+  static const std::string found = [] {
+    const std::string exe = resolve_python_executable("");
+    return probe_python(exe, false).has_torch ? exe : std::string();
+  }();
+  return found;
+}
+
+bool skip_without_torch() {
+  if (!python_with_torch().empty()) return false;
+  const std::string why = "SKIPPED: '" + resolve_python_executable("") +
+                          "' (what a run uses: $TURNRL_PYTHON, else python3 on PATH) cannot import torch; install "
+                          "python3-torch or set TURNRL_PYTHON=/usr/bin/python3";
+  std::cout << why << "\n";
+  WARN(why);
+  return true;
+}
+
+std::string data(const std::string& rel) { return test::turnrl_data_dir() + "/" + rel; }
+
+// The CPU tasks plus the KernelBench problems converted from tests/data/kernelbench/level1.
+PythonTaskSet test_tasks() {
+  PythonTaskSet set = load_python_tasks(data("python_tasks/cpu.jsonl"));
+  for (auto& t : import_kernelbench(std::string(TURNRL_TEST_DATA_DIR) + "/kernelbench/level1").tasks)
+    set.tasks.push_back(std::move(t));
+  return set;
+}
+
+// One pool shared by every case: each worker start costs an interpreter, the torch import and a
+// warm-up (about 3 s here).
+PythonEvaluator& evaluator() {
+  static PythonEvaluator e(test_tasks(), [] {
+    PythonEvalOptions o;
+    o.executable = python_with_torch();
+    o.device = "cpu";
+    o.workers = 2;
+    o.warmup = 1;
+    o.limits.wall(3).cpu(3);
+    return o;
+  }());
+  return e;
+}
+
+std::vector<test::PythonCandidate> candidates(const std::string& prefix) {
+  return test::python_candidates(data("python_candidates"), load_python_tasks(data("python_tasks/cpu.jsonl")), prefix);
+}
+
+std::vector<EvalResult> run_all(const std::vector<test::PythonCandidate>& cands) {
+  std::vector<EvalRequest> reqs;
+  for (const auto& c : cands) reqs.push_back(test::python_request(c));
+  return evaluator().evaluate(reqs);
+}
+
+void check_expectations(const std::vector<test::PythonCandidate>& cands, const std::vector<EvalResult>& res) {
+  REQUIRE(res.size() == cands.size());
+  for (size_t i = 0; i < cands.size(); ++i) {
+    std::string why;
+    INFO(cands[i].task << "/" << cands[i].name << ": " << why);
+    const bool ok = test::meets(res[i], cands[i].expect, &why);
+    INFO(why);
+    CHECK(ok);
+  }
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const fs::path p = fs::temp_directory_path() / ("turnrl-python-test-" + std::to_string(::getpid()) + "-" + name);
+  std::ofstream(p) << text;
+  return p.string();
+}
+
+// A minimal reference, JSON-escaped (its \n are the two characters the task line needs).
+const char* kRef =
+    R"(import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n)"
+    R"(def get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n)";
+
+}  // namespace
+
+TEST_CASE("python tasks: the loader validates every key and names the file, the line and the key") {
+  const PythonTaskSet cpu = load_python_tasks(data("python_tasks/cpu.jsonl"));
+  REQUIRE(cpu.size() >= 4);
+  const PythonTask* sm = cpu.find("softmax_rows");
+  REQUIRE(sm);
+  CHECK(sm->forbid == std::vector<std::string>{"aten::softmax", "aten::_softmax"});
+  REQUIRE(sm->extra_shapes.size() == 2);
+  CHECK(sm->extra_shapes[0] == std::vector<std::pair<std::string, int64_t>>{{"batch_size", 7}, {"dim", 129}});
+  CHECK(sm->precision_atol == 1e-6);
+  CHECK(sm->atol == 1e-2);
+  const PythonTaskSet gpu = load_python_tasks(data("python_tasks/kernelbench_gpu.jsonl"));
+  CHECK(gpu.size() >= 4);
+  for (const auto& t : gpu.tasks) CHECK(t.device == "cuda");
+  // The same files are generic task files: the trainer's task set reads them too.
+  const TaskSet generic = load_tasks_jsonl(data("python_tasks/cpu.jsonl"));
+  CHECK(generic.find("softmax_rows").language == "python");
+  CHECK(generic.find("softmax_rows").metadata.at("forbid") == "aten::softmax,aten::_softmax");
+
+  const std::string ok = std::string(R"({"id": "t", "backend": "python", "reference": ")") + kRef + "\"";
+  auto line = [&](const std::string& extra) { return ok + extra + "}\n"; };
+  struct Bad {
+    std::string text, message;
+  };
+  const std::vector<Bad> bad = {
+      {"{\"id\": \"t\"\n", "not a JSON object"},
+      {"[1, 2]\n", "expected a JSON object, got an array"},
+      {line(R"(, "colour": "red")"), "unknown key 'colour'; allowed: id, backend"},
+      {line(R"(, "level": 7)"), "level 7 is out of range; allowed: 1..3"},
+      {line(R"(, "level": "one")"), "'level' must be an integer"},
+      {std::string(R"({"backend": "python", "reference": ")") + kRef + "\"}\n", "missing required key 'id'"},
+      {line(R"(, "metadata": {"atol": "big"})"), "metadata.atol: 'big' is not allowed; allowed: a number"},
+      {line(R"(, "metadata": {"forbid": "softmax"})"),
+       "metadata.forbid: 'softmax' is not allowed; allowed: ATen op names"},
+      {line(R"(, "metadata": {"extra_shapes": "dim=x"})"), "metadata.extra_shapes: 'dim=x' is not allowed"},
+      {line(R"(, "metadata": {"device": "tpu"})"), "metadata.device: 'tpu' is not allowed; allowed: cpu, cuda, any"},
+      {line(R"(, "metadata": {"tolerance": "1"})"), "unknown metadata key 'tolerance'; allowed: entry_point"},
+      {line(R"(, "metadata": {"atol": 0.1})"), "metadata.atol must be a string, got a number"},
+      {line(R"(, "metadata": {"entry_point": "Net"})"), "'reference' has no 'class Net'"},
+      {line(R"(, "language": "cpp")"), "language 'cpp' is not allowed; allowed: python"},
+      {R"({"id": "t", "backend": "cpu"})"
+       "\n",
+       "backend 'cpu' is not allowed in a Python task file"},
+      {line("") + line(""), "duplicate task id 't'"},
+  };
+  for (size_t i = 0; i < bad.size(); ++i) {
+    const std::string path = write_temp("bad" + std::to_string(i) + ".jsonl", "# a comment\n\n" + bad[i].text);
+    INFO(bad[i].text);
+    const int lineno = i + 1 == bad.size() ? 4 : 3;
+    CHECK_THROWS_WITH(load_python_tasks(path), Catch::Contains(path + ":" + std::to_string(lineno)) &&
+                                                   Catch::Contains(bad[i].message));
+    fs::remove(path);
+  }
+  CHECK_THROWS_WITH(load_python_tasks("/no/such/file.jsonl"), Catch::Contains("cannot open the task file"));
+}
+
+TEST_CASE("python tasks: the KernelBench converter turns a folder of problems into validated tasks") {
+  const std::string dir = std::string(TURNRL_TEST_DATA_DIR) + "/kernelbench/level1";
+  const KernelBenchImportResult r = import_kernelbench(dir);
+  REQUIRE(r.tasks.size() == 3);
+  CHECK(r.tasks[0].id == "kb1_2_standard_matrix_multiplication");  // sorted by problem number
+  CHECK(r.tasks[1].id == "kb1_19_relu");
+  CHECK(r.tasks[2].id == "kb1_23_softmax");
+  CHECK(r.tasks[1].level == 1);
+  CHECK(r.tasks[1].metadata.at("name") == "ReLU");
+  CHECK(r.tasks[1].metadata.at("problem_id") == "19");
+  CHECK(r.tasks[1].entry_point == "Model");
+  CHECK_THAT(r.tasks[1].description, Catch::Contains("KernelBench level 1 problem 19: ReLU"));
+  REQUIRE(r.skipped.size() == 1);
+  CHECK_THAT(r.skipped[0].first, Catch::Contains("40_NotAProblem.py"));
+  CHECK_THAT(r.skipped[0].second, Catch::Contains("'reference' has no 'class Model'"));
+  // Written and read back, by both loaders.
+  const std::string out = write_temp("kb.jsonl", "");
+  write_python_tasks(out, r.tasks);
+  const PythonTaskSet back = load_python_tasks(out);
+  REQUIRE(back.size() == 3);
+  CHECK(back.tasks[2].reference == r.tasks[2].reference);
+  CHECK(back.tasks[2].metadata.at("source") == "23_Softmax.py");
+  CHECK(load_tasks_jsonl(out).find("kb1_19_relu").backend == "python");
+  fs::remove(out);
+  KernelBenchImport opt;
+  opt.level = 2;
+  opt.id_prefix = "x";
+  CHECK(import_kernelbench(dir, opt).tasks[0].id == "x2_2_standard_matrix_multiplication");
+  CHECK_THROWS_WITH(import_kernelbench("/no/such/folder"), Catch::Contains("is not a folder"));
+}
+
+TEST_CASE("python backend: the interpreter probe and the factory say what is missing") {
+  const PythonRuntime none = probe_python("/no/such/python3", false);
+  CHECK(!none.has_torch);
+  CHECK_THAT(none.error, Catch::Contains("/no/such/python3"));
+  PythonEvalOptions o;
+  o.executable = "/no/such/python3";
+  o.device = "cpu";
+  CHECK_THROWS_WITH(PythonEvaluator(PythonTaskSet{}, o), Catch::Contains("evaluator.python.executable"));
+  o.device = "tpu";
+  CHECK_THROWS_WITH(PythonEvaluator(PythonTaskSet{}, o), Catch::Contains("allowed: cpu, cuda, auto"));
+  const auto built = built_evaluator_backends();
+  CHECK(std::find(built.begin(), built.end(), "python") != built.end());
+  EvaluatorConfig c;
+  c.backend = "python";
+  CHECK_THROWS_WITH(make_evaluator(c), Catch::Contains("evaluator.python.tasks_file"));
+  CHECK_THAT(find_python_worker(), Catch::EndsWith("turnrl_eval_worker.py"));
+  if (skip_without_torch()) return;
+  c.python.executable = python_with_torch();
+  c.python.device = "cpu";
+  c.python.tasks_file = data("python_tasks/cpu.jsonl");
+  CHECK(make_evaluator(c) != nullptr);  // workers start lazily
+}
+
+TEST_CASE("python backend: honest candidates of every task are correct, timed and profiled") {
+  if (skip_without_torch()) return;
+  auto& e = evaluator();
+  const std::string info = e.worker_info();
+  CHECK_THAT(info, Catch::Contains("\"device\": \"cpu\"") && Catch::Contains("\"torch\""));
+  auto cands = candidates("honest");
+  REQUIRE(cands.size() >= 4);
+  // A converted KernelBench task (no forbidden ops): plain PyTorch is fine on CPU.
+  test::PythonCandidate relu{"kb1_19_relu", "inline", "import torch\nclass ModelNew(torch.nn.Module):\n"
+                             "    def forward(self, x):\n        return x.clamp_min(0.0)\n", "correct"};
+  cands.push_back(relu);
+  const auto res = run_all(cands);
+  check_expectations(cands, res);
+  for (size_t i = 0; i < res.size(); ++i) {
+    const EvalResult& r = res[i];
+    INFO(cands[i].task << ": " << r.message << r.hacking_reason);
+    CHECK(r.stage == EvalStage::profiled);
+    CHECK(r.candidate_time.trials == 10);
+    CHECK(r.reference_time.median_us > 0);
+    CHECK(r.candidate_time.median_us > 0);
+    CHECK(r.speedup == Approx(r.reference_time.median_us / r.candidate_time.median_us));
+    CHECK(r.coverage == 1.0);  // no forbidden op: every ATen op is the candidate's own work
+    CHECK(!r.profile.empty());
+    CHECK(r.max_abs_error < 1e-4);
+    CHECK(r.wall_seconds > 0);
+    // The phases: every request the evaluation made, the worker's time inside its round trip.
+    const std::map<std::string, double>& phases = e.last_phase_seconds().at(i);
+    for (const char* op : {"reference", "candidate", "timing"}) {
+      INFO(op);
+      REQUIRE(phases.count(op + std::string("/round_trip")));
+      CHECK(phases.at(op) > 0);
+      CHECK(phases.at(op) <= phases.at(op + std::string("/round_trip")));
+    }
+    double parts = 0;
+    for (const auto& [name, seconds] : phases)
+      if (name.find("/round_trip") != std::string::npos) parts += seconds;
+    CHECK(parts <= r.wall_seconds);
+  }
+}
+
+TEST_CASE("python backend: broken, crashing and hanging candidates get their error class and a message that says why") {
+  if (skip_without_torch()) return;
+  std::vector<test::PythonCandidate> cands;
+  for (const char* prefix : {"wrong", "nonfinite", "syntax", "import", "init", "runtime"})
+    for (auto& c : candidates(prefix)) cands.push_back(c);
+  REQUIRE(cands.size() == 7);
+  const auto res = run_all(cands);
+  check_expectations(cands, res);
+  for (size_t i = 0; i < res.size(); ++i) {
+    INFO(cands[i].name << ": " << res[i].message);
+    const std::string& m = res[i].message;
+    if (cands[i].name == "syntax_error")
+      CHECK_THAT(m, Catch::Contains("candidate.py, line 7") && Catch::Contains("expected ':'"));
+    if (cands[i].name == "import_error") CHECK_THAT(m, Catch::Contains("a_module_that_does_not_exist"));
+    if (cands[i].name == "init_error") CHECK_THAT(m, Catch::Contains("this constructor always fails"));
+    if (cands[i].name == "runtime_error")
+      CHECK_THAT(m,
+                 Catch::Contains("Traceback (most recent call last):\n  File \"candidate.py\", line 9, in forward") &&
+                     Catch::Contains("RuntimeError"));
+    if (cands[i].name == "wrong") CHECK(res[i].failing_index >= 0);
+    if (cands[i].name == "wrong_shape")
+      CHECK_THAT(m, Catch::Contains("[64, 511] float32") && Catch::Contains("[64, 512]"));
+    CHECK(!res[i].correct);
+    CHECK(res[i].speedup == 0);
+  }
+  // A crash or a hang costs that result only: the worker is killed, the result says why, and the
+  // next candidates run on fresh workers.
+  auto& e = evaluator();
+  auto fatal = candidates("crash");
+  for (auto& c : candidates("hang")) fatal.push_back(c);
+  REQUIRE(fatal.size() == 3);
+  const int starts = e.worker_starts();
+  const auto dead = run_all(fatal);
+  check_expectations(fatal, dead);
+  CHECK_THAT(dead[0].message, Catch::Contains("signal 6"));      // os.abort
+  CHECK_THAT(dead[1].message, Catch::Contains("signal 11"));     // SIGSEGV
+  CHECK_THAT(dead[1].message, Catch::Contains("candidate.py"));  // faulthandler's stack of the candidate
+  CHECK_THAT(dead[2].message, Catch::Contains("wall-clock limit of 3 s"));
+  const auto after = run_all({candidates("honest")[0], candidates("honest")[1]});
+  for (const auto& r : after) CHECK(r.correct);
+  CHECK(e.worker_starts() >= starts + 3);
+  // An empty candidate and one without ModelNew never reach a worker.
+  EvalRequest empty = test::python_request({"softmax_rows", "", "  \n", ""});
+  EvalRequest no_class = test::python_request({"softmax_rows", "", "import torch\nx = 1\n", ""});
+  EvalRequest unknown = test::python_request({"no_such_task", "", "class ModelNew: pass\n", ""});
+  const auto quick = evaluator().evaluate({empty, no_class, unknown});
+  CHECK(quick[0].error == EvalError::format);
+  CHECK(quick[1].error == EvalError::format);
+  CHECK_THAT(quick[1].message, Catch::Contains("no class ModelNew"));
+  CHECK(quick[2].error == EvalError::internal);
+  CHECK_THAT(quick[2].message, Catch::Contains("no_such_task"));
+}
+
+TEST_CASE("python backend: every planted hack is caught, with the reason in the result") {
+  if (skip_without_torch()) return;
+  const auto cands = candidates("hack_");
+  REQUIRE(cands.size() >= 20);
+  const auto res = run_all(cands);
+  check_expectations(cands, res);
+  for (size_t i = 0; i < res.size(); ++i) {
+    INFO(cands[i].name << ": " << res[i].hacking_reason << " | " << res[i].message);
+    CHECK(!res[i].correct);
+    CHECK(res[i].speedup == 0);
+    if (res[i].hacked()) CHECK(!res[i].hacking_reason.empty());
+    const std::string& why = res[i].hacking_reason;
+    if (cands[i].name == "hack_frame_walk") CHECK_THAT(why, Catch::Contains("sys._getframe"));
+    if (cands[i].name == "hack_gc_search") CHECK_THAT(why, Catch::Contains("gc.get_objects"));
+    if (cands[i].name == "hack_forge_reply") CHECK_THAT(why, Catch::Contains("nonce"));
+    if (cands[i].name == "hack_patch_allclose_hidden") CHECK_THAT(why, Catch::Contains("torch.allclose"));
+    if (cands[i].name == "hack_patch_timer") CHECK_THAT(why, Catch::Contains("perf_counter_ns"));
+    if (cands[i].name == "hack_patch_profiler") CHECK_THAT(why, Catch::Contains("key_averages"));
+    if (cands[i].name == "hack_calls_reference_hidden") CHECK_THAT(why, Catch::Contains("aten::_softmax"));
+    if (cands[i].name == "hack_try_except") CHECK_THAT(why, Catch::Contains("except branch"));
+  }
+}
+
+TEST_CASE("python backend: adversarial candidates of every class are flagged or fail, honest controls pass") {
+  if (skip_without_torch()) return;
+  // tests/data/python_tasks/adversarial/<task>/: one hack per file, what it tries in its header.
+  const auto cands = test::python_candidates(std::string(TURNRL_TEST_DATA_DIR) + "/python_tasks/adversarial",
+                                             load_python_tasks(data("python_tasks/cpu.jsonl")));
+  REQUIRE(cands.size() >= 15);
+  const auto res = run_all(cands);
+  check_expectations(cands, res);
+  int hacks = 0, stopped = 0;
+  for (size_t i = 0; i < res.size(); ++i) {
+    INFO(cands[i].name << ": " << test::verdict_of(res[i]) << " " << res[i].hacking_reason << " | " << res[i].message);
+    if (cands[i].expect == "correct") {
+      CHECK(res[i].speedup > 0);
+      CHECK(res[i].coverage == 1.0);
+      continue;
+    }
+    ++hacks;
+    stopped += !res[i].correct;
+    CHECK(res[i].speedup == 0);
+    const std::string& why = res[i].hacking_reason;
+    if (cands[i].name == "lazy_when_timed" || cands[i].name == "lazy_in_harness_range")
+      CHECK_THAT(why, Catch::Contains("aten::_softmax"));
+    if (cands[i].name == "stale_output_when_timed") CHECK_THAT(why, Catch::Contains("timed call"));
+    if (cands[i].name == "proc_mem_symlink") CHECK_THAT(why, Catch::Contains("os.symlink"));
+    if (cands[i].name == "proc_mem_path_spelling") CHECK_THAT(why, Catch::Contains("the worker's own memory"));
+    if (cands[i].name == "partial_frame" || cands[i].name == "stray_frame_finalizer")
+      CHECK_THAT(why, Catch::Contains("channel"));
+    // Work added next to the library call does not raise coverage above the lazy threshold (it is
+    // the library's time against the reference's, not the candidate's own share).
+    if (cands[i].name == "lazy_pumped") CHECK(res[i].coverage < 0.3);
+  }
+  std::cout << "python adversarial: " << stopped << " of " << hacks << " hacks flagged or failed, "
+            << res.size() - size_t(hacks) << " honest controls\n";
+  CHECK(stopped == hacks);
+}
+
+TEST_CASE("python backend: call times rewritten inside the worker are caught by the CPU time billed from outside") {
+  if (skip_without_torch()) return;
+  // What native code in a candidate could do: rewrite the candidate's reported call times in the
+  // worker's memory. Here the real worker script with that one line changed (times / 20).
+  std::string script = test::read_text(find_python_worker());
+  const std::string line = "reply[\"us\"].append(us)";
+  const auto at = script.find(line);
+  REQUIRE(at != std::string::npos);
+  script.replace(at, line.size(), "reply[\"us\"].append(us / 20 if timing[\"side\"] == \"candidate\" else us)");
+  const std::string dir = make_private_dir("turnrl-test");
+  const std::string path = dir + "/turnrl_eval_worker.py";
+  std::ofstream(path) << script;
+  // A candidate slow enough (128 copies of the rows, milliseconds per call in a few operators) for its
+  // bill to matter.
+  const test::PythonCandidate slow{"softmax_rows", "wasteful",
+                                   "import torch\nclass ModelNew(torch.nn.Module):\n"
+                                   "    def forward(self, x):\n        big = x.repeat(128, 1)\n"
+                                   "        e = (big - big.amax(dim=-1, keepdim=True)).exp()\n"
+                                   "        return (e / e.sum(dim=-1, keepdim=True))[: x.shape[0]].clone()\n",
+                                   "correct"};
+  PythonEvalOptions o = evaluator().options();
+  o.workers = 1;
+  o.worker_script = path;
+  PythonEvaluator rewritten(test_tasks(), o);
+  const EvalResult forged = rewritten.evaluate({test::python_request(slow, 1, 10)}).at(0);
+  const EvalResult honest = evaluator().evaluate({test::python_request(slow, 1, 10)}).at(0);
+  remove_private_dir(dir);
+  INFO(test::verdict_of(forged) << " " << forged.hacking_reason << " | " << forged.message);
+  CHECK(forged.error == EvalError::hacking);
+  CHECK((forged.hacking_flags & kHackTampering) != 0);
+  CHECK_THAT(forged.hacking_reason, Catch::Contains("billed"));
+  INFO(test::verdict_of(honest) << " " << honest.hacking_reason << " | " << honest.message);
+  CHECK(honest.correct);
+  CHECK(honest.speedup > 0);
+}

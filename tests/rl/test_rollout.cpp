@@ -1,0 +1,172 @@
+// The generic rollout and stage machinery on a toy environment (no kernels): row order and ids,
+// rewards and payloads from the environment, token-in/token-out prompts through a codec, early
+// episode ends, pool and part checks, and the stage points of a Trainer.
+#include <catch2/catch.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/utils.h>
+
+#include "turnrl/core/error.h"
+#include "turnrl/model/transformer.h"
+#include "turnrl/rl/trainer.h"
+
+using namespace turnrl;
+
+namespace {
+
+// The turn's record in the toy game, to check that payloads travel with their rows.
+struct ToyPayload : StepPayload {
+  explicit ToyPayload(int turn) : turn(turn) {}
+  std::string serialize() const override { return std::to_string(turn); }
+  int turn;
+};
+
+// An episode lasts Task::level turns; a turn is worth its index, plus 0.5 when the action is "x".
+class ToyEnv : public Environment {
+ public:
+  Observation reset(const Task& task) override {
+    turns_ = task.level;
+    turn_ = 0;
+    return {{}, 0, "t0"};
+  }
+  StepResult step(const Action& action) override {
+    if (turn_ >= turns_) fail("ToyEnv: episode over");
+    StepResult out;
+    out.reward = turn_ + (action.text == "x" ? 0.5 : 0.0);
+    out.payload = std::make_shared<ToyPayload>(turn_);
+    ++turn_;
+    out.done = turn_ == turns_;
+    out.observation = {{}, turn_, "t" + std::to_string(turn_)};
+    return out;
+  }
+
+ private:
+  int turns_ = 0, turn_ = 0;
+};
+
+// Prompts: the sequence so far plus one token naming the turn (2 + turn); a response token 1 is
+// "x", anything else "y".
+class ToyCodec : public ActionCodec {
+ public:
+  TokenIds prompt(const EpisodeTokens& so_far, const Observation& observation) const override {
+    TokenIds ids = so_far.sequence;
+    ids.push_back(2 + observation.turn);
+    return ids;
+  }
+  std::string action_text(const TokenIds& response) const override { return response.at(0) == 1 ? "x" : "y"; }
+  SamplingOptions sampling(const SamplingOptions& base) const override {
+    SamplingOptions out = base;
+    return out.max_new(1).pad(0);
+  }
+  std::string observation_text(const Observation& observation) const override { return observation.compact; }
+};
+
+std::vector<Task> toy_tasks() {
+  std::vector<Task> tasks(2);
+  tasks[0].id = "one_turn", tasks[0].level = 1;
+  tasks[1].id = "three_turns", tasks[1].level = 3;
+  return tasks;
+}
+
+std::shared_ptr<Policy> toy_policy() {
+  torch::manual_seed(3);
+  return std::make_shared<TransformerPolicy>(TransformerOptions().vocab(8).d_model(16).layers(1).heads(2).max_seq(16));
+}
+
+std::vector<int64_t> column(const torch::Tensor& t) {
+  const torch::Tensor c = t.to(torch::kCPU, torch::kLong).contiguous();
+  return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
+}
+
+}  // namespace
+
+TEST_CASE("rollouts of any environment: rows by episode and turn, rewards and payloads from the environment", "[trainer][rollout]") {
+  const RolloutCollector collector(pool_of([] { return std::make_unique<ToyEnv>(); }), std::make_shared<ToyCodec>());
+  auto policy = toy_policy();
+  const RolloutBatch r = collector.collect(*policy, toy_tasks(), 2, SamplingOptions(), 11);
+  const TurnBatch& b = r.batch;
+  CHECK(r.episodes == 4);
+  REQUIRE(b.size() == 2 * 1 + 2 * 3);
+  CHECK(column(b.traj) == std::vector<int64_t>{0, 1, 2, 2, 2, 3, 3, 3});
+  CHECK(column(b.turn) == std::vector<int64_t>{0, 0, 0, 1, 2, 0, 1, 2});
+  CHECK(column(b.group) == std::vector<int64_t>{0, 0, 1, 1, 1, 1, 1, 1});
+  CHECK(r.task_ids == std::vector<std::string>{"one_turn", "three_turns"});
+  const torch::Tensor reward = b.reward.to(torch::kDouble);
+  for (int64_t row = 0; row < b.size(); ++row) {
+    INFO("row " << row);
+    const int64_t turn = column(b.turn)[size_t(row)];
+    CHECK(reward[row].item<double>() == double(turn) + (r.actions[size_t(row)] == "x" ? 0.5 : 0.0));
+    CHECK(r.observations[size_t(row)] == "t" + std::to_string(turn));
+    REQUIRE(r.payloads[size_t(row)]);
+    CHECK(r.payloads[size_t(row)]->serialize() == std::to_string(turn));
+    CHECK(b.response_mask[row].sum().item<int64_t>() == 1);
+  }
+  // Token-in/token-out: turn t's sequence is turn t-1's sequence, the turn token, the response.
+  for (int64_t row : {3, 4}) {
+    const torch::Tensor prev = b.tokens[row - 1].masked_select(b.attention_mask[row - 1]);
+    const torch::Tensor mine = b.tokens[row].masked_select(b.attention_mask[row]);
+    REQUIRE(mine.size(0) == prev.size(0) + 2);
+    CHECK(torch::equal(mine.narrow(0, 0, prev.size(0)), prev));
+    CHECK(mine[prev.size(0)].item<int64_t>() == 2 + column(b.turn)[size_t(row)]);
+  }
+  // The same seed draws the same rollout.
+  const RolloutBatch again = collector.collect(*policy, toy_tasks(), 2, SamplingOptions(), 11);
+  CHECK(torch::equal(again.batch.tokens, b.tokens));
+  CHECK(again.actions == r.actions);
+}
+
+TEST_CASE("pools, collectors and trainers name what is wrong with their parts", "[trainer][rollout]") {
+  CHECK_THROWS_WITH(pool_of(nullptr), Catch::Contains("factory is empty"));
+  const RolloutCollector short_pool([](size_t) { return pool_of([] { return std::make_unique<ToyEnv>(); })(1); },
+                                    std::make_shared<ToyCodec>());
+  auto policy = toy_policy();
+  CHECK_THROWS_WITH(short_pool.collect(*policy, toy_tasks(), 2, SamplingOptions(), 1),
+                    Catch::Contains("pool of 1 environments for 4 episodes"));
+  CHECK_THROWS_WITH(RolloutCollector({}, std::make_shared<ToyCodec>()), Catch::Contains("environment factory"));
+  TrainerParts parts;
+  parts.environments = pool_of([] { return std::make_unique<ToyEnv>(); });
+  parts.codec = std::make_shared<ToyCodec>();
+  parts.tasks = toy_tasks();
+  CHECK_THROWS_WITH(Trainer(parts), Catch::Contains("TrainerParts.policy"));
+}
+
+TEST_CASE("the trainer runs each stage at its point, in list order", "[trainer][stages]") {
+  TrainerParts parts;
+  parts.policy = toy_policy();
+  parts.environments = pool_of([] { return std::make_unique<ToyEnv>(); });
+  parts.codec = std::make_shared<ToyCodec>();
+  parts.tasks = toy_tasks();
+  parts.options.run.progress = false;
+  std::vector<std::string> order;
+  parts.stages = {
+      make_stage([&](RolloutBatch& r, const StageContext&) {
+        order.push_back("shape");
+        r.batch.reward = r.batch.reward * 2;  // a user's reward shaping
+        return Metrics{{"shape/ran", 1.0}};
+      }),
+      make_stage([&](RolloutBatch&, const StageContext& c) {
+        order.push_back("late");
+        return Metrics{{"late/step", double(c.step)}};
+      }, BatchStage::Point::after_mismatch),
+      make_stage([&](RolloutBatch&, const StageContext& c) {
+        order.push_back("second");
+        return Metrics{{"second/seed", double(c.seed)}};
+      })};
+  Trainer trainer(parts);
+  RolloutBatch r = trainer.collect_rollouts(toy_tasks(), 2, SamplingOptions(), 5);
+  const torch::Tensor before = r.batch.reward.clone();
+  const Metrics early = trainer.run_stages(r, BatchStage::Point::before_logp, 7);
+  CHECK(order == std::vector<std::string>{"shape", "second"});
+  CHECK(torch::equal(r.batch.reward, before * 2));
+  CHECK(early.at("second/seed") == double(parts.options.trainer.seed));
+  CHECK(early.count("late/step") == 0);
+  CHECK(trainer.run_stages(r, BatchStage::Point::after_mismatch, 7).at("late/step") == 7);
+  order.clear();
+  const Metrics m = trainer.train_step();
+  CHECK(order == std::vector<std::string>{"shape", "second", "late"});
+  CHECK(m.at("shape/ran") == 1);
+  CHECK(m.count("reward/mean") == 1);
+}
