@@ -48,10 +48,10 @@ std::shared_ptr<KernelEvaluator> evaluator() {
   return shared;
 }
 
-// Every kind once, softmax_rows for training and relu_bias held out (made once, used by several
-// cases). Seed 7 deals the lazy turn to softmax_rows, where the evaluator refuses the library call
-// the task asks to replace (calls_reference); relu_bias's lazy plan is caught by its profile
-// instead (no_candidate_work), a timing that a loaded machine can blur.
+// Every kind once, softmax_rows for training and relu_bias held out (made once per process). Seed
+// 7 deals the lazy turn to softmax_rows, where the evaluator refuses the library call the task
+// asks to replace (calls_reference); relu_bias's lazy plan is caught by its profile instead
+// (no_candidate_work), a timing that a loaded machine can blur.
 const SftCorpus& corpus_of_every_kind() {
   static const SftCorpus corpus = make_sft_corpus(only("softmax_rows"), only("relu_bias"), evaluator(), KernelRewardPolicy(),
                                                   code_env(), every_kind(7, shares(sft_turn_kinds())));
@@ -84,127 +84,152 @@ std::string error_of(F&& f) {
 
 }  // namespace
 
-TEST_CASE("every kind's turns are confirmed by a fresh evaluation of the written code", "[env][sft]") {
+// One corpus of every kind (made once: each CTest case is its own process), looked at from
+// each side: the evaluator, the RL episode, the split and the counts.
+TEST_CASE("a corpus of every kind, checked by a fresh evaluator, against RL episodes, the split and its sizes", "[env][sft]") {
   const SftCorpus& corpus = corpus_of_every_kind();
   for (const SftDrop& d : corpus.dropped) UNSCOPED_INFO("dropped " << d.task << " " << to_string(d.kind) << ": " << d.verdict);
   REQUIRE(corpus.dropped.empty());
   REQUIRE(corpus.train.size() + corpus.validation.size() == 7);
 
-  // Re-evaluate every assistant turn's code through a new evaluator, as KernelEnv extracts it.
-  CpuEvaluator fresh(CpuEvalOptions().num_workers(2));
-  const KernelRewardPolicy reward;
-  std::vector<EvalRequest> requests;
-  std::vector<RewardOutcome> written;
-  std::vector<std::string> labels;
-  std::map<std::string, int> kinds_seen;
-  for (const SftConversation* c : all_of(corpus)) {
-    std::vector<std::string> assistant;
-    for (const ChatMessage& m : c->messages)
-      if (m.role == "assistant") assistant.push_back(m.text);
-    REQUIRE(assistant.size() == c->kinds.size());
-    REQUIRE(c->outcomes.size() == c->kinds.size());
-    REQUIRE(c->messages.back().role == "assistant");
-    // A failed or slow first attempt is followed by feedback and a fast one; a fast one stands alone.
-    CHECK(c->kinds.size() == (c->kinds.front() == SftTurnKind::fast ? 1u : 2u));
-    CHECK(c->kinds.back() == SftTurnKind::fast);
-    for (size_t t = 0; t < assistant.size(); ++t) {
-      ++kinds_seen[to_string(c->kinds[t])];
-      const Extraction x = extract_candidate(assistant[t], {"cpp"});
-      INFO(c->task << " turn " << t << " kind " << to_string(c->kinds[t]));
-      if (c->kinds[t] == SftTurnKind::format) {
-        CHECK_FALSE(x.ok);
-        CHECK(c->outcomes[t] == RewardOutcome::format);
-        continue;
+  SECTION("every kind's turns are confirmed by a fresh evaluation of the written code") {
+    // Re-evaluate every assistant turn's code through a new evaluator, as KernelEnv extracts it.
+    CpuEvaluator fresh(CpuEvalOptions().num_workers(2));
+    const KernelRewardPolicy reward;
+    std::vector<EvalRequest> requests;
+    std::vector<RewardOutcome> written;
+    std::vector<std::string> labels;
+    std::map<std::string, int> kinds_seen;
+    for (const SftConversation* c : all_of(corpus)) {
+      std::vector<std::string> assistant;
+      for (const ChatMessage& m : c->messages)
+        if (m.role == "assistant") assistant.push_back(m.text);
+      REQUIRE(assistant.size() == c->kinds.size());
+      REQUIRE(c->outcomes.size() == c->kinds.size());
+      REQUIRE(c->messages.back().role == "assistant");
+      // A failed or slow first attempt is followed by feedback and a fast one; a fast one stands alone.
+      CHECK(c->kinds.size() == (c->kinds.front() == SftTurnKind::fast ? 1u : 2u));
+      CHECK(c->kinds.back() == SftTurnKind::fast);
+      for (size_t t = 0; t < assistant.size(); ++t) {
+        ++kinds_seen[to_string(c->kinds[t])];
+        const Extraction x = extract_candidate(assistant[t], {"cpp"});
+        INFO(c->task << " turn " << t << " kind " << to_string(c->kinds[t]));
+        if (c->kinds[t] == SftTurnKind::format) {
+          CHECK_FALSE(x.ok);
+          CHECK(c->outcomes[t] == RewardOutcome::format);
+          continue;
+        }
+        REQUIRE(x.ok);
+        EvalRequest r;
+        r.task = c->task;
+        r.candidate = x.code;
+        r.correctness_trials = 1;
+        r.timing_trials = 2;
+        requests.push_back(r);
+        written.push_back(c->outcomes[t]);
+        labels.push_back(c->task + " " + to_string(c->kinds[t]));
       }
-      REQUIRE(x.ok);
-      EvalRequest r;
-      r.task = c->task;
-      r.candidate = x.code;
-      r.correctness_trials = 1;
-      r.timing_trials = 2;
-      requests.push_back(r);
-      written.push_back(c->outcomes[t]);
-      labels.push_back(c->task + " " + to_string(c->kinds[t]));
+    }
+    for (SftTurnKind k : sft_turn_kinds()) CHECK(kinds_seen[to_string(k)] >= 1);
+    for (const SftConversation* c : all_of(corpus))
+      if (c->kinds.front() == SftTurnKind::lazy) CHECK(c->task == "softmax_rows");
+    const std::vector<EvalResult> results = fresh.evaluate(requests);
+    for (size_t i = 0; i < results.size(); ++i) {
+      INFO(labels[i] << ": " << to_string(results[i].error) << " " << results[i].message);
+      CHECK(to_string(reward.score(results[i]).outcome) == std::string(to_string(written[i])));
+    }
+    // The outcome each kind stands for.
+    for (const SftConversation* c : all_of(corpus)) {
+      const std::map<SftTurnKind, RewardOutcome> expected = {
+          {SftTurnKind::fast, RewardOutcome::correct},     {SftTurnKind::slow, RewardOutcome::correct},
+          {SftTurnKind::wrong, RewardOutcome::incorrect},  {SftTurnKind::compile, RewardOutcome::compile},
+          {SftTurnKind::lazy, RewardOutcome::hacking},     {SftTurnKind::hack, RewardOutcome::hacking},
+          {SftTurnKind::format, RewardOutcome::format}};
+      for (size_t t = 0; t < c->kinds.size(); ++t) CHECK(c->outcomes[t] == expected.at(c->kinds[t]));
     }
   }
-  for (SftTurnKind k : sft_turn_kinds()) CHECK(kinds_seen[to_string(k)] >= 1);
-  for (const SftConversation* c : all_of(corpus))
-    if (c->kinds.front() == SftTurnKind::lazy) CHECK(c->task == "softmax_rows");
-  const std::vector<EvalResult> results = fresh.evaluate(requests);
-  for (size_t i = 0; i < results.size(); ++i) {
-    INFO(labels[i] << ": " << to_string(results[i].error) << " " << results[i].message);
-    CHECK(to_string(reward.score(results[i]).outcome) == std::string(to_string(written[i])));
-  }
-  // The outcome each kind stands for.
-  for (const SftConversation* c : all_of(corpus)) {
-    const std::map<SftTurnKind, RewardOutcome> expected = {
-        {SftTurnKind::fast, RewardOutcome::correct},     {SftTurnKind::slow, RewardOutcome::correct},
-        {SftTurnKind::wrong, RewardOutcome::incorrect},  {SftTurnKind::compile, RewardOutcome::compile},
-        {SftTurnKind::lazy, RewardOutcome::hacking},     {SftTurnKind::hack, RewardOutcome::hacking},
-        {SftTurnKind::format, RewardOutcome::format}};
-    for (size_t t = 0; t < c->kinds.size(); ++t) CHECK(c->outcomes[t] == expected.at(c->kinds[t]));
-  }
-}
 
-TEST_CASE("a conversation's messages are those of a code-action episode, token for token", "[env][sft]") {
-  const SftCorpus& corpus = corpus_of_every_kind();
-  const auto tokenizer = std::make_shared<const ByteChatTokenizer>();
-  const ChatCodec codec(tokenizer, 128);
-  for (const SftConversation* c : all_of(corpus)) {
-    INFO(c->task);
-    KernelEnv env(evaluator(), KernelRewardPolicy(), code_env());
-    const Observation first = env.reset(builtin_cpu_tasks().find(c->task));
-    REQUIRE(c->messages.size() >= 3);
-    const std::vector<ChatMessage> opening(c->messages.begin(), c->messages.begin() + 2);
-    CHECK(codec.prompt(EpisodeTokens{}, first) == tokenizer->render_prompt(opening));
-    for (size_t i = 0; i < 2; ++i) {
-      CHECK(opening[i].role == first.messages[i].role);
-      CHECK(opening[i].text == first.messages[i].text);
-    }
-    // Between two attempts: KernelEnv's feedback message, quoting the evaluator's status line.
-    if (c->kinds.size() == 2) {
-      REQUIRE(c->messages.size() == 5);
-      CHECK(c->messages[3].role == "user");
-      CHECK(c->messages[3].text.find("Server feedback (status/metrics/errors):\nstatus: ") != std::string::npos);
-      // RL's second prompt, token-in/token-out (the first prompt, the policy's reply as sampled up
-      // to its stop token, the template's continuation with the feedback), is the template's
-      // rendering of the conversation's first four messages: what SFT trains on.
-      TokenIds reply = tokenizer->encode(c->messages[2].text);
-      reply.push_back(tokenizer->stop_tokens().front());
-      const Observation second{{c->messages.begin(), c->messages.begin() + 4}, 1, ""};
-      const EpisodeTokens so_far = after_turn(codec.prompt(EpisodeTokens{}, first), reply, first, tokenizer->stop_tokens());
-      CHECK(codec.prompt(so_far, second) == tokenizer->render_prompt(second.messages));
+  SECTION("a conversation's messages are those of a code-action episode, token for token") {
+    const auto tokenizer = std::make_shared<const ByteChatTokenizer>();
+    const ChatCodec codec(tokenizer, 128);
+    for (const SftConversation* c : all_of(corpus)) {
+      INFO(c->task);
+      KernelEnv env(evaluator(), KernelRewardPolicy(), code_env());
+      const Observation first = env.reset(builtin_cpu_tasks().find(c->task));
+      REQUIRE(c->messages.size() >= 3);
+      const std::vector<ChatMessage> opening(c->messages.begin(), c->messages.begin() + 2);
+      CHECK(codec.prompt(EpisodeTokens{}, first) == tokenizer->render_prompt(opening));
+      for (size_t i = 0; i < 2; ++i) {
+        CHECK(opening[i].role == first.messages[i].role);
+        CHECK(opening[i].text == first.messages[i].text);
+      }
+      // Between two attempts: KernelEnv's feedback message, quoting the evaluator's status line.
+      if (c->kinds.size() == 2) {
+        REQUIRE(c->messages.size() == 5);
+        CHECK(c->messages[3].role == "user");
+        CHECK(c->messages[3].text.find("Server feedback (status/metrics/errors):\nstatus: ") != std::string::npos);
+        // RL's second prompt, token-in/token-out (the first prompt, the policy's reply as sampled up
+        // to its stop token, the template's continuation with the feedback), is the template's
+        // rendering of the conversation's first four messages: what SFT trains on.
+        TokenIds reply = tokenizer->encode(c->messages[2].text);
+        reply.push_back(tokenizer->stop_tokens().front());
+        const Observation second{{c->messages.begin(), c->messages.begin() + 4}, 1, ""};
+        const EpisodeTokens so_far = after_turn(codec.prompt(EpisodeTokens{}, first), reply, first, tokenizer->stop_tokens());
+        CHECK(codec.prompt(so_far, second) == tokenizer->render_prompt(second.messages));
+      }
     }
   }
-}
 
-TEST_CASE("held-out tasks are written to validation.jsonl only", "[env][sft]") {
-  const SftCorpus& corpus = corpus_of_every_kind();
-  const std::string dir = (std::filesystem::temp_directory_path() / "turnrl_test_sft_corpus").string();
-  std::filesystem::remove_all(dir);
-  write_sft_corpus(dir, corpus, every_kind(7, shares(sft_turn_kinds())));
-  CHECK(corpus.held_out_tasks == std::vector<std::string>{"relu_bias"});
-  for (const auto& [file, split, task] : {std::tuple{"train.jsonl", "train", "softmax_rows"},
-                                          {"validation.jsonl", "validation", "relu_bias"}}) {
-    std::ifstream in(dir + "/" + file);
-    std::string line;
-    int lines = 0;
-    while (std::getline(in, line)) {
-      ++lines;
-      const auto j = nlohmann::json::parse(line);
-      CHECK(j["meta"]["task"] == task);
-      CHECK(j["meta"]["split"] == split);
-      CHECK(j["messages"][0]["role"] == "system");
-      CHECK(j["messages"][1]["role"] == "user");
-      if (std::string(split) == "train") CHECK(line.find("relu_bias") == std::string::npos);
+  SECTION("held-out tasks are written to validation.jsonl only") {
+    const std::string dir = (std::filesystem::temp_directory_path() / "turnrl_test_sft_corpus").string();
+    std::filesystem::remove_all(dir);
+    write_sft_corpus(dir, corpus, every_kind(7, shares(sft_turn_kinds())));
+    CHECK(corpus.held_out_tasks == std::vector<std::string>{"relu_bias"});
+    for (const auto& [file, split, task] : {std::tuple{"train.jsonl", "train", "softmax_rows"},
+                                            {"validation.jsonl", "validation", "relu_bias"}}) {
+      std::ifstream in(dir + "/" + file);
+      std::string line;
+      int lines = 0;
+      while (std::getline(in, line)) {
+        ++lines;
+        const auto j = nlohmann::json::parse(line);
+        CHECK(j["meta"]["task"] == task);
+        CHECK(j["meta"]["split"] == split);
+        CHECK(j["messages"][0]["role"] == "system");
+        CHECK(j["messages"][1]["role"] == "user");
+        if (std::string(split) == "train") CHECK(line.find("relu_bias") == std::string::npos);
+      }
+      CHECK(lines > 0);
     }
-    CHECK(lines > 0);
+    const auto stats = nlohmann::json::parse(read(dir + "/stats.json"));
+    CHECK(stats["train"]["conversations"].get<int>() + stats["validation"]["conversations"].get<int>() == 7);
+    CHECK(stats["held_out_tasks"] == nlohmann::json::array({"relu_bias"}));
+    CHECK(stats["dropped"] == 0);
+    std::filesystem::remove_all(dir);
   }
-  const auto stats = nlohmann::json::parse(read(dir + "/stats.json"));
-  CHECK(stats["train"]["conversations"].get<int>() + stats["validation"]["conversations"].get<int>() == 7);
-  CHECK(stats["held_out_tasks"] == nlohmann::json::array({"relu_bias"}));
-  CHECK(stats["dropped"] == 0);
-  std::filesystem::remove_all(dir);
+
+  SECTION("corpus sizes are counted over every message") {
+    const SftCorpusStats stats = sft_corpus_stats(corpus.train);
+    int64_t bytes = 0, assistant = 0, turns = 0, longest = 0, messages = 0;
+    for (const SftConversation& c : corpus.train) {
+      int64_t conversation = 0;
+      for (const ChatMessage& m : c.messages) {
+        ++messages;
+        bytes += int64_t(m.text.size());
+        conversation += int64_t(m.text.size());
+        if (m.role == "assistant") assistant += int64_t(m.text.size()), ++turns;
+      }
+      longest = std::max(longest, conversation);
+    }
+    CHECK(stats.conversations == int64_t(corpus.train.size()));
+    CHECK(stats.bytes == bytes);
+    CHECK(stats.assistant_bytes == assistant);
+    CHECK(stats.assistant_turns == turns);
+    // The byte template: one token a byte plus a few role and turn markers per message.
+    CHECK(stats.tokens > bytes);
+    CHECK(stats.tokens <= bytes + 4 * messages + 4 * int64_t(corpus.train.size()));
+    CHECK(stats.longest_tokens > longest);
+  }
 }
 
 TEST_CASE("the same seed and options give byte-identical files", "[env][sft]") {
@@ -239,30 +264,6 @@ TEST_CASE("a conversation whose verdicts do not match its kinds is dropped and c
     CHECK(d.speedup > 0);
   }
   CHECK_THAT(sft_corpus_summary(corpus), Catch::Contains("fast -> correct below the fast speedup") && Catch::Contains("   2  relu_bias ("));
-}
-
-TEST_CASE("corpus sizes are counted over every message", "[env][sft]") {
-  const SftCorpus& corpus = corpus_of_every_kind();
-  const SftCorpusStats stats = sft_corpus_stats(corpus.train);
-  int64_t bytes = 0, assistant = 0, turns = 0, longest = 0, messages = 0;
-  for (const SftConversation& c : corpus.train) {
-    int64_t conversation = 0;
-    for (const ChatMessage& m : c.messages) {
-      ++messages;
-      bytes += int64_t(m.text.size());
-      conversation += int64_t(m.text.size());
-      if (m.role == "assistant") assistant += int64_t(m.text.size()), ++turns;
-    }
-    longest = std::max(longest, conversation);
-  }
-  CHECK(stats.conversations == int64_t(corpus.train.size()));
-  CHECK(stats.bytes == bytes);
-  CHECK(stats.assistant_bytes == assistant);
-  CHECK(stats.assistant_turns == turns);
-  // The byte template: one token a byte plus a few role and turn markers per message.
-  CHECK(stats.tokens > bytes);
-  CHECK(stats.tokens <= bytes + 4 * messages + 4 * int64_t(corpus.train.size()));
-  CHECK(stats.longest_tokens > longest);
 }
 
 TEST_CASE("a mix is read from kind=share words in order", "[env][sft]") {
