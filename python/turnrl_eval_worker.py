@@ -508,8 +508,13 @@ def _capture(torch, numpy_ok):
         Generator=torch.Generator,
         manual_seed=torch.manual_seed, is_grad_enabled=torch._C.is_grad_enabled,
         set_grad_enabled=torch._C._set_grad_enabled, profile=torch.profiler.profile,
-        activity=torch.profiler.ProfilerActivity, range_enter=torch.ops.profiler._record_function_enter_new,
-        range_exit=torch.ops.profiler._record_function_exit._RecordFunction, empty=torch.empty, sync=None, record=None, elapsed=None)
+        activity=torch.profiler.ProfilerActivity, range_enter=None, range_exit=None, empty=torch.empty, sync=None,
+        record=None, elapsed=None)
+    try:  # the profiler ranges of the CPU timing loop (record_function's own ops, without its tensor)
+        T.range_enter = torch.ops.profiler._record_function_enter_new
+        T.range_exit = torch.ops.profiler._record_function_exit._RecordFunction
+    except (AttributeError, RuntimeError):
+        pass  # only the CPU timing loop uses them: main() refuses a CPU worker without them
     return T
 
 
@@ -1567,6 +1572,9 @@ def main(argv):
     triton = None
     T = _capture(torch, numpy_ok)
     _state["T"] = T
+    if not _state["cuda"] and T.range_enter is None:
+        raise RuntimeError("torch %s has no profiler range operators (torch.ops.profiler._record_function_enter_new), "
+                           "which the CPU timing loop needs" % torch.__version__)
     torch.set_grad_enabled(False)
     if _state["cuda"]:
         torch.cuda.set_device(device)
