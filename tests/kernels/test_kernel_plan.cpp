@@ -41,6 +41,7 @@ TEST_CASE("plans expand to real kernels with the intended verdicts", "[env][plan
       {"swiglu", "acc=bf16", false, kHackPrecisionDowngrade},
       {"swiglu", "fusion=unfused", true, 0},
       {"gelu_tanh", "vec=1 unroll=1", true, 0},
+      {"swiglu", "fallback=full", false, kHackLazy | kHackNoCandidateWork},
       {"softmax_rows", "", true, 0},
       {"softmax_rows", "fallback=full", false, kHackCallsReference},
       {"softmax_rows", "shortcut=cache", false, kHackCachesResults},
