@@ -57,22 +57,6 @@ void read_section(ConfigReader& r, T& o) {
   check(r, o);
 }
 
-// Reads one top-level section with `read` and rejects its unknown keys.
-template <typename Fn>
-void section(ConfigReader& root, const std::string& name, Fn&& read) {
-  ConfigReader r = root.section(name);
-  read(r);
-  r.finish();
-}
-
-// A section: its comment line, then its keys.
-template <typename T>
-void write_section(ConfigWriter& w, const char* name, const char* comment, const T& options) {
-  w.open(name, comment);
-  write_options(w, options);
-  w.close();
-}
-
 // Combinations every key of which is valid alone but that the trainer cannot run: refused when the
 // config is read, not after the first rollout step.
 void refuse_settings_that_cannot_run(const TrainConfig& c) {
@@ -98,26 +82,26 @@ void refuse_settings_that_cannot_run(const TrainConfig& c) {
 TrainConfig parse_config(const YAML::Node& root) {
   TrainConfig c;
   ConfigReader r(root, "");
-  section(r, "run", [&](ConfigReader& s) { read_options(s, c.run); });
-  section(r, "trainer", [&](ConfigReader& s) { read_options(s, c.trainer); });
-  section(r, "optimizer", [&](ConfigReader& s) { read_options(s, c.optimizer); });
-  section(r, "checkpoint", [&](ConfigReader& s) { read_options(s, c.checkpoint); });
-  section(r, "distributed", [&](ConfigReader& s) { read_options(s, c.distributed); });
-  section(r, "model", [&](ConfigReader& s) { read_options(s, c.model); });
-  section(r, "sampling", [&](ConfigReader& s) { read_options(s, c.sampling); });
-  section(r, "tasks", [&](ConfigReader& s) { read_section(s, c.tasks); });
-  section(r, "env", [&](ConfigReader& s) { read_options(s, c.env); });
-  section(r, "evaluator", [&](ConfigReader& s) { read_evaluator_config(s, c.evaluator); });
-  section(r, "reward", [&](ConfigReader& s) { read_options(s, c.reward); });
-  section(r, "rejection", [&](ConfigReader& s) { read_options(s, c.rejection); });
-  section(r, "returns", [&](ConfigReader& s) { read_options(s, c.returns); });
-  section(r, "advantage", [&](ConfigReader& s) {
+  r.section("run", [&](ConfigReader& s) { read_options(s, c.run); });
+  r.section("trainer", [&](ConfigReader& s) { read_options(s, c.trainer); });
+  r.section("optimizer", [&](ConfigReader& s) { read_options(s, c.optimizer); });
+  r.section("checkpoint", [&](ConfigReader& s) { read_options(s, c.checkpoint); });
+  r.section("distributed", [&](ConfigReader& s) { read_options(s, c.distributed); });
+  r.section("model", [&](ConfigReader& s) { read_options(s, c.model); });
+  r.section("sampling", [&](ConfigReader& s) { read_options(s, c.sampling); });
+  r.section("tasks", [&](ConfigReader& s) { read_section(s, c.tasks); });
+  r.section("env", [&](ConfigReader& s) { read_options(s, c.env); });
+  r.section("evaluator", [&](ConfigReader& s) { read_evaluator_config(s, c.evaluator); });
+  r.section("reward", [&](ConfigReader& s) { read_options(s, c.reward); });
+  r.section("rejection", [&](ConfigReader& s) { read_options(s, c.rejection); });
+  r.section("returns", [&](ConfigReader& s) { read_options(s, c.returns); });
+  r.section("advantage", [&](ConfigReader& s) {
     s.choice("estimator", c.estimator, advantage_estimator_names());
     read_options(s, c.advantage);
   });
-  section(r, "mismatch", [&](ConfigReader& s) { read_options(s, c.mismatch); });
-  section(r, "policy_loss", [&](ConfigReader& s) { read_options(s, c.policy_loss); });
-  section(r, "eval", [&](ConfigReader& s) { read_section(s, c.eval); });
+  r.section("mismatch", [&](ConfigReader& s) { read_options(s, c.mismatch); });
+  r.section("policy_loss", [&](ConfigReader& s) { read_options(s, c.policy_loss); });
+  r.section("eval", [&](ConfigReader& s) { read_section(s, c.eval); });
   r.finish();
   refuse_settings_that_cannot_run(c);
   return c;
@@ -131,28 +115,28 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
   ConfigWriter w(annotate);
   if (annotate)
     w.raw("# turnrl training config: every key with its default. Reference: docs/configuration.md");
-  write_section(w, "run", "Where the run writes: resolved config, metrics.jsonl, samples.jsonl, checkpoints/.", c.run);
-  write_section(w, "trainer", "RL loop sizes.", c.trainer);
-  write_section(w, "optimizer", "AdamW with linear warm-up, then constant or cosine decay.", c.optimizer);
-  write_section(w, "checkpoint", "Atomic checkpoints under run.dir/checkpoints/step_NNNNNNNN.", c.checkpoint);
-  write_section(w, "distributed", "Data parallel over ranks from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (turnrl train --nproc N).", c.distributed);
-  write_section(w, "model", "The policy: builtin (small decoder, byte tokenizer) or hf (a HuggingFace folder).", c.model);
-  write_section(w, "sampling", "Rollout sampling (rollout log-probs are recorded under it).", c.sampling);
-  write_section(w, "tasks", "Which tasks train.", c.tasks);
-  write_section(w, "env", "The multi-turn kernel environment (kernels/kernel_env.h).", c.env);
+  write_options_section(w, "run", "Where the run writes: resolved config, metrics.jsonl, samples.jsonl, checkpoints/.", c.run);
+  write_options_section(w, "trainer", "RL loop sizes.", c.trainer);
+  write_options_section(w, "optimizer", "AdamW with linear warm-up, then constant or cosine decay.", c.optimizer);
+  write_options_section(w, "checkpoint", "Atomic checkpoints under run.dir/checkpoints/step_NNNNNNNN.", c.checkpoint);
+  write_options_section(w, "distributed", "Data parallel over ranks from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (turnrl train --nproc N).", c.distributed);
+  write_options_section(w, "model", "The policy: builtin (small decoder, byte tokenizer) or hf (a HuggingFace folder).", c.model);
+  write_options_section(w, "sampling", "Rollout sampling (rollout log-probs are recorded under it).", c.sampling);
+  write_options_section(w, "tasks", "Which tasks train.", c.tasks);
+  write_options_section(w, "env", "The multi-turn kernel environment (kernels/kernel_env.h).", c.env);
   w.open("evaluator", "The kernel evaluator (kernels/backends.h, docs/evaluator.md).");
   write_evaluator_config(w, c.evaluator);
   w.close();
-  write_section(w, "reward", "Turn reward (kernels/kernel_reward.h, docs/rewards.md).", c.reward);
-  write_section(w, "rejection", "Meaningful-turn mask, PRS, group filters (algo/rejection.h).", c.rejection);
-  write_section(w, "returns", "Per-turn returns (algo/returns.h).", c.returns);
+  write_options_section(w, "reward", "Turn reward (kernels/kernel_reward.h, docs/rewards.md).", c.reward);
+  write_options_section(w, "rejection", "Meaningful-turn mask, PRS, group filters (algo/rejection.h).", c.rejection);
+  write_options_section(w, "returns", "Per-turn returns (algo/returns.h).", c.returns);
   w.open("advantage", "Advantage estimator (algo/advantage.h).");
   w.key("estimator", c.estimator, fmt::format("{}", fmt::join(advantage_estimator_names(), " | ")));
   write_options(w, c.advantage);
   w.close();
-  write_section(w, "mismatch", "Rollout/trainer mismatch correction (algo/mismatch.h).", c.mismatch);
-  write_section(w, "policy_loss", "PPO loss (algo/policy_loss.h).", c.policy_loss);
-  write_section(w, "eval", "`turnrl eval`: sampling and statistics.", c.eval);
+  write_options_section(w, "mismatch", "Rollout/trainer mismatch correction (algo/mismatch.h).", c.mismatch);
+  write_options_section(w, "policy_loss", "PPO loss (algo/policy_loss.h).", c.policy_loss);
+  write_options_section(w, "eval", "`turnrl eval`: sampling and statistics.", c.eval);
   return w.str();
 }
 

@@ -29,6 +29,7 @@
 
 #include <fmt/format.h>
 
+#include "turnrl/core/hash.h"
 #include "turnrl/core/error.h"
 #include "turnrl/kernels/cuda_launch.h"
 #include "turnrl/kernels/cuda_protocol.h"
@@ -61,11 +62,6 @@ std::string driver_error(CUresult r) {
   cuGetErrorName(r, &name);
   cuGetErrorString(r, &text);
   return fmt::format("{} ({})", name ? name : "?", text ? text : "?");
-}
-
-uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
 }
 
 std::string read_file(const fs::path& p) {
@@ -292,7 +288,7 @@ Compiled compile_launcher_form(Device& dev, const CudaWorkerRequest& req, const 
 
 std::string compile_hash(const Device& dev, const std::string& source) {
   const CudaCandidateForm form = cuda_candidate_form(source);
-  return fmt::format("{:016x}", fnv1a(source, fnv1a(dev.arch + (form == CudaCandidateForm::kernel ? "k1" : "l1"))));
+  return hex64(fnv1a64(source, fnv1a64(dev.arch + (form == CudaCandidateForm::kernel ? "k1" : "l1"))));
 }
 
 // A kernel-form module is loaded afresh for every evaluation (from the cubin cache: about a

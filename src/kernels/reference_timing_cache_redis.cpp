@@ -7,16 +7,16 @@
 #include "turnrl/core/error.h"
 #include "turnrl/kernels/cpu_tasks.h"
 #include "turnrl/kernels/redis_connection.h"
+#include "turnrl/core/hash.h"
 #include "turnrl/kernels/sandbox.h"
 
 namespace turnrl {
 namespace {
 
 struct Fnv {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnv1aOffset;
   Fnv& bytes(const void* p, size_t n) {
-    const auto* c = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 1099511628211ull;
+    h = fnv1a64(std::string_view(static_cast<const char*>(p), n), h);
     return *this;
   }
   Fnv& str(const std::string& s) { return num(uint64_t(s.size())).bytes(s.data(), s.size()); }
@@ -56,7 +56,7 @@ std::string cpu_task_fingerprint(const std::string& name, const CpuEvalOptions& 
   f.num(t.atol).num(t.rtol).num(t.precision_atol).num(t.precision_rtol);
   for (const auto& r : t.replaces) f.str(r);
   f.num(options.warmup).num(options.flush_caches).num(worker_program_hash());
-  return fmt::format("{:016x}", f.h);
+  return hex64(f.h);
 }
 
 std::string cpu_device_kind() {

@@ -26,34 +26,18 @@ static void describe(V& v, SFTLoopConfig& o) {
   v.integer("threads", o.threads, 0, 4096, "LibTorch intra-op threads; 0 = LibTorch default");
 }
 
-namespace {
-
-// Reads one top-level section with `read` and rejects its unknown keys.
-template <typename Fn>
-void section(ConfigReader& root, const std::string& name, Fn&& read) {
-  ConfigReader r = root.section(name);
-  read(r);
-  r.finish();
-}
-
-template <typename T>
-void write_section(ConfigWriter& w, const char* name, const char* comment, const T& options) {
-  w.open(name, comment);
-  write_described(w, options);
-  w.close();
-}
-
-}  // namespace
+static void write_options(ConfigWriter& w, const SFTDataConfig& o) { write_described(w, o); }
+static void write_options(ConfigWriter& w, const SFTLoopConfig& o) { write_described(w, o); }
 
 SFTConfig parse_sft_config(const YAML::Node& root) {
   SFTConfig c;
   ConfigReader r(root, "");
-  section(r, "run", [&](ConfigReader& s) { read_options(s, c.run); });
-  section(r, "model", [&](ConfigReader& s) { read_options(s, c.model); });
-  section(r, "data", [&](ConfigReader& s) { read_described(s, c.data); });
-  section(r, "sft", [&](ConfigReader& s) { read_described(s, c.sft); });
-  section(r, "optimizer", [&](ConfigReader& s) { read_options(s, c.optimizer); });
-  section(r, "checkpoint", [&](ConfigReader& s) { read_options(s, c.checkpoint); });
+  r.section("run", [&](ConfigReader& s) { read_options(s, c.run); });
+  r.section("model", [&](ConfigReader& s) { read_options(s, c.model); });
+  r.section("data", [&](ConfigReader& s) { read_described(s, c.data); });
+  r.section("sft", [&](ConfigReader& s) { read_described(s, c.sft); });
+  r.section("optimizer", [&](ConfigReader& s) { read_options(s, c.optimizer); });
+  r.section("checkpoint", [&](ConfigReader& s) { read_options(s, c.checkpoint); });
   r.finish();
   if (c.model.max_seq > 0 && c.model.max_seq < c.data.max_length)
     fail("model.max_seq: {} is shorter than data.max_length {}; allowed: 0 (the model's own) or >= data.max_length",
@@ -68,20 +52,12 @@ SFTConfig load_sft_config(const std::string& file, const std::vector<std::string
 std::string sft_config_to_yaml(const SFTConfig& c, bool annotate) {
   ConfigWriter w(annotate);
   if (annotate) w.raw("# turnrl sft config: every key with its default. Reference: docs/configuration.md");
-  w.open("run", "Where the run writes: resolved config, metrics.jsonl, checkpoints/, export/.");
-  write_options(w, c.run);
-  w.close();
-  w.open("model", "The policy: builtin (small decoder, byte tokenizer) or hf (a HuggingFace folder).");
-  write_options(w, c.model);
-  w.close();
-  write_section(w, "data", "Chat conversations; the loss is on the assistant's tokens only.", c.data);
-  write_section(w, "sft", "SFT loop sizes.", c.sft);
-  w.open("optimizer", "AdamW with linear warm-up, then constant or cosine decay.");
-  write_options(w, c.optimizer);
-  w.close();
-  w.open("checkpoint", "Atomic checkpoints under run.dir/checkpoints/step_NNNNNNNN.");
-  write_options(w, c.checkpoint);
-  w.close();
+  write_options_section(w, "run", "Where the run writes: resolved config, metrics.jsonl, checkpoints/, export/.", c.run);
+  write_options_section(w, "model", "The policy: builtin (small decoder, byte tokenizer) or hf (a HuggingFace folder).", c.model);
+  write_options_section(w, "data", "Chat conversations; the loss is on the assistant's tokens only.", c.data);
+  write_options_section(w, "sft", "SFT loop sizes.", c.sft);
+  write_options_section(w, "optimizer", "AdamW with linear warm-up, then constant or cosine decay.", c.optimizer);
+  write_options_section(w, "checkpoint", "Atomic checkpoints under run.dir/checkpoints/step_NNNNNNNN.", c.checkpoint);
   return w.str();
 }
 

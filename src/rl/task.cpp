@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "turnrl/core/hash.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/random.h"
 
@@ -23,9 +24,7 @@ std::pair<TaskSet, TaskSet> TaskSet::split(double validation_fraction, uint64_t 
   std::pair<TaskSet, TaskSet> out;
   for (const Task& t : tasks) {
     // FNV-1a of the id, mixed with the seed: stable across runs, machines and set orderings.
-    uint64_t h = 1469598103934665603ull ^ seed;
-    for (unsigned char c : t.id) h = (h ^ c) * 1099511628211ull;
-    uint64_t state = h;
+    uint64_t state = fnv1a64(t.id, kFnv1aOffset ^ seed);
     const double u = double(splitmix64(state) >> 11) * 0x1.0p-53;
     (u < validation_fraction ? out.second : out.first).tasks.push_back(t);
   }

@@ -193,4 +193,12 @@ void write_described(ConfigWriter& w, T options) {
   describe(fields, options);
 }
 
+// A section of a config file: its comment, then what write_options(writer, options) writes.
+template <typename T>
+void write_options_section(ConfigWriter& w, const std::string& name, const std::string& comment, const T& options) {
+  w.open(name, comment);
+  write_options(w, options);
+  w.close();
+}
+
 }  // namespace turnrl

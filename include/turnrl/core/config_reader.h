@@ -40,6 +40,13 @@ class ConfigReader {
 
   // A nested section (empty reader when absent); the caller finishes it.
   ConfigReader section(const std::string& key);
+  // Reads the nested section `key` with read(ConfigReader&), then rejects its unknown keys.
+  template <typename Fn>
+  void section(const std::string& key, Fn&& read) {
+    ConfigReader nested = section(key);
+    read(nested);
+    nested.finish();
+  }
   // True when the key is present (and marks it known).
   bool has(const std::string& key);
   // Marks a key as known without reading it (handled elsewhere).
