@@ -19,11 +19,9 @@ struct Shape {
   bool tied;
 };
 
-// Qwen3ForCausalLM as the Qwen3 releases' config.json files write it.
-json qwen3_config(const Shape& s) {
-  return {{"architectures", {"Qwen3ForCausalLM"}},
-          {"model_type", "qwen3"},
-          {"vocab_size", s.vocab},
+// The keys every family's config.json shares, from the shape.
+json common_config(const Shape& s) {
+  return {{"vocab_size", s.vocab},
           {"hidden_size", s.hidden},
           {"intermediate_size", s.intermediate},
           {"num_hidden_layers", s.layers},
@@ -33,52 +31,47 @@ json qwen3_config(const Shape& s) {
           {"hidden_act", "silu"},
           {"max_position_embeddings", s.max_positions},
           {"initializer_range", 0.02},
-          {"rms_norm_eps", 1e-6},
           {"use_cache", true},
           {"tie_word_embeddings", s.tied},
-          {"rope_theta", 1000000.0},
-          {"rope_scaling", nullptr},
           {"attention_bias", false},
           {"attention_dropout", 0.0},
-          {"use_sliding_window", false},
-          {"sliding_window", nullptr},
-          {"max_window_layers", s.layers},
-          {"bos_token_id", 151643},
-          {"eos_token_id", 151643},
           {"torch_dtype", "bfloat16"}};
+}
+
+// Qwen3ForCausalLM as the Qwen3 releases' config.json files write it.
+json qwen3_config(const Shape& s) {
+  json c = common_config(s);
+  c.update({{"architectures", {"Qwen3ForCausalLM"}},
+            {"model_type", "qwen3"},
+            {"rms_norm_eps", 1e-6},
+            {"rope_theta", 1000000.0},
+            {"rope_scaling", nullptr},
+            {"use_sliding_window", false},
+            {"sliding_window", nullptr},
+            {"max_window_layers", s.layers},
+            {"bos_token_id", 151643},
+            {"eos_token_id", 151643}});
+  return c;
 }
 
 // LlamaForCausalLM as Llama-3.2's config.json writes it (llama3 rope scaling).
 json llama3_config(const Shape& s) {
-  return {{"architectures", {"LlamaForCausalLM"}},
-          {"model_type", "llama"},
-          {"vocab_size", s.vocab},
-          {"hidden_size", s.hidden},
-          {"intermediate_size", s.intermediate},
-          {"num_hidden_layers", s.layers},
-          {"num_attention_heads", s.heads},
-          {"num_key_value_heads", s.kv_heads},
-          {"head_dim", s.head_dim},
-          {"hidden_act", "silu"},
-          {"max_position_embeddings", s.max_positions},
-          {"initializer_range", 0.02},
-          {"rms_norm_eps", 1e-5},
-          {"use_cache", true},
-          {"tie_word_embeddings", s.tied},
-          {"rope_theta", 500000.0},
-          {"rope_scaling",
-           {{"rope_type", "llama3"},
-            {"factor", 32.0},
-            {"low_freq_factor", 1.0},
-            {"high_freq_factor", 4.0},
-            {"original_max_position_embeddings", 8192}}},
-          {"attention_bias", false},
-          {"attention_dropout", 0.0},
-          {"mlp_bias", false},
-          {"pretraining_tp", 1},
-          {"bos_token_id", 128000},
-          {"eos_token_id", 128001},
-          {"torch_dtype", "bfloat16"}};
+  json c = common_config(s);
+  c.update({{"architectures", {"LlamaForCausalLM"}},
+            {"model_type", "llama"},
+            {"rms_norm_eps", 1e-5},
+            {"rope_theta", 500000.0},
+            {"rope_scaling",
+             {{"rope_type", "llama3"},
+              {"factor", 32.0},
+              {"low_freq_factor", 1.0},
+              {"high_freq_factor", 4.0},
+              {"original_max_position_embeddings", 8192}}},
+            {"mlp_bias", false},
+            {"pretraining_tp", 1},
+            {"bos_token_id", 128000},
+            {"eos_token_id", 128001}});
+  return c;
 }
 
 struct Preset {

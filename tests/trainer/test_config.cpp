@@ -8,21 +8,14 @@
 #include "turnrl/core/config_reader.h"
 #include "turnrl/core/error.h"
 #include "turnrl/trainer/config.h"
+#include "trainer/trainer_test_support.h"
 
 using namespace turnrl;
 
 namespace {
 
-TrainConfig parse(const std::string& yaml) { return parse_config(parse_yaml(yaml, "test")); }
-
-std::string error_of(const std::string& yaml) {
-  try {
-    parse(yaml);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+TrainConfig parse(const std::string& yaml) { return test::parse_config_text(yaml); }
+std::string error_of(const std::string& yaml) { return test::config_error(yaml); }
 
 }  // namespace
 

@@ -46,6 +46,9 @@ TrainConfig hf_config(const std::string& model_dir, const std::string& run_dir, 
   c.trainer.tasks_per_step = 1;
   c.trainer.samples_per_task = 2;
   c.sampling.max_new_tokens = 8;
+  // Random text fails the format alike in every episode, so the advantages are 0; the entropy
+  // bonus still moves every weight, which the resume must reproduce.
+  c.policy_loss.entropy_coef = 0.01;
   return c;
 }
 
@@ -150,14 +153,48 @@ TEST_CASE("an hf policy trains with code actions, checkpoints a complete HF fold
   ModelConfig m;
   m.type = "hf";
   m.path = exported;
-  const ChatPolicy loaded = make_chat_policy(m, 1, torch::kCPU);
-  const auto c = loaded.policy->parameters();
+  const auto c = make_chat_policy(m, 1, torch::kCPU).policy->parameters();
   REQUIRE(c.size() == b.size());
   for (size_t i = 0; i < c.size(); ++i) CHECK(torch::equal(c[i], b[i]));
+  m.path = model;
+  const auto initial = make_chat_policy(m, 1, torch::kCPU).policy->parameters();
+  int64_t trained = 0;
+  for (size_t i = 0; i < initial.size(); ++i) trained += !torch::equal(initial[i], b[i]);
+  CHECK(trained == int64_t(initial.size()));
 }
 
 TEST_CASE("model.type hf with env.action plan is refused naming env.action", "[trainer][hf]") {
   TrainConfig c = hf_config("/nonexistent", test::fresh_dir("hf-plan"), 1);
   c.env.action = ActionFormat::plan;
   CHECK_THROWS_WITH(kernel_recipe(c, std::make_shared<test::PlanRuleEvaluator>()), Catch::Contains("env.action"));
+}
+
+TEST_CASE("with LoRA the checkpoint's policy/ is a peft adapter folder that resumes", "[trainer][hf]") {
+  const std::string model = tiny_qwen3("lora-model");
+  const auto evaluator = std::make_shared<test::PlanRuleEvaluator>();
+  const std::string dir = test::fresh_dir("hf-lora");
+  const auto with_lora = [&](int64_t steps) {
+    TrainConfig c = hf_config(model, dir, steps);
+    c.model.lora.rank = 4;
+    c.model.lora.target_modules = {"q_proj", "v_proj"};
+    return c;
+  };
+  std::vector<torch::Tensor> adapters;
+  {
+    KernelTrainer first(with_lora(1), evaluator);
+    first.train();
+    adapters = parameters_of(first);
+  }
+  REQUIRE(adapters.size() == 2 * 2 * 2);  // 2 layers x {q_proj, v_proj} x {A, B}
+  const std::string policy = latest_checkpoint(dir + "/checkpoints")->path + "/policy";
+  for (const char* file : {"adapter_config.json", "adapter_model.safetensors", "tokenizer.json"}) {
+    INFO(file);
+    CHECK(fs::exists(fs::path(policy) / file));
+  }
+  CHECK_FALSE(fs::exists(fs::path(policy) / "model.safetensors"));
+  // Resuming reads the adapters back into a fresh policy (whose own adapters start elsewhere).
+  KernelTrainer resumed(with_lora(1), evaluator);
+  REQUIRE(resumed.resume());
+  const auto loaded = parameters_of(resumed);
+  for (size_t i = 0; i < loaded.size(); ++i) CHECK(torch::equal(loaded[i], adapters[i]));
 }

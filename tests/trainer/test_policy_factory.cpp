@@ -16,14 +16,16 @@ TEST_CASE("a builtin model section gives a TransformerPolicy over the byte chat 
   m.d_model = 32, m.layers = 1, m.heads = 2, m.max_seq = 128;
   const ChatPolicy a = make_chat_policy(m, 7, torch::kCPU);
   const ChatPolicy b = make_chat_policy(m, 7, torch::kCPU);
-  REQUIRE(dynamic_cast<TransformerPolicy*>(a.policy.get()) != nullptr);
+  const auto* builtin = dynamic_cast<TransformerPolicy*>(a.policy.get());
+  REQUIRE(builtin != nullptr);
+  CHECK(builtin->options().vocab() == a.tokenizer->vocab_size());
+  CHECK(builtin->options().max_seq() == 128);
   CHECK(dynamic_cast<const ByteChatTokenizer*>(a.tokenizer.get()) != nullptr);
   CHECK(a.max_seq == 128);
   // Seeded: the same seed draws the same weights, as the recipe's torch::manual_seed did.
   const auto pa = a.policy->parameters(), pb = b.policy->parameters();
   REQUIRE(pa.size() == pb.size());
   for (size_t i = 0; i < pa.size(); ++i) CHECK(torch::equal(pa[i], pb[i]));
-  CHECK(pa.front().size(0) == a.tokenizer->vocab_size());
   m.max_seq = 0;
   CHECK(make_chat_policy(m, 7, torch::kCPU).max_seq == 64);
 }

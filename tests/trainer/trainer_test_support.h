@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include "turnrl/core/config_reader.h"
+#include "turnrl/core/error.h"
 #include "turnrl/core/filesystem.h"
 #include "turnrl/eval/evaluator.h"
 #include "turnrl/trainer/config.h"
@@ -79,6 +81,17 @@ inline TrainConfig tiny_config(const std::string& run_dir, int64_t steps = 4) {
   c.optimizer.lr = 1e-2;
   c.rejection.groups.min_last_turn_std = 0;  // keep every group: more rows to train on
   return c;
+}
+
+// parse_config of YAML text, and the message it fails with ("" when it reads).
+inline TrainConfig parse_config_text(const std::string& yaml) { return parse_config(parse_yaml(yaml, "test")); }
+inline std::string config_error(const std::string& yaml) {
+  try {
+    parse_config_text(yaml);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 inline std::string fresh_dir(const std::string& name) {
