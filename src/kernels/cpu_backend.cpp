@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <atomic>

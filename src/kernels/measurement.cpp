@@ -1,5 +1,7 @@
 #include "turnrl/kernels/measurement.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <cmath>
 
