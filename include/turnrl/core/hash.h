@@ -7,7 +7,9 @@
 
 namespace turnrl {
 
-constexpr uint64_t kFnv1aOffset = 1469598103934665603ull;
+// The standard 64-bit offset basis. (The four copies this replaced used 1469598103934665603, a digit
+// short of it: not FNV-1a, though stable. Cache keys and the hash split of tasks changed with it.)
+constexpr uint64_t kFnv1aOffset = 14695981039346656037ull;
 
 // FNV-1a of `bytes`, continuing from `state` (chain calls to hash several pieces in order).
 inline uint64_t fnv1a64(std::string_view bytes, uint64_t state = kFnv1aOffset) {
