@@ -30,17 +30,14 @@ while (($#)); do
   shift
 done
 
-prefix=/tmp/turnrl-deps
-mkdir -p "$prefix"
-for deb in .deps/debs/*.deb; do dpkg -x "$deb" "$prefix"; done
-export LD_LIBRARY_PATH="$prefix/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+source benchmarks/device/deps_prefix.sh
 torch_prefix=$(python3 -c 'import torch;print(torch.utils.cmake_prefix_path)')
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 
 start=$(date +%s)
 cmake -S . -B build-device -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$torch_prefix;$prefix/usr;$prefix/usr/share/eigen3/cmake" \
-  -DCMAKE_CUDA_ARCHITECTURES=90a 2>&1 | tail -n 5 | tee "$OUT/configure.txt"
+  -DPKG_CONFIG_EXECUTABLE="$pkg_config" -DCMAKE_CUDA_ARCHITECTURES=90a 2>&1 | tail -n 5 | tee "$OUT/configure.txt"
 cmake --build build-device -j "$(nproc)" ${targets[@]:+--target "${targets[@]}"} -- -k 0 2>&1 | grep -E "error|FAILED|warning: unused" | head -n 60 | tee "$OUT/build.txt"
 echo "build: $(( $(date +%s) - start )) s"
 
