@@ -261,7 +261,10 @@ def with_transformers(family, state, folder):
     model.load_state_dict(state, strict=not spec["config"]["tie_word_embeddings"])
     model.generation_config.eos_token_id = None  # 64 tokens whatever is drawn
     model.save_pretrained(folder, safe_serialization=True)
-    model = model.to(torch.float32)
+    # References from the saved folder as a user loads it. Not model.to(float32): casting a built
+    # model to bf16/f16 also rounds its rotary inv_freq buffer, which from_pretrained keeps float32.
+    model = model_class.from_pretrained(folder, dtype=torch.float32).eval()
+    model.generation_config.eos_token_id = None
     logits, greedy = [], []
     with torch.no_grad():
         for prompt in PROMPTS:
@@ -309,6 +312,10 @@ def full_size(out):
                 else:
                     p.copy_(2 * torch.randn(p.shape, generator=g, device=device) / math.sqrt(p.shape[1]))
         model.save_pretrained(folder, safe_serialization=True)
+        del model
+        # As a user loads it (see with_transformers: a cast model's inv_freq is rounded to bf16).
+        model = getattr(transformers, spec["architecture"]).from_pretrained(
+            folder, dtype=torch.bfloat16).to(device).eval()
         model.generation_config.eos_token_id = None
         logits, greedy = [], []
         with torch.no_grad():

@@ -33,6 +33,7 @@
 
 #include <ATen/Parallel.h>
 #include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
 
 #include "turnrl/kernels/candidate_api.h"
 #include "turnrl/kernels/cpu_protocol.h"
@@ -322,9 +323,15 @@ double measure_bandwidth() {
 // its timer stops) sets *self_timed.
 // Keeps freed blocks by size and hands them out again; never returns memory to the system.
 // Single-threaded use (the worker runs LibTorch with one thread); the lock is for safety only.
+// LibTorch 1.13 declares Allocator::allocate const; 2.x does not.
+#if TORCH_VERSION_MAJOR < 2
+#define TURNRL_ALLOCATE_QUALIFIER const
+#else
+#define TURNRL_ALLOCATE_QUALIFIER
+#endif
 class ReusingCpuAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) TURNRL_ALLOCATE_QUALIFIER override {
     void* p = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu());
