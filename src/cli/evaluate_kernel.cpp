@@ -1,8 +1,6 @@
 // `turnrl evaluate-kernel`: one candidate (source or kernel plan) through the evaluator, the reward
 // policy and the feedback renderer, exactly as one turn of an episode sees it.
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 

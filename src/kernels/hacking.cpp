@@ -3,7 +3,6 @@
 #include <elf.h>
 
 #include <algorithm>
-#include <fstream>
 #include <iterator>
 #include <cctype>
 #include <regex>

@@ -5,12 +5,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
+#include "../core/json_lines.h"
 #include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/filesystem.h"
@@ -27,12 +25,6 @@ const std::vector<std::string> kTopKeys = {"id",        "backend",  "level",   "
 const std::vector<std::string> kMetadataKeys = {"entry_point", "atol", "rtol", "precision_atol", "precision_rtol",
                                                 "forbid", "extra_shapes", "device", "name", "source", "problem_id",
                                                 "note"};
-
-// "an array", "a number", "null": what a message says was found.
-std::string kind_of(const json& v) {
-  if (v.is_null()) return "null";
-  return std::string(v.is_array() || v.is_object() ? "an " : "a ") + v.type_name();
-}
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
@@ -143,21 +135,12 @@ void validate_python_task(const PythonTask& t, const std::string& where) {
 }
 
 PythonTaskSet load_python_tasks(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("{}: cannot open the task file", path);
   PythonTaskSet set;
-  std::string line;
-  for (int lineno = 1; std::getline(in, line); ++lineno) {
-    const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#') continue;
-    const std::string where = fmt::format("{}:{}", path, lineno);
-    const json n = json::parse(line, nullptr, false);
-    if (n.is_discarded()) fail("{}: not a JSON object (the line is not valid JSON)", where);
-    if (!n.is_object()) fail("{}: expected a JSON object, got {}", where, kind_of(n));
+  detail::for_each_json_line(path, "the task file", [&](const json& n, const std::string& where) {
     auto text = [&](const char* key, std::string& out) {
       const auto v = n.find(key);
       if (v == n.end() || v->is_null()) return;
-      if (!v->is_string()) fail("{}: key '{}' must be a string, got {}", where, key, kind_of(*v));
+      if (!v->is_string()) fail("{}: key '{}' must be a string, got {}", where, key, detail::json_kind(*v));
       out = v->get<std::string>();
     };
     for (const auto& member : n.items())
@@ -184,7 +167,7 @@ PythonTaskSet load_python_tasks(const std::string& path) {
       for (const auto& [key, value] : meta->items()) {
         if (std::find(kMetadataKeys.begin(), kMetadataKeys.end(), key) == kMetadataKeys.end())
           fail("{}: unknown metadata key '{}'; allowed: {}", where, key, fmt::join(kMetadataKeys, ", "));
-        if (!value.is_string()) fail("{}: metadata.{} must be a string, got {}", where, key, kind_of(value));
+        if (!value.is_string()) fail("{}: metadata.{} must be a string, got {}", where, key, detail::json_kind(value));
         const std::string v = value.get<std::string>();
         if (key == "entry_point") t.entry_point = v;
         else if (key == "atol") t.atol = tolerance(v, key, where);
@@ -200,7 +183,7 @@ PythonTaskSet load_python_tasks(const std::string& path) {
     validate_python_task(t, where);
     if (set.find(t.id)) fail("{}: duplicate task id '{}'", where, t.id);
     set.tasks.push_back(std::move(t));
-  }
+  });
   return set;
 }
 

@@ -1,7 +1,5 @@
 #include "turnrl/model/bpe_tokenizer.h"
 
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include "bpe_added_vocabulary.h"

@@ -2,8 +2,6 @@
 #include "turnrl/model/hf_config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
