@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -274,10 +273,12 @@ SandboxLimits PythonEvalOptions::default_limits() {
 }
 
 PythonRuntime probe_python(const std::string& executable, bool import_torch) {
-  // No single quotes in the program: the shell command quotes it.
+  // No single quotes in the program: the shell command quotes it. Module path entries that are not
+  // UTF-8 (decoded with surrogateescape: lone surrogates) have no JSON form and are left out.
   const std::string program = std::string(
       "import sys, json, importlib.util as u\n"
-      "r = {\"executable\": sys.executable, \"path\": [p for p in sys.path if p], "
+      "r = {\"executable\": sys.executable, "
+      "\"path\": [p for p in sys.path if p and not any(0xD800 <= ord(c) < 0xE000 for c in p)], "
       "\"python\": sys.version.split()[0], \"torch\": u.find_spec(\"torch\") is not None, "
       "\"triton\": u.find_spec(\"triton\") is not None}\n") +
       (import_torch ? "try:\n"
@@ -303,8 +304,7 @@ PythonRuntime probe_python(const std::string& executable, bool import_torch) {
     rt.error = fmt::format("'{}' did not run (exit status {}): {}", executable, WEXITSTATUS(status), trim_to(out, 400));
     return rt;
   }
-  // The probe's json.dumps escapes every non-ASCII character; a lone surrogate (a sys.path entry
-  // that is not UTF-8) still makes the line ill-formed JSON, and that is reported, never thrown.
+  // A line that does not parse (an executable path that is not UTF-8) is reported, never thrown.
   const nlohmann::json probe = nlohmann::json::parse(out.substr(p + 13, out.find('\n', p) - p - 13), nullptr, false);
   if (probe.is_discarded()) {
     rt.error = fmt::format("'{}' printed a probe line that is not valid JSON: {}", executable, trim_to(out, 400));
@@ -967,32 +967,21 @@ std::shared_ptr<KernelEvaluator> make_python_evaluator(const EvaluatorConfig& c)
 }
 
 std::vector<EvalResult> PythonEvaluator::evaluate(const std::vector<EvalRequest>& requests) {
-  std::vector<EvalResult> results(requests.size());
   Impl& m = *impl_;
-  std::atomic<size_t> next{0};
-  auto serve = [&](size_t w) {
-    for (size_t i; (i = next++) < requests.size();) {
-      const auto t0 = std::chrono::steady_clock::now();
-      m.slots[w].phases.clear();
-      try {
-        results[i] = m.run(m.slots[w], requests[i]);
-      } catch (const std::exception& e) {
-        results[i] = EvalResult{};
-        results[i].error = EvalError::internal;
-        results[i].message = e.what();
-        m.slots[w].worker->stop();
-      }
-      results[i].wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      m.phase_seconds[i] = m.slots[w].phases;
-    }
-  };
   m.phase_seconds.assign(requests.size(), {});
-  const size_t n = std::min(requests.size(), m.slots.size());
-  std::vector<std::thread> threads;
-  for (size_t w = 1; w < n; ++w) threads.emplace_back(serve, w);
-  if (n > 0) serve(0);
-  for (auto& t : threads) t.join();
-  return results;
+  return evaluate_on_pool(m.slots.size(), requests.size(), [&](size_t w, size_t i) {
+    Impl::Slot& slot = m.slots[w];
+    slot.phases.clear();
+    try {
+      EvalResult r = m.run(slot, requests[i]);
+      m.phase_seconds[i] = slot.phases;
+      return r;
+    } catch (...) {
+      slot.worker->stop();  // the protocol broke off mid-request: the next request gets a fresh worker
+      m.phase_seconds[i] = slot.phases;
+      throw;  // evaluate_on_pool turns it into an internal-error result
+    }
+  });
 }
 
 }  // namespace turnrl
