@@ -146,8 +146,8 @@ TEST_CASE("the context length ends an episode whose next prompt does not fit, ma
   for (int64_t row = 0; row < b.size(); ++row) CHECK(b.attention_mask[row].sum().item<int64_t>() <= 8);
   CHECK(rollout_metrics(r).at("rollout/truncated_episodes") == 2);
   // Kept rows keep their marks.
-  const RolloutBatch kept = select_rollout_rows(r, torch::tensor({true, false, false, true, true, false}));
-  CHECK(kept.truncated == std::vector<uint8_t>{0, 1, 0});
+  const RolloutBatch kept = select_rollout_rows(r, torch::tensor({true, false, true, true, false, false}));
+  CHECK(kept.truncated == std::vector<uint8_t>{0, 0, 1});
 
   // Without a limit nothing is truncated; a first prompt that fills the context is an error.
   const RolloutCollector unlimited(pool_of([] { return std::make_unique<ToyEnv>(); }), std::make_shared<ContextCodec>(0));
