@@ -360,7 +360,7 @@ TEST_CASE("python backend: adversarial candidates of every class are flagged or 
 
 TEST_CASE("python backend: bytes that are not UTF-8 in a candidate's source, output or exception end in a verdict") {
   if (skip_without_torch()) return;
-  // The worker's replies are ASCII-only JSON (lone surrogates travel as the text "\\udcff"), and the
+  // The worker's replies are ASCII-only JSON (a lone surrogate travels as the six characters \udcff), and the
   // request carries a source's ill-formed bytes as U+FFFD: neither direction can break a frame, so
   // neither is mistaken for a candidate forging the channel.
   const auto cands = test::python_candidates(std::string(TURNRL_TEST_DATA_DIR) + "/python_tasks/adversarial",

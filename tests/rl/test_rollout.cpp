@@ -10,7 +10,9 @@
 #include <torch/utils.h>
 
 #include "turnrl/core/error.h"
+#include "turnrl/model/chat_tokenizer.h"
 #include "turnrl/model/transformer.h"
+#include "turnrl/rl/chat_codec.h"
 #include "turnrl/rl/trainer.h"
 
 using namespace turnrl;
@@ -160,6 +162,11 @@ TEST_CASE("the context length ends an episode whose next prompt does not fit, ma
   CHECK_THROWS_WITH(tiny.collect(policy, toy_tasks(), 1, SamplingOptions(), 5),
                     Catch::Contains("task 'one_turn': its first prompt is 1 tokens") &&
                         Catch::Contains("context of 1 tokens"));
+  // ChatCodec carries the policy's context (ChatPolicy::max_seq) to the collector.
+  const auto bytes = std::make_shared<const ByteChatTokenizer>();
+  CHECK(ChatCodec(bytes, 64, 512).context_length() == 512);
+  CHECK(ChatCodec(bytes, 64).context_length() == 0);
+  CHECK_THROWS_WITH(ChatCodec(bytes, 64, -1), Catch::Contains("context_length -1 is out of range"));
 }
 
 TEST_CASE("pools, collectors and trainers name what is wrong with their parts", "[trainer][rollout]") {
