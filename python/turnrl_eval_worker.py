@@ -131,12 +131,34 @@ def _json(v):
     if t is float:
         return float.__repr__(v) if math.isfinite(v) else "null"
     if t is str:
-        return '"' + str.translate(v, _ESCAPES) + '"'
+        return _json_string(v)
     if t is list or t is tuple:
         return "[" + ",".join([_json(x) for x in v]) + "]"
     if t is dict:
         return "{" + ",".join([_json(str(k)) + ":" + _json(x) for k, x in dict.items(v)]) + "}"
     return _json(str(v))
+
+
+def _json_string(s):
+    # ASCII only on the wire, so a reply is valid UTF-8 whatever the candidate printed or raised: other
+    # characters go as \uXXXX escapes (astral ones as a surrogate pair). A lone surrogate (bytes
+    # decoded with surrogateescape, or a str the candidate built) has no UTF-8 form and JSON readers
+    # refuse its escape, so it travels as the text of its Python escape, backslash and all: "\udcff".
+    if str.isascii(s):
+        return '"' + str.translate(s, _ESCAPES) + '"'
+    out = []
+    for c in s:
+        o = ord(c)
+        if o < 128:
+            out.append(_ESCAPES.get(o, c))
+        elif 0xD800 <= o < 0xE000:
+            out.append("\\\\u%04x" % o)
+        elif o < 0x10000:
+            out.append("\\u%04x" % o)
+        else:
+            o -= 0x10000
+            out.append("\\u%04x\\u%04x" % (0xD800 | (o >> 10), 0xDC00 | (o & 0x3FF)))
+    return '"' + "".join(out) + '"'
 
 
 class _Blob:
@@ -1436,7 +1458,7 @@ def _serve_one(body):
     _protect_loaded_classes()  # modules torch or triton imported lazily during this request
     if _state.get("restart"):
         reply["restart"] = _state["restart"]
-    _write_frame(b"R", _json(reply).encode("utf-8", "replace") + b"\n" + blob.bytes())
+    _write_frame(b"R", _json(reply).encode("ascii") + b"\n" + blob.bytes())
 
 
 def _bandwidth(torch, device):

@@ -1,8 +1,6 @@
 // `turnrl evaluate-kernel`: one candidate (source or kernel plan) through the evaluator, the reward
 // policy and the feedback renderer, exactly as one turn of an episode sees it.
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -11,6 +9,7 @@
 
 #include "commands.h"
 #include "turnrl/core/error.h"
+#include "turnrl/core/filesystem.h"
 #include "turnrl/kernels/builtin_tasks.h"
 #include "turnrl/kernels/kernel_env.h"
 #include "turnrl/rl/task.h"
@@ -27,20 +26,12 @@ struct EvaluateKernelArgs {
   std::vector<std::string> sets;
 };
 
-std::string read_candidate(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("CANDIDATE_FILE: cannot read '{}'", path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 void run_evaluate_kernel(const EvaluateKernelArgs& a) {
   const TrainConfig config = load_config(a.config, a.sets);
   const TaskSet tasks =
       config.tasks.source == "file" ? load_tasks_jsonl(config.tasks.file) : builtin_tasks(builtin_task_backend(config.evaluator));
   const Task& task = tasks.find(a.task);
-  const std::string text = read_candidate(a.candidate_file);
+  const std::string text = read_file(a.candidate_file, "CANDIDATE_FILE");
   const bool is_plan = text.find("```") == std::string::npos && text.find("fusion=") != std::string::npos;
   KernelEnvOptions env = config.env;
   env.action = is_plan ? ActionFormat::plan : ActionFormat::code;

@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/ranges.h>
 
 #include "turnrl/core/error.h"
+#include "turnrl/core/filesystem.h"
 
 namespace turnrl {
 namespace {
@@ -188,12 +187,7 @@ YAML::Node parse_yaml(const std::string& text, const std::string& what) {
 }
 
 YAML::Node load_yaml_file(const std::string& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) fail("{}: cannot open the config file: {}", file, std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) fail("{}: cannot read the config file: {}", file, std::strerror(errno));
-  return parse_yaml(text.str(), file);
+  return parse_yaml(read_file(file, "the config file"), file);
 }
 
 void apply_override(YAML::Node& root, const std::string& assignment) {

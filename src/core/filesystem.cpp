@@ -1,5 +1,6 @@
 #include "turnrl/core/filesystem.h"
 
+#include <fcntl.h>
 #include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -8,7 +9,36 @@
 #include <cstdio>
 #include <cstring>
 
+#include "turnrl/core/error.h"
+
 namespace turnrl {
+
+std::string read_file(const std::string& path, const char* what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("{}: cannot open {}: {}", path, what, std::strerror(errno));
+  struct stat st;
+  const bool known = ::fstat(fd, &st) == 0;
+  if (known && S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    fail("{}: cannot read {}: it is a directory", path, what);
+  }
+  std::string bytes;
+  if (known && S_ISREG(st.st_mode)) bytes.reserve(size_t(st.st_size));
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int read_errno = errno;
+      ::close(fd);
+      fail("{}: cannot read {}: {}", path, what, std::strerror(read_errno));
+    }
+    bytes.append(buffer, size_t(n));
+  }
+  ::close(fd);
+  return bytes;
+}
 namespace {
 
 // nftw's callback cannot carry state; the first failure is kept per thread.

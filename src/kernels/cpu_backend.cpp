@@ -20,6 +20,7 @@
 
 #include "trial_seeds.h"
 #include "worker_round_trip.h"
+#include "turnrl/core/filesystem.h"
 #include "turnrl/core/hash.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/install_paths.h"
@@ -36,13 +37,6 @@ using cpu_detail::WorkerRequest;
 using cpu_detail::WorkerStatus;
 
 namespace {
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::string find_on_path(const std::string& name) {
   if (name.find('/') != std::string::npos) return name;
@@ -294,7 +288,7 @@ CpuEvaluator::CpuEvaluator(CpuEvalOptions options) : impl_(std::make_unique<Impl
   m.flags = {"-O2", "-std=c++17", "-shared", "-fPIC", "-fmax-errors=10", "-I", m.include_dir};
   m.flags_key = m.compiler;
   for (const auto& f : m.flags) m.flags_key += " " + f;
-  m.flags_key += read_file(fs::path(m.include_dir) / "turnrl/kernels/candidate_api.h");
+  m.flags_key += read_file((fs::path(m.include_dir) / "turnrl/kernels/candidate_api.h").string());
   SandboxLimits worker_limits = m.opt.limits;
   worker_limits.visible(m.objects_dir);
   for (int i = 0; i < m.opt.workers; ++i) {
@@ -333,12 +327,12 @@ CompiledCandidate CpuEvaluator::compile(const std::string& source) {
   const fs::path so = fs::path(m.objects_dir) / (c.hash + ".so");
   const fs::path sum = fs::path(m.cache_dir) / (c.hash + ".sum");
   const fs::path err = fs::path(m.cache_dir) / (c.hash + ".err");
-  if (fs::exists(so) && fs::exists(sum) && read_file(sum) == object_hash(so.string())) {
+  if (fs::exists(so) && fs::exists(sum) && read_file(sum.string()) == object_hash(so.string())) {
     c.ok = c.cached = true;
     c.library_path = so.string();
-    c.object_hash = read_file(sum);
+    c.object_hash = read_file(sum.string());
   } else if (fs::exists(err)) {
-    c.log = read_file(err);
+    c.log = read_file(err.string());
     c.cached = true;
   } else {
     const auto t0 = std::chrono::steady_clock::now();

@@ -25,12 +25,12 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "turnrl/core/hash.h"
 #include "turnrl/core/error.h"
+#include "turnrl/core/filesystem.h"
 #include "turnrl/kernels/cuda_launch.h"
 #include "turnrl/kernels/cuda_protocol.h"
 #include "turnrl/kernels/cuda_tasks.h"
@@ -62,13 +62,6 @@ std::string driver_error(CUresult r) {
   cuGetErrorName(r, &name);
   cuGetErrorString(r, &text);
   return fmt::format("{} ({})", name ? name : "?", text ? text : "?");
-}
-
-std::string read_file(const fs::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 void write_file_atomically(const fs::path& p, const std::string& bytes) {
@@ -173,10 +166,10 @@ Compiled compile_kernel_form(Device& dev, const std::string& source, const std::
   const fs::path cubin = fs::path(cache_dir) / (hash + ".cubin"), err = fs::path(cache_dir) / (hash + ".err");
   std::string image;
   if (fs::exists(cubin)) {
-    image = read_file(cubin);
+    image = read_file(cubin.string());
     c.cached = true;
   } else if (fs::exists(err)) {
-    c.log = read_file(err);
+    c.log = read_file(err.string());
     c.cached = true;
     return c;
   } else {
@@ -232,7 +225,7 @@ Compiled compile_launcher_form(Device& dev, const CudaWorkerRequest& req, const 
   c.form = CudaCandidateForm::launcher;
   const fs::path so = fs::path(req.cache_dir) / (hash + ".so"), err = fs::path(req.cache_dir) / (hash + ".err");
   if (fs::exists(err)) {
-    c.log = read_file(err);
+    c.log = read_file(err.string());
     c.cached = true;
     return c;
   }
@@ -269,7 +262,7 @@ Compiled compile_launcher_form(Device& dev, const CudaWorkerRequest& req, const 
       remove_private_dir(dir);
       return c;
     }
-    write_file_atomically(so, read_file(fs::path(dir) / "candidate.so"));
+    write_file_atomically(so, read_file((fs::path(dir) / "candidate.so").string()));
     remove_private_dir(dir);
   }
   void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -3,7 +3,6 @@
 #include <elf.h>
 
 #include <algorithm>
-#include <fstream>
 #include <iterator>
 #include <cctype>
 #include <regex>
@@ -11,6 +10,7 @@
 #include <sstream>
 
 #include "turnrl/core/error.h"
+#include "turnrl/core/filesystem.h"
 #include "turnrl/kernels/evaluator.h"
 
 namespace turnrl {
@@ -52,9 +52,7 @@ bool any_prefix(const std::string& name, std::initializer_list<const char*> pref
 }  // namespace
 
 std::vector<ImportedSymbol> imported_symbols(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail("imported_symbols: cannot read '{}'", path);
-  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const std::string bytes = read_file(path, "the object for imported_symbols");
   const auto eh = read_at<Elf64_Ehdr>(bytes, 0);
   if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64)
     fail("imported_symbols: '{}' is not an ELF64 object", path);

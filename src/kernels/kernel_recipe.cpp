@@ -99,7 +99,7 @@ KernelRecipe kernel_recipe(TrainConfig config, std::shared_ptr<KernelEvaluator> 
     ChatPolicy chat = make_chat_policy(c.model, uint64_t(c.trainer.seed), device);
     k.tokenizer = chat.tokenizer;
     k.parts.policy = chat.policy;
-    k.parts.codec = std::make_shared<ChatCodec>(k.tokenizer, c.sampling.max_new_tokens);
+    k.parts.codec = std::make_shared<ChatCodec>(k.tokenizer, c.sampling.max_new_tokens, chat.max_seq);
   }
 
   const KernelRewardPolicy reward(c.reward);

@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -18,23 +17,64 @@
 #include <thread>
 
 #include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
 
-#include "python_json.h"
 #include "syscall_filter.h"
 #include "trial_seeds.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/install_paths.h"
 #include "turnrl/kernels/cpu_backend.h"
 #include "turnrl/kernels/cpu_tasks.h"
+#include "turnrl/rl/metrics.h"
 
 namespace turnrl {
 namespace fs = std::filesystem;
-using python_detail::Json;
-using python_detail::json_quote;
 
 namespace {
 
 constexpr int kTamperExit = 86;  // the worker's audit hook stopped it (python/turnrl_eval_worker.py)
+
+// A lenient view of a worker reply's JSON: a member that is absent, or of another type than the
+// one asked for, reads as null, "", 0 or false. What a reply must hold is checked where it is used
+// (a frame without the request's nonce is refused before anything else is read).
+class Field {
+ public:
+  explicit Field(const nlohmann::json& node) : node_(&node) {}
+  Field operator[](const char* key) const {
+    if (!node_->is_object()) return Field(null_node());
+    const auto it = node_->find(key);
+    return it == node_->end() ? Field(null_node()) : Field(*it);
+  }
+  std::vector<Field> items() const {
+    std::vector<Field> out;
+    if (node_->is_array())
+      for (const auto& item : *node_) out.emplace_back(item);
+    return out;
+  }
+  bool is_object() const { return node_->is_object(); }
+  bool is_number() const { return node_->is_number(); }
+  std::string str() const { return node_->is_string() ? node_->get<std::string>() : std::string(); }
+  double num(double fallback = 0) const { return node_->is_number() ? node_->get<double>() : fallback; }
+  int64_t integer() const {
+    if (node_->is_number_integer()) return node_->get<int64_t>();
+    const double v = num(0);
+    return std::isfinite(v) && std::abs(v) < 9e18 ? int64_t(v) : 0;
+  }
+  bool truthy() const { return node_->is_boolean() ? node_->get<bool>() : !node_->is_null(); }
+  // An array of numbers (other items read as 0).
+  std::vector<double> numbers() const {
+    std::vector<double> out;
+    for (const Field& f : items()) out.push_back(f.num(0));
+    return out;
+  }
+
+ private:
+  static const nlohmann::json& null_node() {
+    static const nlohmann::json null;
+    return null;
+  }
+  const nlohmann::json* node_;
+};
 
 std::string trim_to(std::string s, size_t n) {
   if (s.size() > n) s = s.substr(0, n) + fmt::format("\n[... {} more bytes]", s.size() - n);
@@ -94,12 +134,12 @@ int64_t count_poison(const std::string& dtype, const char* p, size_t nbytes) {
   return 0;
 }
 
-std::vector<Output> decode_outputs(const Json& descs, const std::string& blob) {
+std::vector<Output> decode_outputs(Field descs, const std::string& blob) {
   std::vector<Output> outs;
-  for (const Json& d : descs.items) {
+  for (const Field d : descs.items()) {
     Output o;
     o.dtype = d["dtype"].str();
-    for (const Json& s : d["shape"].items) o.shape.push_back(s.integer());
+    for (const Field s : d["shape"].items()) o.shape.push_back(s.integer());
     const auto offset = size_t(d["offset"].integer()), nbytes = size_t(d["nbytes"].integer());
     require(offset + nbytes <= blob.size(), "python worker protocol: output bytes past the end of the reply");
     at::Tensor t = at::empty(o.shape, at::TensorOptions(scalar_type(o.dtype)));
@@ -161,8 +201,8 @@ void add_once(std::vector<HackFinding>& f, uint32_t flag, std::string reason) {
   f.push_back({flag, std::move(reason)});
 }
 
-void add_worker_findings(const Json& findings, std::vector<HackFinding>& f) {
-  for (const Json& x : findings.items) add_once(f, flag_named(x["flag"].str()), x["reason"].str());
+void add_worker_findings(Field findings, std::vector<HackFinding>& f) {
+  for (const Field x : findings.items()) add_once(f, flag_named(x["flag"].str()), x["reason"].str());
 }
 
 std::string tamper_reason(const std::string& tail) {
@@ -233,10 +273,12 @@ SandboxLimits PythonEvalOptions::default_limits() {
 }
 
 PythonRuntime probe_python(const std::string& executable, bool import_torch) {
-  // No single quotes in the program: the shell command quotes it.
+  // No single quotes in the program: the shell command quotes it. Module path entries that are not
+  // UTF-8 (decoded with surrogateescape: lone surrogates) have no JSON form and are left out.
   const std::string program = std::string(
       "import sys, json, importlib.util as u\n"
-      "r = {\"executable\": sys.executable, \"path\": [p for p in sys.path if p], "
+      "r = {\"executable\": sys.executable, "
+      "\"path\": [p for p in sys.path if p and not any(0xD800 <= ord(c) < 0xE000 for c in p)], "
       "\"python\": sys.version.split()[0], \"torch\": u.find_spec(\"torch\") is not None, "
       "\"triton\": u.find_spec(\"triton\") is not None}\n") +
       (import_torch ? "try:\n"
@@ -262,9 +304,15 @@ PythonRuntime probe_python(const std::string& executable, bool import_torch) {
     rt.error = fmt::format("'{}' did not run (exit status {}): {}", executable, WEXITSTATUS(status), trim_to(out, 400));
     return rt;
   }
-  const Json r = python_detail::parse_json(out.substr(p + 13, out.find('\n', p) - p - 13));
+  // A line that does not parse (an executable path that is not UTF-8) is reported, never thrown.
+  const nlohmann::json probe = nlohmann::json::parse(out.substr(p + 13, out.find('\n', p) - p - 13), nullptr, false);
+  if (probe.is_discarded()) {
+    rt.error = fmt::format("'{}' printed a probe line that is not valid JSON: {}", executable, trim_to(out, 400));
+    return rt;
+  }
+  const Field r(probe);
   rt.executable = r["executable"].str().empty() ? executable : r["executable"].str();
-  for (const Json& s : r["path"].items) rt.sys_path.push_back(s.str());
+  for (const Field s : r["path"].items()) rt.sys_path.push_back(s.str());
   rt.python_version = r["python"].str();
   rt.has_torch = r["torch"].truthy();
   rt.has_triton = r["triton"].truthy();
@@ -317,7 +365,8 @@ struct PythonEvaluator::Impl {
   std::vector<std::map<std::string, double>> phase_seconds;  // per request of the last evaluate()
 
   struct Reply {
-    Json head;
+    nlohmann::json frame;  // the reply's JSON line
+    Field head() const { return Field(frame); }
     std::string blob;
     // Measured here, outside the worker: what the request cost (NaN when it cannot be read).
     double billed_seconds = std::nan("");  // CPU time the kernel billed the worker's process
@@ -376,7 +425,7 @@ PythonEvaluator::PythonEvaluator(PythonTaskSet tasks, PythonEvalOptions options)
   if (m.device == "cuda") limits.address_space_bytes = std::numeric_limits<int64_t>::max();
   std::string path_json = "[";
   for (size_t i = 0; i < m.runtime.sys_path.size(); ++i)
-    path_json += (i ? "," : "") + json_quote(m.runtime.sys_path[i]);
+    path_json += (i ? "," : "") + json_string(m.runtime.sys_path[i]);
   path_json += "]";
   m.slots.resize(size_t(n));
   for (int i = 0; i < n; ++i) {
@@ -422,33 +471,33 @@ void PythonEvaluator::Impl::ensure_info(Slot& slot) {
   Reply reply;
   EvalResult r;
   if (!call(slot, "info", "", reply, r)) fail("python evaluator: the worker did not start: {}", r.message);
-  slot.bandwidth = reply.head["bandwidth"].num(0);
+  slot.bandwidth = reply.head()["bandwidth"].num(0);
   slot.info =
       fmt::format(R"({{"python": {}, "torch": {}, "triton": {}, "device": {}, "device_name": {}, "bandwidth": {}}})",
-                  json_quote(reply.head["python"].str()), json_quote(reply.head["torch"].str()),
-                  json_quote(reply.head["triton"].str()), json_quote(reply.head["device"].str()),
-                  json_quote(reply.head["device_name"].str()), slot.bandwidth);
+                  json_string(reply.head()["python"].str()), json_string(reply.head()["torch"].str()),
+                  json_string(reply.head()["triton"].str()), json_string(reply.head()["device"].str()),
+                  json_string(reply.head()["device_name"].str()), slot.bandwidth);
   if (device != "cpu") return;
   // Before any candidate runs: the single-threaded candidate seccomp profile (no fork, exec, threads,
   // sockets; signals to the worker only), built here for the worker's own pid as it sees it. CUDA
   // workers cannot have it: Triton builds every kernel's launcher with the C compiler.
   auto filter = sandbox_detail::build_syscall_filter(sandbox_detail::FilterProfile::single_threaded_candidate,
-                                                     pid_t(reply.head["pid"].integer()));
+                                                     pid_t(reply.head()["pid"].integer()));
   std::string hex;
   for (const sock_filter& f : filter.program)
     for (size_t k = 0; k < sizeof f; ++k) hex += fmt::format("{:02x}", reinterpret_cast<const uint8_t*>(&f)[k]);
   Reply confined;
   if (!call(slot, "confine", fmt::format(R"("bpf": "{}", "seccomp_syscall": {})", hex, SYS_seccomp), confined, r) ||
-      !confined.head["confined"].truthy())
+      !confined.head()["confined"].truthy())
     fail("python evaluator: the worker could not install the candidate seccomp profile: {}",
-         r.message.empty() ? confined.head["error"]["message"].str() : r.message);
+         r.message.empty() ? confined.head()["error"]["message"].str() : r.message);
   slot.threads = slot.worker->thread_count();
 }
 
 bool PythonEvaluator::Impl::call(Slot& slot, const std::string& op, const std::string& body, Reply& reply,
                                  EvalResult& r) {
   const std::string nonce = random_nonce();
-  const std::string request = fmt::format(R"({{"op": {}, "nonce": {}{}{}}})", json_quote(op), json_quote(nonce),
+  const std::string request = fmt::format(R"({{"op": {}, "nonce": {}{}{}}})", json_string(op), json_string(nonce),
                                           body.empty() ? "" : ", ", body);
   if (!slot.worker->running() && op != "info") ensure_info(slot);  // a fresh worker is confined first
   const bool was_running = slot.worker->running();
@@ -497,13 +546,12 @@ bool PythonEvaluator::Impl::call(Slot& slot, const std::string& op, const std::s
     return false;
   };
   const auto nl = s.payload.find('\n');
-  try {
-    reply.head = python_detail::parse_json(s.payload.substr(0, nl));
-  } catch (const Error& e) {
-    return forged(fmt::format("a reply frame that is not the checker's ({})", e.what()));
-  }
+  // The worker writes ASCII-only JSON (turnrl_eval_worker.py's _json), so a line that does not parse
+  // was written by someone else.
+  reply.frame = nlohmann::json::parse(s.payload.substr(0, nl), nullptr, false);
+  if (reply.frame.is_discarded()) return forged("a reply frame that is not valid JSON (not the checker's)");
   // A frame without this request's nonce was written by something other than the checker.
-  if (!reply.head.is(Json::Type::object) || reply.head["nonce"].str() != nonce)
+  if (!reply.frame.is_object() || reply.head()["nonce"].str() != nonce)
     return forged("a reply frame without the request's nonce (forged by the candidate)");
   if (s.trailing_bytes > 0)
     return forged(fmt::format("{} byte(s) after the reply frame (a second frame nobody asked for)", s.trailing_bytes));
@@ -518,7 +566,7 @@ bool PythonEvaluator::Impl::call(Slot& slot, const std::string& op, const std::s
     r.message = r.hacking_reason;
     return false;
   }
-  slot.phases[op] += reply.head["handler_seconds"].num();  // the worker's own time for the request
+  slot.phases[op] += reply.head()["handler_seconds"].num();  // the worker's own time for the request
   reply.blob = nl == std::string::npos ? std::string() : s.payload.substr(nl + 1);
   return true;
 }
@@ -565,13 +613,13 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
       EvalResult ignored;
       if (call(slot, "release", "", rel, ignored)) {
         std::vector<HackFinding> late;
-        add_worker_findings(rel.head["findings"], late);
+        add_worker_findings(rel.head()["findings"], late);
         if (!late.empty()) {
           r.hacking_flags |= flags_of(late);
           r.hacking_reason += (r.hacking_reason.empty() ? "" : "; ") + reasons_of(late);
           r.correct = false, r.speedup = 0, r.error = EvalError::hacking;
         }
-        restart |= rel.head["restart"].truthy();
+        restart |= rel.head()["restart"].truthy();
         // Nothing the candidate left behind may answer for the worker later: the ping's reply must
         // be the next frame (call() rejects a wrong nonce or trailing bytes).
         Reply pong;
@@ -623,17 +671,17 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   const std::vector<int> checks(check_set.begin(), check_set.end());
   const uint64_t timing_seed = seeds.next(), init_seed = seeds.next();
   std::string forbid = "[", shapes = "[";
-  for (size_t i = 0; i < task->forbid.size(); ++i) forbid += (i ? ", " : "") + json_quote(task->forbid[i]);
+  for (size_t i = 0; i < task->forbid.size(); ++i) forbid += (i ? ", " : "") + json_string(task->forbid[i]);
   for (size_t i = 0; i < shape_sets.size(); ++i) {
     shapes += i ? ", {" : "{";
     for (size_t k = 0; k < shape_sets[i].size(); ++k)
-      shapes += fmt::format("{}{}: {}", k ? ", " : "", json_quote(shape_sets[i][k].first), shape_sets[i][k].second);
+      shapes += fmt::format("{}{}: {}", k ? ", " : "", json_string(shape_sets[i][k].first), shape_sets[i][k].second);
     shapes += "}";
   }
   forbid += "]", shapes += "]";
   const std::string task_json =
       fmt::format(R"("task": {{"reference": {}, "entry_point": {}, "forbid": {}, "extra_shapes": {}}})",
-                  json_quote(task->reference), json_quote(task->entry_point), forbid, shapes);
+                  json_string(task->reference), json_string(task->entry_point), forbid, shapes);
   // Both sides' timing requests: the same loop, seed, perturbations and checked calls.
   const auto timing_json = [&](const char* side, const std::string& extra) {
     return fmt::format(
@@ -650,9 +698,9 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
       EvalResult failure;
       ensure_info(slot);
       ok = call(slot, "reference", body, ref, failure);
-      if (ok && ref.head["error"].is(Json::Type::object)) {
+      if (ok && ref.head()["error"].is_object()) {
         r.error = EvalError::internal;
-        r.message = trim_to("the reference of task '" + task->id + "' failed: " + ref.head["error"]["message"].str(),
+        r.message = trim_to("the reference of task '" + task->id + "' failed: " + ref.head()["error"]["message"].str(),
                             opt.message_chars);
         return finish();
       }
@@ -664,9 +712,9 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
     }
   }
   std::vector<std::vector<Output>> ref_out, ref_checks;
-  for (const Json& t : ref.head["outputs"].items) ref_out.push_back(decode_outputs(t, ref.blob));
+  for (const Field t : ref.head()["outputs"].items()) ref_out.push_back(decode_outputs(t, ref.blob));
   require(ref_out.size() == kinds.size(), "python worker protocol: reference outputs do not match the trial plan");
-  const bool ref_aliases = ref.head["aliases_input"].truthy();
+  const bool ref_aliases = ref.head()["aliases_input"].truthy();
 
   // The reference's timing, in the same interpreter before the candidate is imported there: the
   // reference time, the outputs of the checked calls, the operators it runs, and what the timing
@@ -677,16 +725,16 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
     const auto failed = [&](const char* what, const EvalResult& failure, const Reply& reply) {
       r.error = EvalError::internal;
       r.message = trim_to(fmt::format("{} the reference of task '{}' failed: {}", what, task->id,
-                                      failure.message.empty() ? reply.head["error"]["message"].str() : failure.message),
+                                      failure.message.empty() ? reply.head()["error"]["message"].str() : failure.message),
                           opt.message_chars);
       return finish();
     };
     EvalResult failure;
     if (!call(slot, "timing", timing_json("reference", ""), ref_timing, failure) ||
-        ref_timing.head["error"].is(Json::Type::object))
+        ref_timing.head()["error"].is_object())
       return failed("timing", failure, ref_timing);
-    for (const Json& t : ref_timing.head["checks"].items) ref_checks.push_back(decode_outputs(t, ref_timing.blob));
-    require(ref_checks.size() == checks.size() && ref_timing.head["us"].items.size() == size_t(timing_trials),
+    for (const Field t : ref_timing.head()["checks"].items()) ref_checks.push_back(decode_outputs(t, ref_timing.blob));
+    require(ref_checks.size() == checks.size() && ref_timing.head()["us"].items().size() == size_t(timing_trials),
             "python worker protocol: the reference's timing does not match the plan");
     // CUDA: the reference's profile, a request of its own outside the timing's bill, once per task
     // and worker. (On CPU nothing of the reference's profile is used: the profiler its timing left
@@ -697,11 +745,11 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
     } else if (device == "cuda") {
       Reply profiled;
       if (!call(slot, "profile", timing_json("reference", ""), profiled, failure) ||
-          profiled.head["error"].is(Json::Type::object))
+          profiled.head()["error"].is_object())
         return failed("profiling", failure, profiled);
-      ref_profile.total_us = profiled.head["profile"]["total_us"].num(0);
-      for (const Json& k : profiled.head["profile"]["kernel_names"].items)
-        ref_profile.kernel_names += (ref_profile.kernel_names.empty() ? "" : ", ") + json_quote(k.str());
+      ref_profile.total_us = profiled.head()["profile"]["total_us"].num(0);
+      for (const Field k : profiled.head()["profile"]["kernel_names"].items())
+        ref_profile.kernel_names += (ref_profile.kernel_names.empty() ? "" : ", ") + json_string(k.str());
       slot.reference_profiles[task->id] = ref_profile;
     }
   }
@@ -710,18 +758,18 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   Reply cand;
   {
     const std::string body = fmt::format(R"({}, "candidate": {}, "trials": {}, "init_seed": {})", task_json,
-                                         json_quote(req.candidate), trials, init_seed);
+                                         json_string(req.candidate), trials, init_seed);
     if (!call(slot, "candidate", body, cand, r)) return finish();
   }
-  restart |= cand.head["restart"].truthy();
-  add_worker_findings(cand.head["findings"], findings);
+  restart |= cand.head()["restart"].truthy();
+  add_worker_findings(cand.head()["findings"], findings);
   std::vector<std::vector<Output>> got;
-  for (const Json& t : cand.head["outputs"].items) got.push_back(decode_outputs(t, cand.blob));
-  const Json& calls = cand.head["calls"];
-  for (size_t t = 0; t < calls.items.size(); ++t) {
-    if (calls.items[t]["returns_input"].truthy() && !ref_aliases)
+  for (const Field t : cand.head()["outputs"].items()) got.push_back(decode_outputs(t, cand.blob));
+  const Field calls = cand.head()["calls"];
+  for (size_t t = 0; t < calls.items().size(); ++t) {
+    if (calls.items()[t]["returns_input"].truthy() && !ref_aliases)
       add_once(findings, kHackReturnsInput, fmt::format("trial {}: an output shares memory with an input", t));
-    if (calls.items[t]["mutated_inputs"].truthy())
+    if (calls.items()[t]["mutated_inputs"].truthy())
       add_once(findings, kHackMutatesInputs, fmt::format("trial {}: the inputs changed during the call", t));
   }
   for (size_t t = 0; t < got.size(); ++t)
@@ -730,7 +778,7 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
                fmt::format("trial {}: {} output element(s) hold the pattern written into the "
                            "reference's freed outputs",
                            t, poisoned(got[t])));
-  if (const Json& e = cand.head["error"]; e.is(Json::Type::object)) {
+  if (const Field e = cand.head()["error"]; e.is_object()) {
     const std::string kind = e["kind"].str();
     r.message = trim_to(e["message"].str(), opt.message_chars);
     if (kind == "syntax" || kind == "import") r.error = EvalError::compile;
@@ -739,8 +787,8 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
     else if (kind == "runtime") r.error = EvalError::runtime, r.stage = EvalStage::loaded;
     else if (kind == "memory") r.error = EvalError::memory, r.stage = EvalStage::loaded;
     else r.error = EvalError::internal;
-    if (cand.head["failed_trial"].is(Json::Type::number))
-      r.message = fmt::format("trial {}: {}", cand.head["failed_trial"].integer(), r.message);
+    if (cand.head()["failed_trial"].is_number())
+      r.message = fmt::format("trial {}: {}", cand.head()["failed_trial"].integer(), r.message);
     return finish();
   }
   if (!findings.empty() && got.empty()) return finish();  // caught before it ran
@@ -797,26 +845,26 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
     r.correct = false;
     return finish();
   }
-  restart |= tim.head["restart"].truthy();
-  add_worker_findings(tim.head["findings"], findings);
-  if (const Json& e = tim.head["error"]; e.is(Json::Type::object)) {
+  restart |= tim.head()["restart"].truthy();
+  add_worker_findings(tim.head()["findings"], findings);
+  if (const Field e = tim.head()["error"]; e.is_object()) {
     r.correct = false;
     r.error = e["kind"].str() == "memory" ? EvalError::memory : EvalError::runtime;
     r.message = trim_to("during timing: " + e["message"].str(), opt.message_chars);
     return finish();
   }
-  if (tim.head["aliases_input"].truthy() && !ref_aliases)
+  if (tim.head()["aliases_input"].truthy() && !ref_aliases)
     add_once(findings, kHackReturnsInput, "a timed call's output shares memory with an input");
-  if (tim.head["mutated_inputs"].is(Json::Type::number))
+  if (tim.head()["mutated_inputs"].is_number())
     add_once(findings, kHackMutatesInputs,
-             fmt::format("timed call {}: the inputs changed during the call", tim.head["mutated_inputs"].integer()));
-  const std::vector<double> cand_us = tim.head["us"].numbers(), ref_us = ref_timing.head["us"].numbers();
-  const Json& cand_checks = tim.head["checks"];
+             fmt::format("timed call {}: the inputs changed during the call", tim.head()["mutated_inputs"].integer()));
+  const std::vector<double> cand_us = tim.head()["us"].numbers(), ref_us = ref_timing.head()["us"].numbers();
+  const Field cand_checks = tim.head()["checks"];
   if (!findings.empty()) return finish();  // stopped by a finding inside the loop
-  require(cand_us.size() == size_t(timing_trials) && cand_checks.items.size() == checks.size(),
+  require(cand_us.size() == size_t(timing_trials) && cand_checks.items().size() == checks.size(),
           "python worker protocol: the candidate's timing does not match the plan");
   for (size_t k = 0; k < checks.size(); ++k) {
-    const std::vector<Output> outs = decode_outputs(cand_checks.items[k], tim.blob);
+    const std::vector<Output> outs = decode_outputs(cand_checks.items()[k], tim.blob);
     if (poisoned(outs) > 0)
       add_once(findings, kHackReturnsInput,
                fmt::format("timed call {}: the output holds memory the harness had overwritten", checks[k]));
@@ -851,12 +899,12 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
     for (auto& f : check_billed_time(cand_reported, cand_cost, std::max(0.0, ref_cost - ref_reported)))
       add_once(findings, f.flag, f.reason);
   if (device == "cuda") {
-    const double host = median(tim.head["host_us"].numbers());
+    const double host = median(tim.head()["host_us"].numbers());
     if (host > 2 * r.candidate_time.median_us + 200)
       add_once(findings, kHackDeferredWork,
                fmt::format("the device was busy {:.1f} us per call (all streams) but the events on the worker's stream "
                            "saw {:.1f} us: work launched on other streams", host, r.candidate_time.median_us));
-    for (auto& f : check_plausible_speed(r.candidate_time.median_us, ref_timing.head["timing_bytes"].num(0), 0,
+    for (auto& f : check_plausible_speed(r.candidate_time.median_us, ref_timing.head()["timing_bytes"].num(0), 0,
                                          slot.bandwidth, opt.hacking))
       add_once(findings, f.flag, f.reason);
   }
@@ -870,13 +918,13 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
     r.correct = false;
     return finish();
   }
-  if (const Json& e = profiled.head["error"]; e.is(Json::Type::object)) {
+  if (const Field e = profiled.head()["error"]; e.is_object()) {
     r.correct = false;
     r.error = e["kind"].str() == "memory" ? EvalError::memory : EvalError::runtime;
     r.message = trim_to("while profiled: " + e["message"].str(), opt.message_chars);
     return finish();
   }
-  const Json& prof = profiled.head["profile"];
+  const Field prof = profiled.head()["profile"];
   // On CPU the profiler's operator times are wall-clock spans that a loaded machine stretches at
   // random, so the reference's side is its median call time (robust) times as many calls.
   const double library_us = prof["library_us"].num(0);
@@ -884,11 +932,11 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   r.coverage = reference_us > 0 ? std::clamp(1.0 - library_us / reference_us, 0.0, 1.0) : (library_us > 0 ? 0.0 : 1.0);
   r.reference_coverage = std::clamp(prof["reference_coverage"].num(0), 0.0, 1.0);
   r.kernel_count_coverage = std::clamp(prof["kernel_count_coverage"].num(0), 0.0, 1.0);
-  for (const Json& row : prof["rows"].items)
+  for (const Field row : prof["rows"].items())
     r.profile.push_back({row["name"].str(), row["us"].num(0), int(row["calls"].integer()), row["candidate"].truthy()});
   r.stage = EvalStage::profiled;
   std::vector<std::string> called;
-  for (const Json& op : prof["called_ops"].items) called.push_back(op.str());
+  for (const Field op : prof["called_ops"].items()) called.push_back(op.str());
   for (auto& f : check_replaced_routines(called, task->forbid)) add_once(findings, f.flag, f.reason);
   for (auto& f : check_coverage(r.coverage, prof["library_calls"].integer(), opt.hacking))
     add_once(findings, f.flag, f.reason);
@@ -919,32 +967,21 @@ std::shared_ptr<KernelEvaluator> make_python_evaluator(const EvaluatorConfig& c)
 }
 
 std::vector<EvalResult> PythonEvaluator::evaluate(const std::vector<EvalRequest>& requests) {
-  std::vector<EvalResult> results(requests.size());
   Impl& m = *impl_;
-  std::atomic<size_t> next{0};
-  auto serve = [&](size_t w) {
-    for (size_t i; (i = next++) < requests.size();) {
-      const auto t0 = std::chrono::steady_clock::now();
-      m.slots[w].phases.clear();
-      try {
-        results[i] = m.run(m.slots[w], requests[i]);
-      } catch (const std::exception& e) {
-        results[i] = EvalResult{};
-        results[i].error = EvalError::internal;
-        results[i].message = e.what();
-        m.slots[w].worker->stop();
-      }
-      results[i].wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      m.phase_seconds[i] = m.slots[w].phases;
-    }
-  };
   m.phase_seconds.assign(requests.size(), {});
-  const size_t n = std::min(requests.size(), m.slots.size());
-  std::vector<std::thread> threads;
-  for (size_t w = 1; w < n; ++w) threads.emplace_back(serve, w);
-  if (n > 0) serve(0);
-  for (auto& t : threads) t.join();
-  return results;
+  return evaluate_on_pool(m.slots.size(), requests.size(), [&](size_t w, size_t i) {
+    Impl::Slot& slot = m.slots[w];
+    slot.phases.clear();
+    try {
+      EvalResult r = m.run(slot, requests[i]);
+      m.phase_seconds[i] = slot.phases;
+      return r;
+    } catch (...) {
+      slot.worker->stop();  // the protocol broke off mid-request: the next request gets a fresh worker
+      m.phase_seconds[i] = slot.phases;
+      throw;  // evaluate_on_pool turns it into an internal-error result
+    }
+  });
 }
 
 }  // namespace turnrl

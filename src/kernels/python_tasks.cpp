@@ -2,19 +2,21 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <sstream>
 
-#include "python_json.h"
+#include "../core/json_lines.h"
 #include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
+#include "turnrl/core/filesystem.h"
+#include "turnrl/rl/metrics.h"
 
 namespace turnrl {
 namespace fs = std::filesystem;
-using python_detail::Json;
+using nlohmann::json;
 
 namespace {
 
@@ -133,34 +135,19 @@ void validate_python_task(const PythonTask& t, const std::string& where) {
 }
 
 PythonTaskSet load_python_tasks(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("{}: cannot open the task file", path);
   PythonTaskSet set;
-  std::string line;
-  for (int lineno = 1; std::getline(in, line); ++lineno) {
-    const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#') continue;
-    const std::string where = fmt::format("{}:{}", path, lineno);
-    Json n;
-    try {
-      n = python_detail::parse_json(line);
-    } catch (const Error& e) {
-      fail("{}: not a JSON object ({})", where, e.what());
-    }
-    if (!n.is(Json::Type::object))
-      fail("{}: expected a JSON object, got {}", where, python_detail::json_type_name(n.type));
+  detail::for_each_json_line(path, "the task file", [&](const json& n, const std::string& where) {
     auto text = [&](const char* key, std::string& out) {
-      const Json* v = n.find(key);
-      if (!v || v->is(Json::Type::null)) return;
-      if (!v->is(Json::Type::string))
-        fail("{}: key '{}' must be a string, got {}", where, key, python_detail::json_type_name(v->type));
-      out = v->str();
+      const auto v = n.find(key);
+      if (v == n.end() || v->is_null()) return;
+      if (!v->is_string()) fail("{}: key '{}' must be a string, got {}", where, key, detail::json_kind(*v));
+      out = v->get<std::string>();
     };
-    for (const auto& m : n.members)
-      if (std::find(kTopKeys.begin(), kTopKeys.end(), m.first) == kTopKeys.end())
-        fail("{}: unknown key '{}'; allowed: {}", where, m.first, fmt::join(kTopKeys, ", "));
+    for (const auto& member : n.items())
+      if (std::find(kTopKeys.begin(), kTopKeys.end(), member.key()) == kTopKeys.end())
+        fail("{}: unknown key '{}'; allowed: {}", where, member.key(), fmt::join(kTopKeys, ", "));
     PythonTask t;
-    if (!n.find("id")) fail("{}: missing required key 'id'", where);
+    if (!n.contains("id")) fail("{}: missing required key 'id'", where);
     text("id", t.id);
     std::string backend = "python", language = "python";
     text("backend", backend);
@@ -168,21 +155,20 @@ PythonTaskSet load_python_tasks(const std::string& path) {
       fail("{}: backend '{}' is not allowed in a Python task file; allowed: python", where, backend);
     text("language", language);
     if (language != "python") fail("{}: language '{}' is not allowed; allowed: python", where, language);
-    if (const Json* lv = n.find("level")) {
-      if (!lv->is(Json::Type::number) || lv->number != double(int64_t(lv->number)))
-        fail("{}: 'level' must be an integer 1..3", where);
-      t.level = int(lv->number);
+    if (const auto lv = n.find("level"); lv != n.end()) {
+      if (!lv->is_number() || std::trunc(lv->get<double>()) != lv->get<double>())
+        fail("{}: 'level' must be an integer 1..3, got {}", where, lv->dump());
+      t.level = int(lv->get<double>());
     }
     text("description", t.description);
     text("reference", t.reference);
-    if (const Json* meta = n.find("metadata"); meta && !meta->is(Json::Type::null)) {
-      if (!meta->is(Json::Type::object)) fail("{}: 'metadata' must be an object of strings", where);
-      for (const auto& [key, value] : meta->members) {
+    if (const auto meta = n.find("metadata"); meta != n.end() && !meta->is_null()) {
+      if (!meta->is_object()) fail("{}: 'metadata' must be an object of strings", where);
+      for (const auto& [key, value] : meta->items()) {
         if (std::find(kMetadataKeys.begin(), kMetadataKeys.end(), key) == kMetadataKeys.end())
           fail("{}: unknown metadata key '{}'; allowed: {}", where, key, fmt::join(kMetadataKeys, ", "));
-        if (!value.is(Json::Type::string))
-          fail("{}: metadata.{} must be a string, got {}", where, key, python_detail::json_type_name(value.type));
-        const std::string& v = value.str();
+        if (!value.is_string()) fail("{}: metadata.{} must be a string, got {}", where, key, detail::json_kind(value));
+        const std::string v = value.get<std::string>();
         if (key == "entry_point") t.entry_point = v;
         else if (key == "atol") t.atol = tolerance(v, key, where);
         else if (key == "rtol") t.rtol = tolerance(v, key, where);
@@ -197,19 +183,18 @@ PythonTaskSet load_python_tasks(const std::string& path) {
     validate_python_task(t, where);
     if (set.find(t.id)) fail("{}: duplicate task id '{}'", where, t.id);
     set.tasks.push_back(std::move(t));
-  }
+  });
   return set;
 }
 
 std::string python_task_json(const PythonTask& t) {
-  using python_detail::json_quote;
   const Task g = t.to_task();
   std::string meta;
   for (const auto& [k, v] : g.metadata)
-    meta += fmt::format("{}{}: {}", meta.empty() ? "" : ", ", json_quote(k), json_quote(v));
+    meta += fmt::format("{}{}: {}", meta.empty() ? "" : ", ", json_string(k), json_string(v));
   return fmt::format(R"({{"id": {}, "backend": "python", "level": {}, "language": "python", "description": {}, )"
                      R"("reference": {}, "metadata": {{{}}}}})",
-                     json_quote(t.id), t.level, json_quote(t.description), json_quote(t.reference), meta);
+                     json_string(t.id), t.level, json_string(t.description), json_string(t.reference), meta);
 }
 
 void write_python_tasks(const std::string& path, const std::vector<PythonTask>& tasks) {
@@ -237,9 +222,7 @@ KernelBenchImportResult import_kernelbench(const std::string& folder, const Kern
   KernelBenchImportResult result;
   const std::regex stem_re(R"(^(\d+)_(.+)$)");
   for (const auto& [number, path] : files) {
-    std::ifstream in(path);
-    std::stringstream ss;
-    ss << in.rdbuf();
+    const std::string source = read_file(path.string(), "the KernelBench problem");
     const std::string stem = path.stem().string();
     std::smatch m;
     const bool numbered = std::regex_match(stem, m, stem_re);
@@ -254,7 +237,7 @@ KernelBenchImportResult import_kernelbench(const std::string& folder, const Kern
     PythonTask t;
     t.id = fmt::format("{}{}_{}{}", options.id_prefix, level, numbered ? m[1].str() + "_" : "", slug);
     t.level = level;
-    t.reference = ss.str();
+    t.reference = source;
     t.device = options.device;
     t.metadata["name"] = name;
     t.metadata["source"] = path.filename().string();

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "turnrl/core/error.h"
+#include "turnrl/core/filesystem.h"
 #include "turnrl/kernels/cpu_tasks.h"
 #include "turnrl/kernels/redis_connection.h"
 #include "turnrl/core/hash.h"
@@ -27,10 +28,7 @@ struct Fnv {
 // The worker program holds the reference code (cpu_tasks.cpp): any rebuild changes the key.
 uint64_t worker_program_hash() {
   static const uint64_t hash = [] {
-    std::ifstream f(find_helper_program("turnrl_cpu_worker"), std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return Fnv().str(ss.str()).h;
+    return Fnv().str(read_file(find_helper_program("turnrl_cpu_worker"), "the CPU worker program")).h;
   }();
   return hash;
 }

@@ -60,7 +60,4 @@ inline nlohmann::json parse_json(std::string_view text, const std::string& sourc
   }
 }
 
-// The whole file as a string; a missing or unreadable file is an error naming it.
-std::string read_text_file(const std::string& path);
-
 }  // namespace turnrl::detail

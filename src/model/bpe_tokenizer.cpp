@@ -1,7 +1,5 @@
 #include "turnrl/model/bpe_tokenizer.h"
 
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include "bpe_added_vocabulary.h"
@@ -11,21 +9,9 @@
 #include "bpe_normalizer.h"
 #include "bpe_pre_tokenizer.h"
 #include "../core/utf8.h"
+#include "turnrl/core/filesystem.h"
 
 namespace turnrl {
-
-namespace detail {
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open the file", path);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) fail("{}: read error", path);
-  return text.str();
-}
-
-}  // namespace detail
 
 using detail::JsonAt;
 
@@ -79,7 +65,7 @@ std::vector<AddedToken> read_added_tokens(const JsonAt& root) {
 
 }  // namespace
 
-BpeTokenizer BpeTokenizer::from_file(const std::string& path) { return from_json(detail::read_text_file(path), path); }
+BpeTokenizer BpeTokenizer::from_file(const std::string& path) { return from_json(read_file(path, "the tokenizer file"), path); }
 
 BpeTokenizer BpeTokenizer::from_json(std::string_view json_text, const std::string& source) {
   const nlohmann::json doc = detail::parse_json(json_text, source);

@@ -1,8 +1,7 @@
+#include "turnrl/core/filesystem.h"
 #include "turnrl/model/hf_config.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -199,11 +198,7 @@ HFConfig parse_hf_config(const std::string& json_text, const std::string& source
 HFConfig read_hf_config(const std::string& path) {
   namespace fs = std::filesystem;
   const fs::path file = fs::is_directory(path) ? fs::path(path) / "config.json" : fs::path(path);
-  std::ifstream in(file);
-  if (!in) fail("HF config: cannot read '{}'", file.string());
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_hf_config(text.str(), file.string());
+  return parse_hf_config(read_file(file.string(), "the HF config"), file.string());
 }
 
 std::string hf_config_json(const HFConfig& config, const std::string& dtype) {

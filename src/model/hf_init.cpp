@@ -54,6 +54,25 @@ json qwen3_config(const Shape& s) {
   return c;
 }
 
+// Qwen2ForCausalLM as the Qwen2.5 releases' config.json files write it: no head_dim key (it is
+// hidden_size / num_attention_heads) and no attention_bias key (Qwen2 always has q/k/v biases, never
+// an o_proj bias); sliding_window is max_position_embeddings, unused while use_sliding_window is false.
+json qwen2_config(const Shape& s) {
+  json c = common_config(s);
+  c.erase("head_dim");
+  c.erase("attention_bias");
+  c.update({{"architectures", {"Qwen2ForCausalLM"}},
+            {"model_type", "qwen2"},
+            {"rms_norm_eps", 1e-6},
+            {"rope_theta", 1000000.0},
+            {"use_sliding_window", false},
+            {"sliding_window", s.max_positions},
+            {"max_window_layers", s.layers},
+            {"bos_token_id", 151643},
+            {"eos_token_id", 151643}});
+  return c;
+}
+
 // LlamaForCausalLM as Llama-3.2's config.json writes it (llama3 rope scaling).
 json llama3_config(const Shape& s) {
   json c = common_config(s);
@@ -77,18 +96,26 @@ json llama3_config(const Shape& s) {
 struct Preset {
   const char* name;
   const char* tokenizer;
+  json (*config)(const Shape&);
   Shape shape;
 };
 
-// The real shapes are those of the released config.json files; the tiny ones train on two cores and
-// take the tokenizer's vocabulary (vocab 0 here), so no embedding row goes unused.
+// The real shapes are those of the released config.json files (the base models'; Qwen2.5's from
+// huggingface.co/Qwen/Qwen2.5-{0.5B,1.5B,7B}); the tiny ones train on two cores and take the
+// tokenizer's vocabulary (vocab 0 here), so no embedding row goes unused. Qwen2.5 uses Qwen3's
+// tokenizer files: the same byte-level BPE vocabulary and merges, Qwen3 adding four special tokens
+// (<think>, </think>, <tool_response>, </tool_response>) that the 151,936-row embeddings already hold.
 const Preset kPresets[] = {
-    {"qwen3-tiny", "qwen3", {128, 384, 4, 4, 2, 32, 0, 4096, true}},
-    {"qwen3-0.6b", "qwen3", {1024, 3072, 28, 16, 8, 128, 151936, 40960, true}},
-    {"qwen3-1.7b", "qwen3", {2048, 6144, 28, 16, 8, 128, 151936, 40960, true}},
-    {"qwen3-8b", "qwen3", {4096, 12288, 36, 32, 8, 128, 151936, 40960, false}},
-    {"llama3-tiny", "llama3", {128, 384, 4, 4, 2, 32, 0, 4096, true}},
-    {"llama3.2-1b", "llama3", {2048, 8192, 16, 32, 8, 64, 128256, 131072, true}},
+    {"qwen3-tiny", "qwen3", qwen3_config, {128, 384, 4, 4, 2, 32, 0, 4096, true}},
+    {"qwen3-0.6b", "qwen3", qwen3_config, {1024, 3072, 28, 16, 8, 128, 151936, 40960, true}},
+    {"qwen3-1.7b", "qwen3", qwen3_config, {2048, 6144, 28, 16, 8, 128, 151936, 40960, true}},
+    {"qwen3-8b", "qwen3", qwen3_config, {4096, 12288, 36, 32, 8, 128, 151936, 40960, false}},
+    {"qwen2.5-tiny", "qwen3", qwen2_config, {128, 384, 4, 4, 2, 32, 0, 4096, true}},
+    {"qwen2.5-0.5b", "qwen3", qwen2_config, {896, 4864, 24, 14, 2, 64, 151936, 32768, true}},
+    {"qwen2.5-1.5b", "qwen3", qwen2_config, {1536, 8960, 28, 12, 2, 128, 151936, 131072, true}},
+    {"qwen2.5-7b", "qwen3", qwen2_config, {3584, 18944, 28, 28, 4, 128, 152064, 131072, false}},
+    {"llama3-tiny", "llama3", llama3_config, {128, 384, 4, 4, 2, 32, 0, 4096, true}},
+    {"llama3.2-1b", "llama3", llama3_config, {2048, 8192, 16, 32, 8, 64, 128256, 131072, true}},
 };
 
 const Preset& preset(const std::string& name) {
@@ -121,8 +148,7 @@ std::string hf_preset_config(const std::string& name, int64_t tokenizer_vocab) {
     if (tokenizer_vocab <= 0) fail("--preset {}: takes the tokenizer's vocabulary size, got {}", name, tokenizer_vocab);
     shape.vocab = tokenizer_vocab;
   }
-  const json config = std::string(p.tokenizer) == "qwen3" ? qwen3_config(shape) : llama3_config(shape);
-  return config.dump(2) + "\n";
+  return p.config(shape).dump(2) + "\n";
 }
 
 std::string set_hf_config_key(const std::string& config_json, const std::string& assignment) {

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "bpe_json.h"
+#include "turnrl/core/filesystem.h"
 
 namespace turnrl {
 
@@ -48,7 +49,7 @@ namespace {
 
 bool file_exists(const std::string& path) { return std::ifstream(path).good(); }
 
-nlohmann::json read_json_file(const std::string& path) { return detail::parse_json(detail::read_text_file(path), path); }
+nlohmann::json read_json_file(const std::string& path) { return detail::parse_json(read_file(path, "the tokenizer file"), path); }
 
 // A special token entry of tokenizer_config.json: a string, {"content": ...} (an AddedToken), or null.
 std::optional<std::string> token_name(const JsonAt& config, const char* key) {

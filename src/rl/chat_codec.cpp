@@ -4,10 +4,11 @@
 
 namespace turnrl {
 
-ChatCodec::ChatCodec(std::shared_ptr<const ChatTokenizer> tokenizer, int64_t max_new_tokens)
-    : tokenizer_(std::move(tokenizer)), max_new_tokens_(max_new_tokens) {
+ChatCodec::ChatCodec(std::shared_ptr<const ChatTokenizer> tokenizer, int64_t max_new_tokens, int64_t context_length)
+    : tokenizer_(std::move(tokenizer)), max_new_tokens_(max_new_tokens), context_length_(context_length) {
   if (!tokenizer_) fail("ChatCodec: the tokenizer is null");
   if (max_new_tokens_ < 1) fail("ChatCodec: max_new_tokens {} is out of range; allowed: >= 1", max_new_tokens_);
+  if (context_length_ < 0) fail("ChatCodec: context_length {} is out of range; allowed: 0 (no limit) or >= 1", context_length_);
 }
 
 TokenIds ChatCodec::prompt(const EpisodeTokens& so_far, const Observation& observation) const {

@@ -42,11 +42,13 @@ RolloutBatch select_rollout_rows(const RolloutBatch& r, const torch::Tensor& kee
   out.payloads.clear();
   out.observations.clear();
   out.actions.clear();
+  out.truncated.clear();
   for (int64_t i = 0; i < host.size(0); ++i)
     if (k[i]) {
       out.payloads.push_back(r.payloads[size_t(i)]);
       out.observations.push_back(r.observations[size_t(i)]);
       out.actions.push_back(r.actions[size_t(i)]);
+      out.truncated.push_back(r.truncated[size_t(i)]);
     }
   return out;
 }
@@ -57,6 +59,7 @@ Metrics rollout_metrics(const RolloutBatch& r) {
   m["rollout/turns"] = double(rows);
   m["rollout/episodes"] = double(r.episodes);
   m["rollout/mean_turns"] = r.episodes ? double(rows) / double(r.episodes) : 0.0;
+  m["rollout/truncated_episodes"] = double(std::count(r.truncated.begin(), r.truncated.end(), uint8_t(1)));
   if (rows == 0) return m;
   const torch::Tensor reward = r.batch.reward.to(torch::kCPU, torch::kDouble).contiguous();
   const torch::Tensor traj = r.batch.traj.to(torch::kCPU).contiguous();
@@ -121,12 +124,34 @@ RolloutBatch RolloutCollector::collect(Policy& policy, const std::vector<Task>& 
   std::vector<int64_t> live(static_cast<size_t>(episodes));
   std::iota(live.begin(), live.end(), first_episode);
   policy.eval();
+  const int64_t context = codec_->context_length();
+  std::vector<size_t> last_row(static_cast<size_t>(episodes));  // per episode: its latest row
   for (int t = 0; !live.empty(); ++t) {
     std::vector<TokenIds> prompts;
-    for (int64_t e : live) prompts.push_back(codec_->prompt(so_far[size_t(e - first_episode)], obs[size_t(e - first_episode)]));
+    std::vector<int64_t> fitting;
+    int64_t longest = 0;
+    for (int64_t e : live) {
+      const size_t k = size_t(e - first_episode);
+      TokenIds prompt = codec_->prompt(so_far[k], obs[k]);
+      if (context > 0 && int64_t(prompt.size()) >= context) {
+        if (t == 0)
+          fail("task '{}': its first prompt is {} tokens, which leaves no room for a response in the policy's context of "
+               "{} tokens; allowed: prompts shorter than the context (model.max_seq)",
+               tasks[size_t(e / samples_per_task)].id, prompt.size(), context);
+        r.truncated[last_row[k]] = 1;
+        continue;
+      }
+      longest = std::max(longest, int64_t(prompt.size()));
+      fitting.push_back(e);
+      prompts.push_back(std::move(prompt));
+    }
+    live = std::move(fitting);
+    if (live.empty()) break;
+    SamplingOptions this_turn = turn_sampling;  // shares the generator: one stream across turns
+    if (context > 0) this_turn.max_new_tokens = std::min(turn_sampling.max_new_tokens, context - longest);
     const auto [prompt_tensor, prompt_mask] = left_pad(prompts, turn_sampling.pad_id, device);
     const auto t0 = Clock::now();
-    const Rollout out = policy.generate(prompt_tensor, prompt_mask, turn_sampling);
+    const Rollout out = policy.generate(prompt_tensor, prompt_mask, this_turn);
     r.generate_seconds += seconds_since(t0);
     const torch::Tensor host_tokens = out.tokens.cpu().contiguous();
     const torch::Tensor generated = out.num_generated.to(torch::kCPU, torch::kLong).contiguous();
@@ -153,6 +178,8 @@ RolloutBatch RolloutCollector::collect(Policy& policy, const std::vector<Task>& 
     for (size_t i = 0; i < live.size(); ++i) {
       const int64_t e = live[i];
       const size_t k = size_t(e - first_episode);
+      last_row[k] = group.size();
+      r.truncated.push_back(0);
       group.push_back(e / samples_per_task);
       traj.push_back(e);
       turn.push_back(t);
@@ -184,6 +211,7 @@ RolloutBatch RolloutCollector::collect(Policy& policy, const std::vector<Task>& 
   permute_rows(r.payloads);
   permute_rows(r.observations);
   permute_rows(r.actions);
+  permute_rows(r.truncated);
   permute_rows(rewards);
   const torch::Tensor index = torch::tensor(order, torch::kLong);
   TurnBatch& b = r.batch;

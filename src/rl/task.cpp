@@ -1,8 +1,8 @@
 #include "turnrl/rl/task.h"
 
-#include <fstream>
+#include <algorithm>
 
-#include <yaml-cpp/yaml.h>
+#include "../core/json_lines.h"
 
 #include "turnrl/core/hash.h"
 #include "turnrl/core/error.h"
@@ -33,65 +33,54 @@ std::pair<TaskSet, TaskSet> TaskSet::split(double validation_fraction, uint64_t 
 
 namespace {
 
-std::string string_field(const YAML::Node& n, const char* key, const std::string& where, bool required) {
-  const YAML::Node v = n[key];
-  if (!v || v.IsNull()) {
+using nlohmann::json;
+
+// The string member `key` of a task line; "" when absent or null.
+std::string string_field(const json& n, const char* key, const std::string& where, bool required) {
+  const auto v = n.find(key);
+  if (v == n.end() || v->is_null()) {
     if (required) fail("{}: missing required key '{}'", where, key);
     return {};
   }
-  if (!v.IsScalar()) fail("{}: key '{}' must be a string", where, key);
-  return v.as<std::string>();
+  if (!v->is_string()) fail("{}: key '{}' must be a string, got {}", where, key, detail::json_kind(*v));
+  return v->get<std::string>();
 }
 
 }  // namespace
 
 TaskSet load_tasks_jsonl(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("{}: cannot open the task file", path);
   TaskSet set;
-  std::string line;
-  for (int lineno = 1; std::getline(in, line); ++lineno) {
-    const auto first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#') continue;
-    const std::string where = fmt::format("{}:{}", path, lineno);
-    YAML::Node n;
-    try {
-      n = YAML::Load(line);  // JSON is valid YAML flow syntax: no extra dependency
-    } catch (const YAML::Exception& e) {
-      fail("{}: not a JSON object: {}", where, e.msg);
-    }
-    if (!n.IsMap()) fail("{}: expected a JSON object", where);
+  detail::for_each_json_line(path, "the task file", [&](const json& n, const std::string& where) {
     static const std::vector<std::string> known = {"id", "backend", "level", "description", "reference", "language", "metadata"};
-    for (const auto& kv : n) {
-      const std::string key = kv.first.as<std::string>();
-      if (std::find(known.begin(), known.end(), key) == known.end())
-        fail("{}: unknown key '{}'; allowed: {}", where, key, fmt::join(known, ", "));
-    }
+    for (const auto& member : n.items())
+      if (std::find(known.begin(), known.end(), member.key()) == known.end())
+        fail("{}: unknown key '{}'; allowed: {}", where, member.key(), fmt::join(known, ", "));
     Task t;
     t.id = string_field(n, "id", where, true);
     if (t.id.empty()) fail("{}: 'id' must not be empty", where);
     if (auto b = string_field(n, "backend", where, false); !b.empty()) t.backend = b;
     if (t.backend != "cpu" && t.backend != "cuda" && t.backend != "python")
       fail("{}: backend '{}' is not allowed; allowed: cpu, cuda, python", where, t.backend);
-    if (n["level"]) {
-      try {
-        t.level = n["level"].as<int>();
-      } catch (const YAML::Exception&) {
-        fail("{}: 'level' must be an integer 1..3", where);
-      }
-      if (t.level < 1 || t.level > 3) fail("{}: level {} is out of range; allowed: 1..3", where, t.level);
+    if (const auto level = n.find("level"); level != n.end()) {
+      if (!level->is_number_integer()) fail("{}: 'level' must be an integer 1..3, got {}", where, level->dump());
+      const int64_t value = level->get<int64_t>();
+      if (value < 1 || value > 3) fail("{}: level {} is out of range; allowed: 1..3", where, value);
+      t.level = int(value);
     }
     t.description = string_field(n, "description", where, false);
     t.reference = string_field(n, "reference", where, false);
     if (auto l = string_field(n, "language", where, false); !l.empty()) t.language = l;
-    if (const YAML::Node m = n["metadata"]; m && !m.IsNull()) {
-      if (!m.IsMap()) fail("{}: 'metadata' must be an object of strings", where);
-      for (const auto& kv : m) t.metadata[kv.first.as<std::string>()] = kv.second.as<std::string>();
+    if (const auto meta = n.find("metadata"); meta != n.end() && !meta->is_null()) {
+      if (!meta->is_object()) fail("{}: 'metadata' must be an object of strings", where);
+      for (const auto& [key, value] : meta->items()) {
+        if (!value.is_string()) fail("{}: metadata.{} must be a string, got {}", where, key, detail::json_kind(value));
+        t.metadata[key] = value.get<std::string>();
+      }
     }
     for (const Task& other : set.tasks)
       if (other.id == t.id) fail("{}: duplicate task id '{}'", where, t.id);
     set.tasks.push_back(std::move(t));
-  }
+  });
   return set;
 }
 

@@ -7,11 +7,11 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "turnrl/core/error.h"
+#include "turnrl/core/filesystem.h"
 
 namespace turnrl {
 namespace {
@@ -194,9 +194,7 @@ void TensorBoardWriter::write_scalars(int64_t step, const Metrics& metrics) {
 }
 
 std::vector<TensorBoardEvent> read_tensorboard_events(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot read the TensorBoard event file '{}'", path);
-  const std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string file = read_file(path, "the TensorBoard event file");
   std::vector<TensorBoardEvent> events;
   for (size_t at = 0; at < file.size();) {
     const std::string where = fmt::format("{}: record {} (byte {})", path, events.size(), at);

@@ -217,6 +217,7 @@ RolloutBatch Trainer::gather_rollouts(const RolloutBatch& shard) {
     w.pod(has_payload);
     if (has_payload) w.str(shard.payloads[i]->serialize());
     w.str(shard.observations[i]), w.str(shard.actions[i]);
+    w.pod(shard.truncated[i]);
   }
   w.pod(shard.episodes), w.pod(shard.generate_seconds), w.pod(shard.eval_seconds);
   const std::vector<std::string> parts = s.comm->all_gather(w.data());
@@ -246,6 +247,7 @@ RolloutBatch Trainer::gather_rollouts(const RolloutBatch& shard) {
       r.payloads.push_back(std::move(payload));
       r.observations.push_back(in.str());
       r.actions.push_back(in.str());
+      r.truncated.push_back(in.pod<uint8_t>());
     }
     // Episodes add up; the step waited for the slowest rank.
     r.episodes += in.pod<int64_t>();

@@ -24,7 +24,8 @@ bool is_timing(const std::string& key) {
 // Metrics added after the reference was recorded: verl's names for existing ones (actor/, timing_s/)
 // and the batch statistics verl and TRL report (critic/, response_length/, frac_reward_zero_std).
 bool is_added_metric(const std::string& key) {
-  for (const char* prefix : {"actor/", "critic/", "response_length/", "timing_s/", "frac_reward_zero_std"})
+  for (const char* prefix :
+       {"actor/", "critic/", "response_length/", "timing_s/", "frac_reward_zero_std", "rollout/truncated_episodes"})
     if (key.rfind(prefix, 0) == 0) return true;
   return false;
 }

@@ -358,6 +358,28 @@ TEST_CASE("python backend: adversarial candidates of every class are flagged or 
   CHECK(stopped == hacks);
 }
 
+TEST_CASE("python backend: bytes that are not UTF-8 in a candidate's source, output or exception end in a verdict") {
+  if (skip_without_torch()) return;
+  // The worker's replies are ASCII-only JSON (a lone surrogate travels as the six characters \udcff), and the
+  // request carries a source's ill-formed bytes as U+FFFD: neither direction can break a frame, so
+  // neither is mistaken for a candidate forging the channel.
+  const auto cands = test::python_candidates(std::string(TURNRL_TEST_DATA_DIR) + "/python_tasks/adversarial",
+                                             load_python_tasks(data("python_tasks/cpu.jsonl")));
+  std::vector<test::PythonCandidate> wire;
+  for (const auto& c : cands)
+    if (c.name == "prints_invalid_utf8" || c.name == "raises_invalid_utf8") wire.push_back(c);
+  REQUIRE(wire.size() == 2);
+  REQUIRE(wire[0].source.find("\xff\xfe") != std::string::npos);  // the source itself is not UTF-8
+  const auto res = run_all(wire);
+  check_expectations(wire, res);
+  CHECK(!res[0].hacked());
+  CHECK(!res[1].hacked());
+  const std::string& message = res[1].message;
+  INFO(message);
+  CHECK_THAT(message, Catch::Contains("bad bytes \\udcff\\udcfe\\udc80 \\ud800 and valid text"));
+  CHECK_THAT(message, Catch::Contains("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));  // café € 😀, unchanged
+}
+
 TEST_CASE("python backend: call times rewritten inside the worker are caught by the CPU time billed from outside") {
   if (skip_without_torch()) return;
   // What native code in a candidate could do: rewrite the candidate's reported call times in the

@@ -43,7 +43,17 @@ TEST_CASE("JSON Lines tasks load with every field, errors name file, line and ke
   REQUIRE_THROWS_WITH(load_tasks_jsonl(bad("{\"id\": \"a\", \"backend\": \"tpu\"}")), Catch::Contains("allowed: cpu, cuda, python"));
   REQUIRE_THROWS_WITH(load_tasks_jsonl(bad("{\"id\": \"a\", \"level\": 7}")), Catch::Contains("level 7 is out of range"));
   REQUIRE_THROWS_WITH(load_tasks_jsonl(bad("[1, 2]")), Catch::Contains("expected a JSON object"));
+  REQUIRE_THROWS_WITH(load_tasks_jsonl(bad("{\"id\": \"a\", \"level\": \"two\"}")),
+                      Catch::Contains("'level' must be an integer 1..3, got \"two\""));
+  REQUIRE_THROWS_WITH(load_tasks_jsonl(bad("{\"id\": 5}")), Catch::Contains("key 'id' must be a string, got a number"));
+  REQUIRE_THROWS_WITH(load_tasks_jsonl(bad("{\"id\": \"a\", \"metadata\": {\"n\": 1}}")),
+                      Catch::Contains("metadata.n must be a string, got a number"));
+  REQUIRE_THROWS_WITH(load_tasks_jsonl(bad("{\"id\": \"a\"")), Catch::Contains(":1: not a JSON object"));
   REQUIRE_THROWS_WITH(load_tasks_jsonl("/nonexistent.jsonl"), Catch::Contains("cannot open"));
+  // JSON escapes: \/ and a \u surrogate pair decode to their UTF-8 characters.
+  const TaskSet escaped = load_tasks_jsonl(bad(R"({"id": "a\/b", "description": "caf\u00e9 \ud83d\ude00"})"));
+  CHECK(escaped.tasks.at(0).id == "a/b");
+  CHECK(escaped.tasks.at(0).description == "caf\xc3\xa9 \xf0\x9f\x98\x80");
 }
 
 TEST_CASE("built-in CPU suite and deterministic splits", "[env][task]") {

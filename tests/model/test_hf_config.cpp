@@ -151,7 +151,7 @@ TEST_CASE("hf_config: what the decoder cannot compute exactly is an error naming
   no_vocab.erase("vocab_size");
   CHECK_THROWS_WITH(parse(no_vocab), Catch::Contains("vocab_size is missing"));
   CHECK_THROWS_WITH(parse_hf_config("{not json", "x.json"), Catch::Contains("x.json: not valid JSON"));
-  CHECK_THROWS_WITH(read_hf_config("/nonexistent/folder"), Catch::Contains("cannot read"));
+  CHECK_THROWS_WITH(read_hf_config("/nonexistent/folder"), Catch::Contains("/nonexistent/folder: cannot open the HF config"));
 }
 
 TEST_CASE("rope: inverse frequencies against a scalar loop, plain and llama3", "[model]") {

@@ -10,7 +10,9 @@
 #include <torch/utils.h>
 
 #include "turnrl/core/error.h"
+#include "turnrl/model/chat_tokenizer.h"
 #include "turnrl/model/transformer.h"
+#include "turnrl/rl/chat_codec.h"
 #include "turnrl/rl/trainer.h"
 
 using namespace turnrl;
@@ -116,6 +118,55 @@ TEST_CASE("rollouts of any environment: rows by episode and turn, rewards and pa
   const RolloutBatch again = collector.collect(*policy, toy_tasks(), 2, SamplingOptions(), 11);
   CHECK(torch::equal(again.batch.tokens, b.tokens));
   CHECK(again.actions == r.actions);
+}
+
+// ToyCodec with a budget of 4 tokens a turn and a context limit.
+class ContextCodec : public ToyCodec {
+ public:
+  explicit ContextCodec(int64_t context) : context_(context) {}
+  SamplingOptions sampling(const SamplingOptions& base) const override { return ToyCodec::sampling(base).max_new(4); }
+  int64_t context_length() const override { return context_; }
+
+ private:
+  int64_t context_;
+};
+
+TEST_CASE("the context length ends an episode whose next prompt does not fit, marked truncated, and clips the budget", "[trainer][rollout]") {
+  // Context 8, no stop token: turn 0's prompt is 1 token and its response the full 4; turn 1's
+  // prompt is 1 + 4 + 1 = 6 tokens, so its budget is clipped to 8 - 6 = 2; turn 2's would be
+  // 6 + 2 + 1 = 9 > 8: the three-turn episodes end after turn 1, marked truncated.
+  torch::manual_seed(3);
+  TransformerPolicy policy(TransformerOptions().vocab(8).d_model(16).layers(1).heads(2).max_seq(8));
+  const RolloutCollector collector(pool_of([] { return std::make_unique<ToyEnv>(); }), std::make_shared<ContextCodec>(8));
+  const RolloutBatch r = collector.collect(policy, toy_tasks(), 2, SamplingOptions(), 5);
+  const TurnBatch& b = r.batch;
+  REQUIRE(b.size() == 6);
+  CHECK(column(b.traj) == std::vector<int64_t>{0, 1, 2, 2, 3, 3});
+  CHECK(column(b.turn) == std::vector<int64_t>{0, 0, 0, 1, 0, 1});
+  CHECK(r.truncated == std::vector<uint8_t>{0, 0, 0, 1, 0, 1});
+  CHECK(column(b.response_mask.sum(1)) == std::vector<int64_t>{4, 4, 4, 2, 4, 2});
+  for (int64_t row = 0; row < b.size(); ++row) CHECK(b.attention_mask[row].sum().item<int64_t>() <= 8);
+  CHECK(rollout_metrics(r).at("rollout/truncated_episodes") == 2);
+  // Kept rows keep their marks.
+  const RolloutBatch kept = select_rollout_rows(r, torch::tensor({true, false, true, true, false, false}));
+  CHECK(kept.truncated == std::vector<uint8_t>{0, 0, 1});
+
+  // Without a limit nothing is truncated; a first prompt that fills the context is an error.
+  const RolloutCollector unlimited(pool_of([] { return std::make_unique<ToyEnv>(); }), std::make_shared<ContextCodec>(0));
+  auto roomy = toy_policy();
+  const RolloutBatch all = unlimited.collect(*roomy, toy_tasks(), 1, SamplingOptions(), 5);
+  CHECK(all.batch.size() == 4);
+  CHECK(all.truncated == std::vector<uint8_t>(4, 0));
+  CHECK(rollout_metrics(all).at("rollout/truncated_episodes") == 0);
+  const RolloutCollector tiny(pool_of([] { return std::make_unique<ToyEnv>(); }), std::make_shared<ContextCodec>(1));
+  CHECK_THROWS_WITH(tiny.collect(policy, toy_tasks(), 1, SamplingOptions(), 5),
+                    Catch::Contains("task 'one_turn': its first prompt is 1 tokens") &&
+                        Catch::Contains("context of 1 tokens"));
+  // ChatCodec carries the policy's context (ChatPolicy::max_seq) to the collector.
+  const auto bytes = std::make_shared<const ByteChatTokenizer>();
+  CHECK(ChatCodec(bytes, 64, 512).context_length() == 512);
+  CHECK(ChatCodec(bytes, 64).context_length() == 0);
+  CHECK_THROWS_WITH(ChatCodec(bytes, 64, -1), Catch::Contains("context_length -1 is out of range"));
 }
 
 TEST_CASE("pools, collectors and trainers name what is wrong with their parts", "[trainer][rollout]") {

@@ -1,5 +1,5 @@
 #pragma once
-// Fresh HuggingFace checkpoints: config.json of a named preset (real Qwen3 and Llama-3.2 shapes,
+// Fresh HuggingFace checkpoints: config.json of a named preset (real Qwen3, Qwen2.5 and Llama-3.2 shapes,
 // and tiny ones that train on a CPU) and random weights drawn as transformers' _init_weights
 // draws them, written with the tokenizer files into a folder that load_hf_policy, `model.path`
 // and transformers' from_pretrained read. `turnrl init-model` is its command line:
@@ -17,9 +17,11 @@
 namespace turnrl {
 
 // qwen3-tiny (hidden 128, 4 layers, 4 heads, 2 KV heads, head_dim 32, intermediate 384, tied
-// embeddings), qwen3-0.6b, qwen3-1.7b, qwen3-8b, llama3-tiny, llama3.2-1b.
+// embeddings), qwen3-0.6b, qwen3-1.7b, qwen3-8b, qwen2.5-tiny (qwen3-tiny's shape with Qwen2's q/k/v
+// biases and no q/k norms), qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-7b, llama3-tiny, llama3.2-1b.
 const std::vector<std::string>& hf_preset_names();
-// The tokenizer family of a preset: "qwen3" or "llama3" (the folder hf_tokenizer_files finds).
+// The tokenizer family of a preset: "qwen3" (Qwen3 and Qwen2.5) or "llama3" (the folder
+// hf_tokenizer_files finds).
 std::string hf_preset_tokenizer(const std::string& preset);
 // config.json text of a preset. The real shapes keep their released vocabulary (151,936 for
 // Qwen3: padding rows past the tokenizer's 151,669 ids); the tiny ones take `tokenizer_vocab`, so

@@ -37,6 +37,10 @@ class ActionCodec {
   virtual SamplingOptions sampling(const SamplingOptions& base) const = 0;
   // What a transcript (samples.jsonl) shows of an observation.
   virtual std::string observation_text(const Observation& observation) const = 0;
+  // The longest sequence (prompt and response) the policy takes, 0 = no limit. The rollout ends an
+  // episode, marked truncated, when its next prompt leaves no room for a response, and clips a
+  // turn's token budget to the room its longest prompt leaves (verl's max_model_len).
+  virtual int64_t context_length() const { return 0; }
 };
 
 // The episode's tokens after a turn: the turn's whole sequence (prompt then response) and whether

@@ -16,8 +16,9 @@ namespace turnrl {
 
 class ChatCodec : public ActionCodec {
  public:
-  // max_new_tokens: the response budget of one turn (SamplingOptions::max_new_tokens).
-  ChatCodec(std::shared_ptr<const ChatTokenizer> tokenizer, int64_t max_new_tokens);
+  // max_new_tokens: the response budget of one turn (SamplingOptions::max_new_tokens);
+  // context_length: the policy's longest sequence (ChatPolicy::max_seq), 0 = no limit.
+  ChatCodec(std::shared_ptr<const ChatTokenizer> tokenizer, int64_t max_new_tokens, int64_t context_length = 0);
 
   TokenIds prompt(const EpisodeTokens& so_far, const Observation& observation) const override;
   // The decoded response without special tokens (the stop token).
@@ -25,12 +26,14 @@ class ChatCodec : public ActionCodec {
   SamplingOptions sampling(const SamplingOptions& base) const override;
   // The last message's text (the task, or the environment's feedback).
   std::string observation_text(const Observation& observation) const override;
+  int64_t context_length() const override { return context_length_; }
 
   const ChatTokenizer& tokenizer() const { return *tokenizer_; }
 
  private:
   std::shared_ptr<const ChatTokenizer> tokenizer_;
   int64_t max_new_tokens_;
+  int64_t context_length_;
 };
 
 // A whole conversation as one token sequence, with the assistant's share marked.

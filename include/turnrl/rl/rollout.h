@@ -28,6 +28,9 @@ struct RolloutBatch {
   std::vector<std::shared_ptr<const StepPayload>> payloads;  // per row: the domain's record
   std::vector<std::string> observations;  // per row: ActionCodec::observation_text of the prompt
   std::vector<std::string> actions;       // per row: the Action text
+  // per row: 1 on the last turn of an episode the context ended (its next prompt left no room for
+  // a response: ActionCodec::context_length), else 0
+  std::vector<uint8_t> truncated;
   std::vector<std::string> task_ids;      // per group id
   std::vector<int> task_levels;           // per group id
   int64_t episodes = 0;
@@ -39,8 +42,8 @@ struct RolloutBatch {
 RolloutBatch select_rollout_rows(const RolloutBatch& rollouts, const torch::Tensor& keep);
 
 // Rollout statistics of any environment: "rollout/turns", "rollout/episodes",
-// "rollout/mean_turns", "reward/mean" (over turns), "reward/best_mean" and
-// "reward/last_turn_mean" (over episodes).
+// "rollout/mean_turns", "rollout/truncated_episodes" (ended by the context length), "reward/mean"
+// (over turns), "reward/best_mean" and "reward/last_turn_mean" (over episodes).
 Metrics rollout_metrics(const RolloutBatch& rollouts);
 
 class RolloutCollector {
@@ -50,7 +53,10 @@ class RolloutCollector {
   // Episodes [first_episode, end_episode) of the tasks x samples_per_task episodes (episode e is
   // sample e % n of task e / n): group and traj ids are those of the whole batch. Sampling draws
   // one stream seeded by `seed` across all turns (deterministic given the environment's replies).
-  // The policy is put in eval mode while sampling and back in train mode after.
+  // The policy is put in eval mode while sampling and back in train mode after. With a codec
+  // context_length, an episode whose next prompt fills the context ends (marked truncated), and a
+  // turn's budget is at most the context less its longest prompt; a first prompt that fills it is
+  // an Error naming the task.
   RolloutBatch collect(Policy& policy, const std::vector<Task>& tasks, int64_t samples_per_task,
                        int64_t first_episode, int64_t end_episode, const SamplingOptions& sampling, uint64_t seed) const;
   // All tasks x samples_per_task episodes.
