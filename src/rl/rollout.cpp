@@ -126,7 +126,9 @@ RolloutBatch RolloutCollector::collect(Policy& policy, const std::vector<Task>& 
     for (int64_t e : live) prompts.push_back(codec_->prompt(so_far[size_t(e - first_episode)], obs[size_t(e - first_episode)]));
     const auto [prompt_tensor, prompt_mask] = left_pad(prompts, turn_sampling.pad_id, device);
     const auto t0 = Clock::now();
-    const Rollout out = policy.generate(prompt_tensor, prompt_mask, turn_sampling);
+    // Each turn's prompt extends the episode's sequence: a policy that keeps sequences prefills
+    // only the new tokens.
+    const Rollout out = policy.generate_turn(prompt_tensor, prompt_mask, turn_sampling, live);
     r.generate_seconds += seconds_since(t0);
     const torch::Tensor host_tokens = out.tokens.cpu().contiguous();
     const torch::Tensor generated = out.num_generated.to(torch::kCPU, torch::kLong).contiguous();
@@ -166,6 +168,7 @@ RolloutBatch RolloutCollector::collect(Policy& policy, const std::vector<Task>& 
     }
     live = std::move(next);
   }
+  policy.end_episodes();
   policy.train();
   // Rows in (trajectory, turn) order.
   std::vector<int64_t> order(group.size());
