@@ -110,7 +110,8 @@ SlotKVCache HFDecoderImpl::make_slot_cache(int64_t slots, int64_t capacity) cons
 
 torch::Tensor HFDecoderImpl::slot_hidden(const torch::Tensor& tokens, const SlotBatch& batch, SlotKVCache& cache) {
   const detail::SlotLayout layout = detail::slot_layout(tokens, batch, cache);
-  auto [cos, sin] = detail::rotary_angles(layout.positions, inv_freq_);
+  if (!inv_freq_on_device_.defined() || inv_freq_on_device_.device() != device()) inv_freq_on_device_ = inv_freq_.to(device());
+  auto [cos, sin] = detail::rotary_angles(layout.positions, inv_freq_on_device_);
   cos = cos.to(dtype());
   sin = sin.to(dtype());
   torch::Tensor x = torch::embedding(embed_tokens_, tokens);

@@ -78,6 +78,7 @@ class HFDecoderImpl : public torch::nn::Module {
   HFConfig config_;
   LoraOptions lora_;
   torch::Tensor inv_freq_;  // float32 [head_dim / 2], on the CPU
+  torch::Tensor inv_freq_on_device_;  // its copy on the model's device: slot_hidden copies nothing from the host
   torch::Tensor embed_tokens_, final_norm_, lm_head_;
   std::vector<std::shared_ptr<detail::HFLayer>> layers_;
 };
