@@ -30,11 +30,9 @@ torch::Tensor DecodeGraphs::run(const torch::Tensor& tokens, const torch::Tensor
       c10::cuda::CUDAStreamGuard guard(side);
       // Warm-up outside the capture: cuBLAS handles and workspaces, lazy kernel loading.
       for (int i = 0; i < 2; ++i) step_(g->tokens, g->start, g->count);
-      // One memory pool for every bucket: replays never overlap, and outputs stay alive.
-      if (graphs_.empty())
-        g->graph.capture_begin();
-      else
-        g->graph.capture_begin(graphs_.begin()->second->graph.pool());
+      // Each graph keeps its own memory pool (sharing one is safe only when graphs replay in
+      // capture order, and buckets replay in any order).
+      g->graph.capture_begin();
       g->logits = step_(g->tokens, g->start, g->count);
       g->graph.capture_end();
     }

@@ -87,7 +87,15 @@ class HFPolicy : public Policy {
   // Reads what save() wrote into the existing parameters (dtype and device kept).
   void load(const std::string& folder) override;
   bool saves_folder() const override { return true; }
-  void train(bool on = true) override { model_->train(on); }
+  // Training mode drops the engine: its cache memory goes back to the allocator for the training
+  // step (RolloutCollector switches to eval mode for a rollout and back after it).
+  void train(bool on = true) override {
+    if (on) {
+      engine_.reset();
+      episode_request_.clear();
+    }
+    model_->train(on);
+  }
   void to(torch::Device device) override {
     engine_.reset();
     model_->to(device);
