@@ -89,6 +89,14 @@ struct GenerationEngine::State {
     return torch::tensor(values, torch::kLong).to(device);
   }
 
+  // Equal-length rows copied to the device in one transfer (a step's small inputs): [rows.size(), n].
+  template <typename T>
+  torch::Tensor rows_to_device(const std::vector<std::vector<T>>& rows, torch::Dtype dtype) const {
+    std::vector<T> flat;
+    for (const auto& row : rows) flat.insert(flat.end(), row.begin(), row.end());
+    return torch::tensor(flat, dtype).view({int64_t(rows.size()), -1}).to(device);
+  }
+
   // logits [R, V] of one token in each of slots 0 .. R-1 (idle where count is 0).
   torch::Tensor decode_logits(const torch::Tensor& tokens, const torch::Tensor& start, const torch::Tensor& count,
                               int64_t read_width) {
@@ -211,14 +219,15 @@ struct GenerationEngine::State {
       ++slot.cached;
     }
     ++stats.decode_steps;
+    const torch::Tensor inputs = rows_to_device<int64_t>({tokens, start, count}, torch::kLong);
     torch::Tensor logits;
 #ifdef TURNRL_WITH_CUDA
     if (graphs) {
-      logits = graphs->run(to_device(tokens), to_device(start), to_device(count));
+      logits = graphs->run(inputs[0], inputs[1], inputs[2]);
       ++stats.graph_replays;
     }
 #endif
-    if (!logits.defined()) logits = decode_logits(to_device(tokens), to_device(start), to_device(count), read_width);
+    if (!logits.defined()) logits = decode_logits(inputs[0], inputs[1], inputs[2], read_width);
     return {logits.index_select(0, to_device(rows_of)), ids};
   }
 
@@ -237,13 +246,14 @@ struct GenerationEngine::State {
       keys.push_back(q.request.key);
       counters.push_back(int64_t(q.result.tokens.size()));
     }
-    const auto float_options = torch::TensorOptions(torch::kDouble);
+    const torch::Tensor shaping = rows_to_device<double>({temperature, top_p}, torch::kDouble).to(torch::kFloat);
+    const torch::Tensor streams = rows_to_device<int64_t>({top_k, keys, counters}, torch::kLong);
     RowSampling rows;
-    rows.temperature = torch::tensor(temperature, float_options).to(device, torch::kFloat);
-    rows.top_k = to_device(top_k);
-    rows.top_p = torch::tensor(top_p, float_options).to(device, torch::kFloat);
+    rows.temperature = shaping[0];
+    rows.top_k = streams[0];
+    rows.top_p = shaping[1];
     rows.filtered = filtered;
-    const auto [token, logp] = draw_tokens(logits, rows, counter_uniform(to_device(keys), to_device(counters)));
+    const auto [token, logp] = draw_tokens(logits, rows, counter_uniform(streams[1], streams[2]));
     const torch::Tensor host_token = token.cpu(), host_logp = logp.to(torch::kCPU, torch::kFloat);
     const int64_t* t = host_token.data_ptr<int64_t>();
     const float* l = host_logp.data_ptr<float>();
