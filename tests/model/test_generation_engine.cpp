@@ -254,6 +254,26 @@ TEST_CASE("generation_engine: extending a kept sequence prefills only the new to
   }
 }
 
+TEST_CASE("generation_engine: a kept sequence evicted for a new request is prefilled in full when extended", "[model]") {
+  auto policy = load_fixture("qwen2");
+  GenerationEngine engine(policy->model(), GenerationEngineOptions().slots(1).capacity(64));
+  const GenerationRequest first = GenerationRequest().prompt({5, 6, 7, 8}).options(SamplingOptions().max_new(5)).stream(1);
+  const int64_t kept_id = engine.add(GenerationRequest(first).kept());
+  const GenerationResult kept = engine.run().front();
+  engine.add(GenerationRequest().prompt({9, 10}).options(SamplingOptions().max_new(5)).stream(2));
+  engine.run();  // the only slot was kept: evicted
+  CHECK(engine.stats().evictions == 1);
+  CHECK(engine.kept_sequences() == 0);
+  std::vector<int64_t> sequence = first.tokens;
+  sequence.insert(sequence.end(), kept.tokens.begin(), kept.tokens.end());
+  sequence.push_back(40);
+  const GenerationRequest next = GenerationRequest().prompt(sequence).options(SamplingOptions().max_new(5)).stream(3);
+  engine.add(GenerationRequest(next).continues(kept_id));
+  const GenerationResult continued = engine.run().front();
+  CHECK(continued.reused_tokens == 0);
+  check_same(continued, run_alone(policy->model(), next));
+}
+
 TEST_CASE("generation_engine: HFPolicy::generate_turn reuses each episode's sequence and equals generate", "[model]") {
   // `plain` answers with generate() alone: an engine whose two slots a generate() call took would
   // have evicted the kept episodes.
