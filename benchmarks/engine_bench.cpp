@@ -51,6 +51,34 @@ class BatchCacheNextToken : public NextTokenModel {
   KVCache cache_;
 };
 
+// The backend LibTorch's SDPA picks for the engine's attention calls (grouped heads folded into
+// the query axis, an explicit mask, keys read in place from the [slots + 1, capacity, kv_heads,
+// head_dim] cache): decode (one token per row) and prefill (P tokens per row).
+void print_sdpa_backends(const HFConfig& config, torch::Dtype dtype, torch::Device device, int64_t batch, int64_t prompt,
+                         int64_t capacity) {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 5)
+  const int64_t kv = config.num_key_value_heads, groups = config.num_attention_heads / kv, dim = config.head_dim;
+  const auto options = torch::TensorOptions(dtype).device(device);
+  const torch::Tensor cache = torch::zeros({batch + 1, capacity, kv, dim}, options);
+  const torch::Tensor keys = cache.narrow(0, 0, batch).transpose(1, 2);
+  const auto name = [](int64_t backend) -> std::string {
+    static const char* const names[] = {"math", "flash_attention", "efficient_attention", "cudnn_attention"};
+    return backend >= 0 && backend < 4 ? names[backend] : fmt::format("backend {}", backend);
+  };
+  for (const int64_t queries : {int64_t(1), prompt}) {
+    const torch::Tensor q = torch::zeros({batch, kv, groups * queries, dim}, options);
+    const torch::Tensor mask = torch::ones({batch, 1, groups * queries, capacity}, options.dtype(torch::kBool));
+    const int64_t backend = at::_fused_sdp_choice(q, keys, keys, mask, 0.0, false, std::nullopt, false);
+    std::printf("SDPA backend, %s (q %s, keys %s strided, bool mask): %s\n", queries == 1 ? "decode" : "prefill",
+                c10::str(q.sizes()).c_str(), c10::str(keys.sizes()).c_str(), name(backend).c_str());
+  }
+#else
+  (void)config, (void)dtype, (void)device, (void)batch, (void)prompt, (void)capacity;
+  std::printf("SDPA backend: LibTorch %s has no scaled_dot_product_attention with these options (plain path)\n",
+              TORCH_VERSION);
+#endif
+}
+
 double seconds_of(const std::function<void()>& fn, const torch::Device& device) {
   bench::synchronize(device);
   const auto t0 = std::chrono::steady_clock::now();
@@ -75,6 +103,9 @@ int main(int argc, char** argv) {
   const double bandwidth = bench::copy_bandwidth(args.device);
   std::printf("engine_bench on %s (%d threads), %s, LibTorch %s; copy bandwidth %.0f GB/s\n", args.device.str().c_str(),
               at::get_num_threads(), c10::toString(dtype), TORCH_VERSION, bandwidth / 1e9);
+  const Case& first = cases.front();
+  print_sdpa_backends(parse_hf_config(hf_preset_config(first.shape, 1024), first.shape), dtype, args.device, first.batch,
+                      first.prompt, first.prompt + first.new_tokens);
   std::printf("%-11s %5s %5s %5s | %12s | %12s %6s | %12s %6s\n", "shape", "B", "P", "N", "engine tok/s",
               "roofline", "share", "old sampler", "ratio");
   torch::NoGradGuard no_grad;
