@@ -181,10 +181,11 @@ struct GenerationEngine::State {
       padded.insert(padded.end(), row.begin(), row.end());
       padded.insert(padded.end(), size_t(width) - row.size(), 0);
     }
+    const torch::Tensor placement = rows_to_device<int64_t>({slot_of, start, count}, torch::kLong);
     SlotBatch batch;
-    batch.slot = to_device(slot_of);
-    batch.start = to_device(start);
-    batch.count = to_device(count);
+    batch.slot = placement[0];
+    batch.start = placement[1];
+    batch.count = placement[2];
     for (size_t i = 0; i < admitted.size(); ++i) batch.read_width = std::max(batch.read_width, start[i] + count[i]);
     const torch::Tensor tokens = to_device(padded).view({int64_t(admitted.size()), width});
     const torch::Tensor hidden = model->slot_hidden(tokens, batch, cache);
