@@ -16,6 +16,7 @@
 #include <torch/version.h>
 
 #include "bench_util.h"
+#include "random_hf_decoder.h"
 #include "turnrl/model/hf_policy.h"
 #include "turnrl/model/transformer.h"
 
@@ -35,15 +36,6 @@ std::string qwen3_config(bool large) {
   return large ? qwen3_config(1024, 28, 16, 8, 128, 3072, 151936) : qwen3_config(256, 2, 8, 2, 32, 704, 4096);
 }
 
-HFDecoder random_decoder(const HFConfig& config, torch::Dtype dtype, torch::Device device) {
-  HFDecoder model(config, torch::TensorOptions(dtype).device(device));
-  torch::NoGradGuard no_grad;
-  for (auto& p : model->named_parameters())
-    p.key().find("norm") != std::string::npos ? p.value().fill_(1.0) : p.value().normal_(0.0, 0.02);
-  model->eval();
-  return model;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -57,7 +49,7 @@ int main(int argc, char** argv) {
   const int max_reps = args.device.is_cuda() ? 20 : 5;
 
   torch::manual_seed(0);
-  HFDecoder model = random_decoder(config, dtype, args.device);
+  HFDecoder model = bench::random_decoder(config, dtype, args.device);
   HFPolicy policy(model);
   TransformerPolicy builtin(TransformerOptions()
                                 .vocab(config.vocab_size)
@@ -102,7 +94,7 @@ int main(int argc, char** argv) {
 
   // A turn as the trainer scores it: a long prompt, the policy's response the last eighth.
   const HFConfig tiny = parse_hf_config(qwen3_config(128, 4, 4, 2, 32, 384, 151936), "qwen3-tiny config");
-  HFDecoder tiny_model = random_decoder(tiny, dtype, args.device);
+  HFDecoder tiny_model = bench::random_decoder(tiny, dtype, args.device);
   HFPolicy tiny_policy(tiny_model);
   const int64_t turn_length = args.quick ? 256 : 512, turns = 2;
   const torch::Tensor turn_tokens =

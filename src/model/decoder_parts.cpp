@@ -25,6 +25,18 @@ KVCache KVCache::empty(int64_t layers, int64_t batch, int64_t kv_heads, int64_t 
   return cache;
 }
 
+SlotKVCache SlotKVCache::empty(int64_t layers, int64_t slots, int64_t kv_heads, int64_t capacity, int64_t head_dim,
+                               const torch::TensorOptions& like) {
+  if (layers < 1 || slots < 1 || capacity < 1)
+    fail("SlotKVCache: {} layers, {} slots, capacity {}; each must be >= 1", layers, slots, capacity);
+  SlotKVCache cache;
+  for (int64_t i = 0; i < layers; ++i) {
+    cache.keys.push_back(torch::zeros({slots + 1, capacity, kv_heads, head_dim}, like));
+    cache.values.push_back(torch::zeros({slots + 1, capacity, kv_heads, head_dim}, like));
+  }
+  return cache;
+}
+
 namespace detail {
 
 torch::Tensor rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
@@ -122,6 +134,57 @@ std::pair<torch::Tensor, torch::Tensor> append_to_cache(KVCache& cache, size_t l
   cache.keys[layer].narrow(2, cache.length, length).copy_(k);
   cache.values[layer].narrow(2, cache.length, length).copy_(v);
   return {cache.keys[layer].narrow(2, 0, cache.length + length), cache.values[layer].narrow(2, 0, cache.length + length)};
+}
+
+SlotLayout slot_layout(const torch::Tensor& tokens, const SlotBatch& batch, SlotKVCache& cache) {
+  if (tokens.dim() != 2 || tokens.scalar_type() != torch::kLong)
+    fail("decoder: tokens must be int64 [B, T]; got {} {}", c10::toString(tokens.scalar_type()),
+         c10::str(tokens.sizes()));
+  const int64_t rows = tokens.size(0), length = tokens.size(1), capacity = cache.capacity();
+  for (const torch::Tensor* t : {&batch.slot, &batch.start, &batch.count})
+    if (!t->defined() || t->dim() != 1 || t->size(0) != rows || t->scalar_type() != torch::kLong)
+      fail("SlotBatch: slot, start and count must be int64 [{}] (one per row of tokens)", rows);
+  if (batch.read_width < 1 || batch.read_width > capacity)
+    fail("SlotBatch.read_width: {}; must be in [1, {}] (the cache capacity)", batch.read_width, capacity);
+  if (batch.leading_slots && rows > cache.slots())
+    fail("SlotBatch.leading_slots: {} rows but the cache has {} slots", rows, cache.slots());
+  const auto index_options = torch::TensorOptions(torch::kLong).device(tokens.device());
+  const torch::Tensor step = torch::arange(length, index_options).unsqueeze(0);
+  SlotLayout layout;
+  layout.cache = &cache;
+  layout.batch = &batch;
+  layout.positions = batch.start.unsqueeze(1) + step;
+  const torch::Tensor real = step < batch.count.unsqueeze(1);
+  // Padding tokens go to distinct positions of the scratch row (no two writes to one place).
+  const torch::Tensor scratch = cache.slots() * capacity + (torch::arange(rows * length, index_options) % capacity);
+  layout.write_index =
+      torch::where(real, batch.slot.unsqueeze(1) * capacity + layout.positions, scratch.view({rows, length})).view(-1);
+  const torch::Tensor key_index = torch::arange(batch.read_width, index_options);
+  layout.attend = key_index.view({1, 1, -1}).le(layout.positions.unsqueeze(-1)).unsqueeze(1);
+  return layout;
+}
+
+std::pair<torch::Tensor, torch::Tensor> store_in_slots(const SlotLayout& layout, size_t layer, const torch::Tensor& k,
+                                                       const torch::Tensor& v) {
+  const SlotBatch& batch = *layout.batch;
+  const auto store = [&](torch::Tensor& cache, const torch::Tensor& x) {
+    const int64_t rows = x.size(0), heads = x.size(1), length = x.size(2), dim = x.size(3);
+    cache.view({-1, heads, dim}).index_copy_(0, layout.write_index, x.transpose(1, 2).reshape({rows * length, heads, dim}));
+    const torch::Tensor slots = batch.leading_slots ? cache.narrow(0, 0, rows) : cache.index_select(0, batch.slot);
+    return slots.narrow(1, 0, batch.read_width).transpose(1, 2);
+  };
+  return {store(layout.cache->keys[layer], k), store(layout.cache->values[layer], v)};
+}
+
+torch::Tensor grouped_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& mask) {
+  const int64_t rows = q.size(0), heads = q.size(1), length = q.size(2), dim = q.size(3);
+  const int64_t kv_heads = k.size(1), groups = heads / kv_heads, width = k.size(2);
+  // Query head h = j * groups + i is served by key/value head j (transformers' repeat_kv).
+  const torch::Tensor folded_q = q.reshape({rows, kv_heads, groups * length, dim});
+  const torch::Tensor folded_mask =
+      mask.unsqueeze(2).expand({rows, 1, groups, length, width}).reshape({rows, 1, groups * length, width});
+  return attention(folded_q, k, v, folded_mask).view({rows, heads, length, dim});
 }
 
 torch::Tensor CachedNextToken::prefill(const torch::Tensor& prompts, const torch::Tensor& prompt_mask) {

@@ -50,6 +50,28 @@ void advance(KVCache& cache, const AttentionLayout& layout);
 std::pair<torch::Tensor, torch::Tensor> append_to_cache(KVCache& cache, size_t layer, const torch::Tensor& k,
                                                         const torch::Tensor& v);
 
+// Positions, attention mask and cache targets of one forward call over a SlotKVCache (kv_cache.h).
+// Built from tensors only, without reading them on the host: a CUDA graph can capture it.
+struct SlotLayout {
+  SlotKVCache* cache = nullptr;
+  const SlotBatch* batch = nullptr;
+  torch::Tensor positions;    // int64 [B, T] start + t
+  torch::Tensor attend;       // bool  [B, 1, T, read_width] key j <= start + t
+  torch::Tensor write_index;  // int64 [B * T] row of the flattened cache [(slots + 1) * capacity] per token
+};
+SlotLayout slot_layout(const torch::Tensor& tokens, const SlotBatch& batch, SlotKVCache& cache);
+
+// Writes k, v [B, Hkv, T, D] into layer `layer` and returns the keys and values each row
+// attends to, [B, Hkv, read_width, D] (views of the cache rows when batch.leading_slots).
+std::pair<torch::Tensor, torch::Tensor> store_in_slots(const SlotLayout& layout, size_t layer, const torch::Tensor& k,
+                                                       const torch::Tensor& v);
+
+// attention() for q [B, H, T, D] against k, v [B, Hkv, W, D] with mask [B, 1, T, W], the H / Hkv
+// query heads of each key/value head folded into its query axis ([B, Hkv, H / Hkv * T, D]): grouped
+// heads without copying keys (repeat_kv) and with a mask, which SDPA's enable_gqa paths lack.
+torch::Tensor grouped_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& mask);
+
 // The sampler's KV-cache path for a decoder: prefill the prompts once, then one token per step.
 class CachedNextToken : public NextTokenModel {
  public:

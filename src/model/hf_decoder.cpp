@@ -54,15 +54,23 @@ struct HFLayer : torch::nn::Module {
     return h.transpose(1, 2);
   }
 
+  // With `slots` the keys and values go to the generation engine's cache, else to `cache` (if any).
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& attend,
-                        KVCache* cache, size_t index) {
+                        KVCache* cache, size_t index, const SlotLayout* slots = nullptr) {
     const int64_t batch = x.size(0), length = x.size(1);
     const torch::Tensor h = rms_norm(x, input_norm, config.rms_norm_eps);
     const torch::Tensor q = apply_rotary(split_heads(projections.at("q_proj")(h), config.num_attention_heads, q_norm), cos, sin);
     torch::Tensor k = apply_rotary(split_heads(projections.at("k_proj")(h), config.num_key_value_heads, k_norm), cos, sin);
     torch::Tensor v = split_heads(projections.at("v_proj")(h), config.num_key_value_heads, {});
-    if (cache) std::tie(k, v) = append_to_cache(*cache, index, k, v);
-    const torch::Tensor a = attention(q, k, v, attend).transpose(1, 2).reshape({batch, length, -1});
+    torch::Tensor a;
+    if (slots) {
+      std::tie(k, v) = store_in_slots(*slots, index, k, v);
+      a = grouped_attention(q, k, v, slots->attend);
+    } else {
+      if (cache) std::tie(k, v) = append_to_cache(*cache, index, k, v);
+      a = attention(q, k, v, attend);
+    }
+    a = a.transpose(1, 2).reshape({batch, length, -1});
     x = x + projections.at("o_proj")(a);
     const torch::Tensor m = rms_norm(x, post_norm, config.rms_norm_eps);
     return x + projections.at("down_proj")(torch::silu(projections.at("gate_proj")(m)) * projections.at("up_proj")(m));
@@ -93,6 +101,22 @@ HFDecoderImpl::~HFDecoderImpl() = default;
 KVCache HFDecoderImpl::make_cache(int64_t batch, int64_t capacity) const {
   return KVCache::empty(config_.num_hidden_layers, batch, config_.num_key_value_heads, capacity, config_.head_dim,
                         embed_tokens_.options());
+}
+
+SlotKVCache HFDecoderImpl::make_slot_cache(int64_t slots, int64_t capacity) const {
+  return SlotKVCache::empty(config_.num_hidden_layers, slots, config_.num_key_value_heads, capacity, config_.head_dim,
+                            embed_tokens_.options());
+}
+
+torch::Tensor HFDecoderImpl::slot_hidden(const torch::Tensor& tokens, const SlotBatch& batch, SlotKVCache& cache) {
+  const detail::SlotLayout layout = detail::slot_layout(tokens, batch, cache);
+  if (!inv_freq_on_device_.defined() || inv_freq_on_device_.device() != device()) inv_freq_on_device_ = inv_freq_.to(device());
+  auto [cos, sin] = detail::rotary_angles(layout.positions, inv_freq_on_device_);
+  cos = cos.to(dtype());
+  sin = sin.to(dtype());
+  torch::Tensor x = torch::embedding(embed_tokens_, tokens);
+  for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward(x, cos, sin, {}, nullptr, i, &layout);
+  return detail::rms_norm(x, final_norm_, config_.rms_norm_eps);
 }
 
 torch::Tensor HFDecoderImpl::forward(const torch::Tensor& tokens, const torch::Tensor& attention_mask, KVCache* cache,

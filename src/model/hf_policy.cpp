@@ -95,19 +95,96 @@ TokenLogp HFPolicy::forward_logp(const torch::Tensor& tokens, const torch::Tenso
 Rollout HFPolicy::generate(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,
                            const SamplingOptions& options) {
   validate(options);
+  if (options.use_cache) return run_engine(prompts, prompt_mask, options, nullptr);
   torch::NoGradGuard no_grad;
   HFDecoder model = model_;
-  if (options.use_cache) {
-    detail::CachedNextToken next(
-        [model](const torch::Tensor& t, const torch::Tensor& m, KVCache* cache) mutable {
-          return model->forward(t, m, cache, /*last_position_only=*/true);
-        },
-        [model](int64_t batch, int64_t capacity) { return model->make_cache(batch, capacity); },
-        prompts.size(1) + options.max_new_tokens);
-    return sample(next, prompts, prompt_mask, options);
-  }
   RecomputeNextToken next([model](const torch::Tensor& t, const torch::Tensor& m) mutable { return model->forward(t, m); });
   return sample(next, prompts, prompt_mask, options);
+}
+
+Rollout HFPolicy::generate_turn(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,
+                                const SamplingOptions& options, const std::vector<int64_t>& episodes) {
+  validate(options);
+  if (int64_t(episodes.size()) != prompts.size(0))
+    fail("generate_turn: {} episodes for {} prompt rows; one per row", episodes.size(), prompts.size(0));
+  if (!options.use_cache) return generate(prompts, prompt_mask, options);
+  return run_engine(prompts, prompt_mask, options, &episodes);
+}
+
+void HFPolicy::end_episodes() {
+  if (engine_) engine_->release_all();
+  episode_request_.clear();
+}
+
+void HFPolicy::engine_options(const GenerationEngineOptions& options) {
+  if (options.slots() < 0 || options.capacity() < 0)
+    fail("HFPolicy engine options: slots {} and capacity {} must be >= 0 (0 = follow the calls)", options.slots(),
+         options.capacity());
+  engine_options_ = options;
+  engine_.reset();
+  episode_request_.clear();
+}
+
+namespace {
+
+int64_t round_up_to_power_of_two(int64_t n, int64_t at_least) {
+  int64_t v = at_least;
+  while (v < n) v *= 2;
+  return v;
+}
+
+}  // namespace
+
+Rollout HFPolicy::run_engine(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,
+                             const SamplingOptions& options, const std::vector<int64_t>* episodes) {
+  const torch::Tensor mask = checked_prompt_mask(prompts, prompt_mask);
+  const int64_t batch = prompts.size(0), prompt_length = prompts.size(1);
+  const int64_t needed = prompt_length + options.max_new_tokens;
+  const int64_t slots = engine_options_.slots() > 0 ? engine_options_.slots() : batch;
+  const int64_t capacity = engine_options_.capacity() > 0 ? engine_options_.capacity() : round_up_to_power_of_two(needed, 256);
+  if (!engine_ || engine_->options().slots() < slots || engine_->options().capacity() < needed) {
+    engine_ = std::make_unique<GenerationEngine>(
+        model_, GenerationEngineOptions(engine_options_).slots(std::max(slots, engine_ ? engine_->options().slots() : 0))
+                    .capacity(capacity));
+    episode_request_.clear();
+  }
+
+  const torch::Tensor host_prompts = prompts.to(torch::kCPU).contiguous(), host_mask = mask.to(torch::kCPU).contiguous();
+  const std::vector<int64_t> keys = row_keys(options, batch);
+  std::vector<int64_t> ids;
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t* row = host_prompts[b].data_ptr<int64_t>();
+    const bool* valid = host_mask[b].data_ptr<bool>();
+    GenerationRequest request;
+    for (int64_t t = 0; t < prompt_length; ++t)
+      if (valid[t]) request.tokens.push_back(row[t]);
+    request.sampling = options;
+    request.key = keys[size_t(b)];
+    if (episodes) {
+      const auto kept = episode_request_.find((*episodes)[size_t(b)]);
+      request.extends = kept == episode_request_.end() ? -1 : kept->second;
+      request.keep = true;
+    }
+    ids.push_back(engine_->add(std::move(request)));
+  }
+  const std::vector<GenerationResult> results = engine_->run();
+  if (episodes)
+    for (int64_t b = 0; b < batch; ++b) episode_request_[(*episodes)[size_t(b)]] = ids[size_t(b)];
+
+  // The sampler's layout (sampler.h: Rollout): prompts as given, then each row's tokens, padded.
+  int64_t width = 0;
+  for (const GenerationResult& r : results) width = std::max(width, int64_t(r.tokens.size()));
+  torch::Tensor generated = torch::full({batch, width}, options.pad_id, torch::kLong);
+  torch::Tensor logp = torch::zeros({batch, width}, torch::kFloat);
+  torch::Tensor generated_valid = torch::zeros({batch, width}, torch::kBool);
+  for (int64_t b = 0; b < batch; ++b) {
+    const GenerationResult& r = results[size_t(b)];
+    const auto n = int64_t(r.tokens.size());
+    generated[b].narrow(0, 0, n).copy_(torch::tensor(r.tokens, torch::kLong));
+    logp[b].narrow(0, 0, n).copy_(torch::tensor(r.logp, torch::kFloat));
+    generated_valid[b].narrow(0, 0, n).fill_(true);
+  }
+  return make_rollout(prompts, mask, generated, generated_valid, logp);
 }
 
 std::vector<torch::Tensor> HFPolicy::parameters() {
@@ -118,6 +195,7 @@ std::vector<torch::Tensor> HFPolicy::parameters() {
 }
 
 void HFPolicy::to(torch::Dtype dtype) {
+  engine_.reset();
   model_->to(dtype);
   for (const auto& m : model_->modules())
     if (auto* linear = dynamic_cast<LoraLinearImpl*>(m.get()); linear && linear->has_adapter()) {

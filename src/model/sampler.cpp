@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <mutex>
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/utils.h>
@@ -53,44 +54,97 @@ torch::Tensor RecomputeNextToken::extend(const torch::Tensor& token, const torch
   return logits_(tokens_, mask_).select(1, -1);
 }
 
+RowSampling RowSampling::repeat(const SamplingOptions& o, int64_t rows, torch::Device device) {
+  const auto options = torch::TensorOptions(torch::kFloat).device(device);
+  RowSampling r;
+  r.temperature = torch::full({rows}, o.temperature, options);
+  r.top_k = torch::full({rows}, o.top_k, options.dtype(torch::kLong));
+  r.top_p = torch::full({rows}, o.top_p, options);
+  r.filtered = o.top_k > 0 || o.top_p < 1;
+  return r;
+}
+
 torch::Tensor sampling_log_probs(const torch::Tensor& logits, const SamplingOptions& o) {
   require(o.temperature > 0, "sampling_log_probs: temperature must be > 0");
+  return sampling_log_probs(logits, RowSampling::repeat(o, logits.size(0), logits.device()));
+}
+
+torch::Tensor sampling_log_probs(const torch::Tensor& logits, const RowSampling& rows) {
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-  torch::Tensor x = logits.to(torch::kFloat) / o.temperature;
+  const torch::Tensor greedy = rows.temperature.eq(0).unsqueeze(1);
+  // Greedy rows keep the unscaled logits: their recorded log-prob is the model's own.
+  torch::Tensor x = logits.to(torch::kFloat) / torch::where(greedy, torch::ones_like(greedy, torch::kFloat),
+                                                           rows.temperature.unsqueeze(1));
+  if (!rows.filtered) return x.log_softmax(-1);
   const int64_t vocab = x.size(-1);
-  if (o.top_k > 0 && o.top_k < vocab) {
-    // Ties with the k-th value are kept, as in Hugging Face's TopKLogitsWarper.
-    const torch::Tensor kth = std::get<0>(x.topk(o.top_k, -1)).narrow(-1, o.top_k - 1, 1);
-    x = x.masked_fill(x < kth, kNegInf);
-  }
-  if (o.top_p < 1) {
-    // Nucleus: keep tokens (most likely first) while the mass before them is below p; the most
-    // likely token is always kept.
-    auto [sorted, order] = x.sort(-1, /*descending=*/true);
-    const torch::Tensor probs = sorted.softmax(-1);
-    const torch::Tensor remove_sorted = (probs.cumsum(-1) - probs) >= o.top_p;
-    x = x.masked_fill(torch::zeros_like(remove_sorted).scatter(-1, order, remove_sorted), kNegInf);
-  }
+  auto [sorted, order] = x.sort(-1, /*descending=*/true);
+  // Top-k: ties with the k-th value are kept, as in Hugging Face's TopKLogitsWarper.
+  const torch::Tensor k_off = rows.top_k.le(0).logical_or(rows.top_k.ge(vocab)).unsqueeze(1).logical_or(greedy);
+  const torch::Tensor kth = sorted.gather(-1, (rows.top_k.clamp(1, vocab) - 1).unsqueeze(1));
+  const torch::Tensor below_kth = sorted < kth.masked_fill(k_off, kNegInf);
+  sorted = sorted.masked_fill(below_kth, kNegInf);
+  // Nucleus: keep tokens (most likely first) while the mass before them is below p; the most
+  // likely token is always kept. p = 1 is off (float rounding must not cut the tail).
+  const torch::Tensor probs = sorted.softmax(-1);
+  const torch::Tensor p = torch::where(rows.top_p.ge(1).unsqueeze(1).logical_or(greedy),
+                                       torch::full_like(kth, std::numeric_limits<float>::infinity()),
+                                       rows.top_p.unsqueeze(1));
+  const torch::Tensor remove_sorted = below_kth.logical_or((probs.cumsum(-1) - probs) >= p);
+  x = x.masked_fill(torch::zeros_like(remove_sorted).scatter(-1, order, remove_sorted), kNegInf);
   return x.log_softmax(-1);
+}
+
+std::pair<torch::Tensor, torch::Tensor> draw_tokens(const torch::Tensor& logits, const RowSampling& rows,
+                                                    const torch::Tensor& uniform) {
+  const torch::Tensor log_probs = sampling_log_probs(logits, rows);
+  const torch::Tensor cdf = log_probs.exp().cumsum(-1);
+  // u in (0, 1]: the first index whose CDF reaches u * total has positive probability.
+  const torch::Tensor target = (uniform.to(torch::kFloat) * cdf.select(1, -1)).unsqueeze(1);
+  const torch::Tensor sampled = (cdf < target).sum(-1).clamp_max(cdf.size(1) - 1);
+  const torch::Tensor token = torch::where(rows.temperature.eq(0), log_probs.argmax(-1), sampled);
+  return {token, log_probs.gather(-1, token.unsqueeze(1)).squeeze(1)};
+}
+
+namespace {
+
+// x >> bits with zeros shifted in: the shift of an int64 tensor is arithmetic.
+torch::Tensor logical_shift_right(const torch::Tensor& x, int bits) {
+  return x.__rshift__(bits).bitwise_and((int64_t(1) << (64 - bits)) - 1);
+}
+
+int64_t as_signed(uint64_t v) { return static_cast<int64_t>(v); }
+
+}  // namespace
+
+torch::Tensor counter_uniform(const torch::Tensor& key, const torch::Tensor& counter) {
+  // splitmix64 (Steele, Lea and Flood 2014): state_n = key + (n + 1) * gamma, then the mix.
+  // int64 multiplication wraps as uint64 does, on every device.
+  torch::Tensor z = key + (counter + 1) * as_signed(0x9E3779B97F4A7C15ULL);
+  z = z.bitwise_xor(logical_shift_right(z, 30)) * as_signed(0xBF58476D1CE4E5B9ULL);
+  z = z.bitwise_xor(logical_shift_right(z, 27)) * as_signed(0x94D049BB133111EBULL);
+  z = z.bitwise_xor(logical_shift_right(z, 31));
+  return (logical_shift_right(z, 11) + 1).to(torch::kDouble) * std::ldexp(1.0, -53);
+}
+
+std::vector<int64_t> row_keys(const SamplingOptions& o, int64_t rows) {
+  at::Generator generator = o.generator.defined() ? o.generator : at::make_generator<at::CPUGeneratorImpl>(o.seed);
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  auto* cpu = generator.get<at::CPUGeneratorImpl>();
+  std::vector<int64_t> keys;
+  for (int64_t i = 0; i < rows; ++i) keys.push_back(as_signed(cpu->random64()));
+  return keys;
 }
 
 Rollout sample(NextTokenModel& model, const torch::Tensor& prompts, const torch::Tensor& prompt_mask,
                const SamplingOptions& o) {
   validate(o);
-  if (prompts.dim() != 2 || prompts.scalar_type() != torch::kLong || prompts.size(1) == 0)
-    fail("sample: prompts must be int64 [B, P] with P >= 1; got {} {}", c10::toString(prompts.scalar_type()),
-         c10::str(prompts.sizes()));
-  const torch::Tensor mask = prompt_mask.defined() ? prompt_mask.to(torch::kBool) : torch::ones_like(prompts, torch::kBool);
-  if (mask.sizes() != prompts.sizes())
-    fail("sample: prompt_mask has shape {}, prompts {}; they must match", c10::str(mask.sizes()),
-         c10::str(prompts.sizes()));
-
+  const torch::Tensor mask = checked_prompt_mask(prompts, prompt_mask);
   torch::NoGradGuard no_grad;
   const torch::Device device = prompts.device();
   const int64_t batch = prompts.size(0);
-  // Uniforms are drawn on the CPU from the seed and copied: the same seed gives the same rollout
-  // on any device, and inverse-CDF sampling needs nothing device-specific.
-  at::Generator generator = o.generator.defined() ? o.generator : at::make_generator<at::CPUGeneratorImpl>(o.seed);
+  const auto index_options = torch::TensorOptions(torch::kLong).device(device);
+  const torch::Tensor keys = torch::tensor(row_keys(o, batch), torch::kLong).to(device);
+  const RowSampling rows = RowSampling::repeat(o, batch, device);
   const torch::Tensor stops =
       torch::tensor(o.stop_tokens.empty() ? std::vector<int64_t>{-1} : o.stop_tokens, torch::kLong).to(device);
   torch::Tensor finished = torch::zeros({batch}, torch::TensorOptions(torch::kBool).device(device));
@@ -98,20 +152,7 @@ Rollout sample(NextTokenModel& model, const torch::Tensor& prompts, const torch:
   std::vector<torch::Tensor> tokens, logps, valids;
   torch::Tensor logits = model.prefill(prompts, mask);
   for (int64_t step = 0; step < o.max_new_tokens; ++step) {
-    torch::Tensor token, logp;
-    if (o.temperature == 0) {
-      const torch::Tensor log_probs = logits.to(torch::kFloat).log_softmax(-1);
-      token = log_probs.argmax(-1);
-      logp = log_probs.gather(-1, token.unsqueeze(1)).squeeze(1);
-    } else {
-      const torch::Tensor log_probs = sampling_log_probs(logits, o);
-      const torch::Tensor cdf = log_probs.exp().cumsum(-1);
-      // u in (0, 1]: the first index whose CDF reaches u * total has positive probability.
-      const torch::Tensor u = (1 - torch::rand({batch}, generator, torch::kFloat)).to(device);
-      const torch::Tensor target = (u * cdf.select(1, -1)).unsqueeze(1);
-      token = (cdf < target).sum(-1).clamp_max(cdf.size(1) - 1);
-      logp = log_probs.gather(-1, token.unsqueeze(1)).squeeze(1);
-    }
+    auto [token, logp] = draw_tokens(logits, rows, counter_uniform(keys, torch::full({batch}, step, index_options)));
     const torch::Tensor valid = finished.logical_not();
     token = torch::where(valid, token, torch::full_like(token, o.pad_id));
     logp = torch::where(valid, logp, torch::zeros_like(logp));
@@ -123,17 +164,32 @@ Rollout sample(NextTokenModel& model, const torch::Tensor& prompts, const torch:
     logits = model.extend(token, valid);
   }
 
-  const torch::Tensor generated = torch::stack(tokens, 1);
-  const torch::Tensor generated_valid = torch::stack(valids, 1);
+  return make_rollout(prompts, mask, torch::stack(tokens, 1), torch::stack(valids, 1), torch::stack(logps, 1));
+}
+
+torch::Tensor checked_prompt_mask(const torch::Tensor& prompts, const torch::Tensor& prompt_mask) {
+  if (prompts.dim() != 2 || prompts.scalar_type() != torch::kLong || prompts.size(1) == 0)
+    fail("generate: prompts must be int64 [B, P] with P >= 1; got {} {}", c10::toString(prompts.scalar_type()),
+         c10::str(prompts.sizes()));
+  const torch::Tensor mask = prompt_mask.defined() ? prompt_mask.to(torch::kBool) : torch::ones_like(prompts, torch::kBool);
+  if (mask.sizes() != prompts.sizes())
+    fail("generate: prompt_mask has shape {}, prompts {}; they must match", c10::str(mask.sizes()),
+         c10::str(prompts.sizes()));
+  return mask;
+}
+
+Rollout make_rollout(const torch::Tensor& prompts, const torch::Tensor& prompt_mask, const torch::Tensor& generated,
+                     const torch::Tensor& generated_valid, const torch::Tensor& logp) {
+  const torch::Device device = prompts.device();
   Rollout r;
   r.prompt_length = prompts.size(1);
-  r.tokens = torch::cat({prompts, generated}, 1);
-  r.attention_mask = torch::cat({mask, generated_valid}, 1);
-  r.response_mask = torch::cat({torch::zeros_like(mask), generated_valid}, 1);
-  r.logp = torch::cat({torch::zeros(mask.sizes(), torch::TensorOptions(torch::kFloat).device(device)),
-                       torch::stack(logps, 1).to(torch::kFloat)},
+  r.tokens = torch::cat({prompts, generated.to(device)}, 1);
+  r.attention_mask = torch::cat({prompt_mask, generated_valid.to(device)}, 1);
+  r.response_mask = torch::cat({torch::zeros_like(prompt_mask), generated_valid.to(device)}, 1);
+  r.logp = torch::cat({torch::zeros(prompt_mask.sizes(), torch::TensorOptions(torch::kFloat).device(device)),
+                       logp.to(device, torch::kFloat)},
                       1);
-  r.num_generated = generated_valid.sum(1);
+  r.num_generated = generated_valid.to(device).sum(1);
   return r;
 }
 

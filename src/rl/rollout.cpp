@@ -151,7 +151,9 @@ RolloutBatch RolloutCollector::collect(Policy& policy, const std::vector<Task>& 
     if (context > 0) this_turn.max_new_tokens = std::min(turn_sampling.max_new_tokens, context - longest);
     const auto [prompt_tensor, prompt_mask] = left_pad(prompts, turn_sampling.pad_id, device);
     const auto t0 = Clock::now();
-    const Rollout out = policy.generate(prompt_tensor, prompt_mask, this_turn);
+    // Each turn's prompt extends the episode's sequence: a policy that keeps sequences prefills
+    // only the new tokens.
+    const Rollout out = policy.generate_turn(prompt_tensor, prompt_mask, this_turn, live);
     r.generate_seconds += seconds_since(t0);
     const torch::Tensor host_tokens = out.tokens.cpu().contiguous();
     const torch::Tensor generated = out.num_generated.to(torch::kCPU, torch::kLong).contiguous();
@@ -193,6 +195,7 @@ RolloutBatch RolloutCollector::collect(Policy& policy, const std::vector<Task>& 
     }
     live = std::move(next);
   }
+  policy.end_episodes();
   policy.train();
   // Rows in (trajectory, turn) order.
   std::vector<int64_t> order(group.size());

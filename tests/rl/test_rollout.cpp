@@ -9,6 +9,7 @@
 
 #include <torch/utils.h>
 
+#include "model/hf_fixtures.h"
 #include "turnrl/core/error.h"
 #include "turnrl/model/chat_tokenizer.h"
 #include "turnrl/model/transformer.h"
@@ -167,6 +168,58 @@ TEST_CASE("the context length ends an episode whose next prompt does not fit, ma
   CHECK(ChatCodec(bytes, 64, 512).context_length() == 512);
   CHECK(ChatCodec(bytes, 64).context_length() == 0);
   CHECK_THROWS_WITH(ChatCodec(bytes, 64, -1), Catch::Contains("context_length -1 is out of range"));
+}
+
+namespace {
+
+// An HFPolicy seen through the Policy seam, either with its generate_turn (sequences kept between
+// turns) or with the seam's default (generate every turn); records the tokens its engine reused.
+class EpisodeAwareness : public Policy {
+ public:
+  EpisodeAwareness(std::unique_ptr<HFPolicy> inner, bool keep) : inner_(std::move(inner)), keep_(keep) {}
+  TokenLogp forward_logp(const torch::Tensor& t, const torch::Tensor& a, const torch::Tensor& r) override {
+    return inner_->forward_logp(t, a, r);
+  }
+  Rollout generate(const torch::Tensor& p, const torch::Tensor& m, const SamplingOptions& o) override {
+    return inner_->generate(p, m, o);
+  }
+  Rollout generate_turn(const torch::Tensor& p, const torch::Tensor& m, const SamplingOptions& o,
+                        const std::vector<int64_t>& episodes) override {
+    return keep_ ? inner_->generate_turn(p, m, o, episodes) : inner_->generate(p, m, o);
+  }
+  void end_episodes() override {
+    reused = inner_->engine()->stats().reused_tokens;
+    inner_->end_episodes();
+  }
+  std::vector<torch::Tensor> parameters() override { return inner_->parameters(); }
+  void save(const std::string& path) override { inner_->save(path); }
+  void load(const std::string& path) override { inner_->load(path); }
+  void train(bool on = true) override { inner_->train(on); }
+  void to(torch::Device device) override { inner_->to(device); }
+  void to(torch::Dtype dtype) override { inner_->to(dtype); }
+  torch::Device device() const override { return inner_->device(); }
+  int64_t reused = 0;
+
+ private:
+  std::unique_ptr<HFPolicy> inner_;
+  bool keep_;
+};
+
+}  // namespace
+
+TEST_CASE("rollouts through a policy that keeps each episode's sequence equal rollouts that re-prefill", "[trainer][rollout]") {
+  const RolloutCollector collector(pool_of([] { return std::make_unique<ToyEnv>(); }), std::make_shared<ToyCodec>());
+  EpisodeAwareness keeping(test::load_fixture("qwen3"), true), plain(test::load_fixture("qwen3"), false);
+  const SamplingOptions sampling = SamplingOptions().temp(1.0);
+  const RolloutBatch kept = collector.collect(keeping, toy_tasks(), 2, sampling, 5);
+  const RolloutBatch full = collector.collect(plain, toy_tasks(), 2, sampling, 5);
+  CHECK(torch::equal(kept.batch.tokens, full.batch.tokens));
+  CHECK(torch::equal(kept.batch.response_mask, full.batch.response_mask));
+  CHECK((kept.batch.rollout_logp - full.batch.rollout_logp).abs().max().item<double>() < 1e-4);
+  // The three-turn episodes' second and third turns reuse all their previous prompt and response
+  // but its last token: prompts [2], [2, r, 3], [2, r, 3, r', 4] -> 1 + 3 tokens per episode.
+  CHECK(keeping.reused == 2 * (1 + 3));
+  CHECK(plain.reused == 0);
 }
 
 TEST_CASE("pools, collectors and trainers name what is wrong with their parts", "[trainer][rollout]") {

@@ -48,6 +48,12 @@ class HFDecoderImpl : public torch::nn::Module {
                              KVCache* cache = nullptr);
   torch::Tensor logits(const torch::Tensor& hidden) const;
   KVCache make_cache(int64_t batch, int64_t capacity) const;
+  // The generation engine's forward (generation_engine.h): tokens int64 [B, T] placed in `cache`
+  // where `batch` says (kv_cache.h), each attending to its slot's earlier tokens; returns the
+  // final-normed hidden states [B, T, hidden] (padding tokens' rows are meaningless). Reads no
+  // tensor on the host, so a CUDA graph can capture it.
+  torch::Tensor slot_hidden(const torch::Tensor& tokens, const SlotBatch& batch, SlotKVCache& cache);
+  SlotKVCache make_slot_cache(int64_t slots, int64_t capacity) const;
 
   // Copies every tensor of the checkpoint into the parameters (converting dtype, straight to their
   // device). Strict: a missing, extra or mis-shaped tensor is an error naming it and its file.
@@ -72,6 +78,7 @@ class HFDecoderImpl : public torch::nn::Module {
   HFConfig config_;
   LoraOptions lora_;
   torch::Tensor inv_freq_;  // float32 [head_dim / 2], on the CPU
+  torch::Tensor inv_freq_on_device_;  // its copy on the model's device: slot_hidden copies nothing from the host
   torch::Tensor embed_tokens_, final_norm_, lm_head_;
   std::vector<std::shared_ptr<detail::HFLayer>> layers_;
 };

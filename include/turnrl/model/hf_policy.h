@@ -12,12 +12,15 @@
 //
 // Config keys (YAML `model:` section): type: hf, path, dtype, lora.{rank, alpha, rslora,
 // target_modules}.
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/arg.h>
 #include <torch/types.h>
 
+#include "turnrl/model/generation_engine.h"
 #include "turnrl/model/hf_decoder.h"
 #include "turnrl/model/lora.h"
 #include "turnrl/model/policy.h"
@@ -59,8 +62,22 @@ class HFPolicy : public Policy {
 
   TokenLogp forward_logp(const torch::Tensor& tokens, const torch::Tensor& attention_mask = {},
                          const torch::Tensor& response_mask = {}) override;
+  // Sampling runs on a GenerationEngine (generation_engine.h) the policy keeps between calls;
+  // options.use_cache = false re-runs the whole sequence every step instead (the reference).
+  // Row b draws its own stream (sampler.h: row_keys), so the rollout equals sample()'s.
   Rollout generate(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,
                    const SamplingOptions& options) override;
+  // generate() with each episode's sequence kept in the engine between turns: a turn prefills only
+  // the tokens its prompt adds to the previous turn's.
+  Rollout generate_turn(const torch::Tensor& prompts, const torch::Tensor& prompt_mask, const SamplingOptions& options,
+                        const std::vector<int64_t>& episodes) override;
+  void end_episodes() override;
+  // The engine's slots and capacity. Left at 0 (the default) they follow the calls: slots = the
+  // largest batch seen, capacity = the longest prompt + max_new_tokens seen, rounded up to a power
+  // of two (at least 256); a call that does not fit rebuilds the engine.
+  void engine_options(const GenerationEngineOptions& options);
+  // The engine of the last call (null before the first); for its statistics.
+  const GenerationEngine* engine() const { return engine_.get(); }
   // The trainable parameters: the adapters with LoRA, every parameter without.
   std::vector<torch::Tensor> parameters() override;
   // A checkpoint folder the policy resumes from, with the tokenizer files: with LoRA the adapters
@@ -70,8 +87,19 @@ class HFPolicy : public Policy {
   // Reads what save() wrote into the existing parameters (dtype and device kept).
   void load(const std::string& folder) override;
   bool saves_folder() const override { return true; }
-  void train(bool on = true) override { model_->train(on); }
-  void to(torch::Device device) override { model_->to(device); }
+  // Training mode drops the engine: its cache memory goes back to the allocator for the training
+  // step (RolloutCollector switches to eval mode for a rollout and back after it).
+  void train(bool on = true) override {
+    if (on) {
+      engine_.reset();
+      episode_request_.clear();
+    }
+    model_->train(on);
+  }
+  void to(torch::Device device) override {
+    engine_.reset();
+    model_->to(device);
+  }
   // The base weights take `dtype`; LoRA adapters stay float32.
   void to(torch::Dtype dtype) override;
   torch::Device device() const override { return model_->device(); }
@@ -88,8 +116,14 @@ class HFPolicy : public Policy {
   const HFConfig& config() const { return model_->config(); }
 
  private:
+  Rollout run_engine(const torch::Tensor& prompts, const torch::Tensor& prompt_mask, const SamplingOptions& options,
+                     const std::vector<int64_t>* episodes);
+
   HFDecoder model_;
   std::string source_, tokenizer_dir_;
+  GenerationEngineOptions engine_options_ = GenerationEngineOptions().slots(0).capacity(0);
+  std::unique_ptr<GenerationEngine> engine_;
+  std::map<int64_t, int64_t> episode_request_;  // episode -> its last kept engine request
 };
 
 // Reads options.path (config.json + model.safetensors or a sharded index) into a policy of

@@ -1,7 +1,10 @@
 #pragma once
-// KVCache: keys and values of every layer of a decoder for incremental decoding (the sampler's
-// prefill / extend), preallocated to a capacity. Rows are left-padded prompts followed by one
-// token per step; key_mask marks which cached columns hold a real token of their row.
+// Key/value caches of a decoder for incremental decoding.
+//   KVCache      the sampler's cache (prefill / extend): rows are left-padded prompts followed by
+//                one token per step, all rows advancing together; key_mask marks which cached
+//                columns hold a real token of their row.
+//   SlotKVCache  the generation engine's cache: `slots` independent sequences, each with its own
+//                length, preallocated once; a SlotBatch says where one forward call reads and writes.
 #include <cstdint>
 #include <vector>
 
@@ -19,6 +22,31 @@ struct KVCache {
   static KVCache empty(int64_t layers, int64_t batch, int64_t kv_heads, int64_t capacity, int64_t head_dim,
                        const torch::TensorOptions& like);
   int64_t capacity() const { return key_mask.size(1); }
+};
+
+// One row per slot plus a scratch row (index `slots`) that absorbs the writes of padding tokens, so
+// a forward call never needs a data-dependent shape (what lets a CUDA graph replay it). Position p
+// of slot s holds the key and value of the sequence's token p: sequences are not padded.
+struct SlotKVCache {
+  std::vector<torch::Tensor> keys, values;  // per layer [slots + 1, capacity, kv_heads, head_dim]
+
+  static SlotKVCache empty(int64_t layers, int64_t slots, int64_t kv_heads, int64_t capacity, int64_t head_dim,
+                           const torch::TensorOptions& like);
+  int64_t slots() const { return keys.front().size(0) - 1; }
+  int64_t capacity() const { return keys.front().size(1); }
+};
+
+// Where one forward call of tokens [B, T] over a SlotKVCache reads and writes. Row b's first
+// count[b] tokens are real: token t goes to position start[b] + t of slot[b] and attends to that
+// slot's positions 0 .. start[b] + t. The other tokens are padding (written to the scratch row,
+// their outputs meaningless); count 0 makes a whole row idle.
+struct SlotBatch {
+  torch::Tensor slot;   // int64 [B]
+  torch::Tensor start;  // int64 [B] tokens already cached in the slot
+  torch::Tensor count;  // int64 [B] real tokens of the row, 0 .. T
+  int64_t read_width = 0;  // key columns read per slot, >= every start[b] + count[b], <= capacity
+  // slot == 0 .. B-1: attention reads the cache rows in place instead of gathering them.
+  bool leading_slots = false;
 };
 
 }  // namespace turnrl

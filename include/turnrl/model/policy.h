@@ -40,6 +40,16 @@ class Policy {
   // Samples continuations of left-padded prompts (sampler.h: left_pad, Rollout), without autograd.
   virtual Rollout generate(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,
                            const SamplingOptions& options) = 0;
+  // One turn of multi-turn episodes: row i is the whole sequence so far of episode episodes[i]
+  // (each turn's prompt extends the previous turn's prompt and response). A policy that keeps
+  // sequences between calls (HFPolicy's generation engine) prefills only the new tokens; the
+  // result equals generate()'s. end_episodes() lets go of what was kept.
+  virtual Rollout generate_turn(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,
+                                const SamplingOptions& options, const std::vector<int64_t>& episodes) {
+    (void)episodes;
+    return generate(prompts, prompt_mask, options);
+  }
+  virtual void end_episodes() {}
 
   virtual std::vector<torch::Tensor> parameters() = 0;
   // Writes the weights to `path` and reads them back into the existing parameters: one file, or a

@@ -4,6 +4,11 @@
 // distribution it was actually drawn from (after temperature, top-k and top-p): that is the
 // rollout log-prob the mismatch correction compares with the trainer's recomputation.
 //
+// Randomness: each row draws from its own stream. sample() takes one 64-bit key per row from the
+// options' generator (row_keys), and the row's n-th token uses counter_uniform(key, n). A row's
+// tokens therefore do not depend on which other rows share its batch, which is what lets the
+// generation engine (generation_engine.h) batch requests freely and still equal this sampler.
+//
 // Layout of prompts and rollouts: prompts are LEFT-padded ([B, P], prompt_mask false on the pads)
 // so every row's next token goes to the same column; generated tokens follow in columns P..P+N-1.
 // Positions are counted from each row's first valid token, so a left-padded row computes the same
@@ -62,6 +67,15 @@ struct Rollout {
 std::pair<torch::Tensor, torch::Tensor> left_pad(const std::vector<std::vector<int64_t>>& prompts, int64_t pad_id,
                                                  torch::Device device = torch::kCPU);
 
+// prompt_mask as bool (all true when undefined), after checking that prompts are int64 [B, P] with
+// P >= 1 and the mask has their shape; throws turnrl::Error naming what is wrong.
+torch::Tensor checked_prompt_mask(const torch::Tensor& prompts, const torch::Tensor& prompt_mask);
+
+// The Rollout of prompts [B, P] (mask [B, P]) followed by generated tokens [B, N], where
+// generated_valid [B, N] marks each row's tokens and logp [B, N] their log-probs (0 elsewhere).
+Rollout make_rollout(const torch::Tensor& prompts, const torch::Tensor& prompt_mask, const torch::Tensor& generated,
+                     const torch::Tensor& generated_valid, const torch::Tensor& logp);
+
 // Incremental next-token logits for a batch: what the sampler needs from a model.
 class NextTokenModel {
  public:
@@ -97,5 +111,36 @@ Rollout sample(NextTokenModel& model, const torch::Tensor& prompts, const torch:
 // The sampling distribution for one step: log-probs [B, V] float32 after temperature, top-k and
 // top-p (-inf on removed tokens). temperature must be > 0.
 torch::Tensor sampling_log_probs(const torch::Tensor& logits, const SamplingOptions& options);
+
+// Per-row sampling parameters of one step (SamplingOptions' temperature, top_k and top_p, which
+// may differ between rows): what the generation engine samples a batch of requests with.
+struct RowSampling {
+  torch::Tensor temperature;  // float32 [B]; 0 = greedy
+  torch::Tensor top_k;        // int64   [B]; 0 = off
+  torch::Tensor top_p;        // float32 [B]; 1 = off
+  bool filtered = true;       // false when no row uses top-k or top-p: the sort over the vocabulary is skipped
+
+  // `rows` rows that all sample with `options`, on `device`.
+  static RowSampling repeat(const SamplingOptions& options, int64_t rows, torch::Device device);
+};
+
+// log-probs [B, V] float32 of each row's sampling distribution, as sampling_log_probs; a greedy
+// row gets the model's own log-softmax (temperature 1, unfiltered).
+torch::Tensor sampling_log_probs(const torch::Tensor& logits, const RowSampling& rows);
+
+// One token per row from logits [B, V]: the inverse CDF of the row's sampling distribution at
+// uniform [B] (float64 in (0, 1]), or the argmax for a greedy row. Returns {token int64 [B],
+// logp float32 [B]}, logp being the token's log-prob under the distribution it was drawn from.
+std::pair<torch::Tensor, torch::Tensor> draw_tokens(const torch::Tensor& logits, const RowSampling& rows,
+                                                    const torch::Tensor& uniform);
+
+// Stateless uniforms in (0, 1], float64 [B]: element b is the counter[b]-th output (0-based) of
+// splitmix64 started at key[b] (int64 [B] each, read as unsigned), top 53 bits. Computed with
+// integer tensor arithmetic, so every device gives the same numbers.
+torch::Tensor counter_uniform(const torch::Tensor& key, const torch::Tensor& counter);
+
+// `rows` stream keys drawn from options.generator (or a fresh CPU generator seeded by
+// options.seed): the per-row keys of one sample() call.
+std::vector<int64_t> row_keys(const SamplingOptions& options, int64_t rows);
 
 }  // namespace turnrl

@@ -1,7 +1,9 @@
 #pragma once
 // Rollouts of any Policy in any Environment: RolloutCollector plays n episodes of each task turn by
 // turn; every turn it asks the ActionCodec for the live episodes' prompts, samples all responses
-// in one Policy::generate call, and steps all live episodes in one EnvironmentPool::step call.
+// in one Policy::generate_turn call (a policy that keeps each episode's sequence between turns
+// prefills only the new tokens; end_episodes() after the last turn), and steps all live episodes
+// in one EnvironmentPool::step call.
 // The result is a RolloutBatch: the flat TurnBatch of the turns (rewards from the environment)
 // plus, per row, what the environment saw and said.
 #include <cstdint>

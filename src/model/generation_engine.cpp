@@ -1,0 +1,360 @@
+#include "turnrl/model/generation_engine.h"
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+
+#include <torch/utils.h>
+
+#include "turnrl/core/error.h"
+
+#ifdef TURNRL_WITH_CUDA
+#include "decode_graphs.h"
+#endif
+
+namespace turnrl {
+
+void validate(const GenerationEngineOptions& o) {
+  if (o.slots() < 1) fail("engine.slots: {}; must be >= 1", o.slots());
+  if (o.capacity() < 2) fail("engine.capacity: {}; must be >= 2 (a prompt token and a generated one)", o.capacity());
+  if (o.prefill_tokens() < 1) fail("engine.prefill_tokens: {}; must be >= 1", o.prefill_tokens());
+}
+
+namespace {
+
+#ifdef TURNRL_WITH_CUDA
+// The decode batch for `rows` leading slots: the next power of two (at most `slots`), so a few
+// graphs serve every batch size.
+int64_t bucket_for(int64_t rows, int64_t slots) {
+  int64_t bucket = 1;
+  while (bucket < rows) bucket *= 2;
+  return std::min(bucket, slots);
+}
+#endif
+
+int64_t common_prefix(const std::vector<int64_t>& a, size_t a_length, const std::vector<int64_t>& b) {
+  const size_t n = std::min(a_length, b.size());
+  size_t i = 0;
+  while (i < n && a[i] == b[i]) ++i;
+  return int64_t(i);
+}
+
+}  // namespace
+
+struct GenerationEngine::State {
+  enum class Use { free, running, kept };
+  struct Slot {
+    Use use = Use::free;
+    int64_t owner = -1;             // the running or kept request
+    std::vector<int64_t> sequence;  // every token; while running the last one is not cached yet
+    int64_t cached = 0;             // positions 0 .. cached-1 hold keys and values
+    int64_t last_used = 0;          // for evicting kept sequences, least recently used first
+  };
+  struct Request {
+    GenerationRequest request;
+    GenerationResult result;
+    int64_t slot = -1;
+    bool done = false;
+  };
+
+  HFDecoder model;
+  GenerationEngineOptions options;
+  SlotKVCache cache;
+  torch::Device device;
+  std::vector<Slot> slots;
+  std::map<int64_t, Request> requests;  // added and not yet returned by run()
+  std::deque<int64_t> waiting;
+  std::map<int64_t, int64_t> kept;      // request id -> slot
+  std::set<int64_t> finished_ids;       // every request that has finished (extends() targets)
+  int64_t next_id = 0, clock = 0;
+  GenerationStats stats;
+#ifdef TURNRL_WITH_CUDA
+  std::unique_ptr<detail::DecodeGraphs> graphs;
+#endif
+
+  State(HFDecoder m, const GenerationEngineOptions& o)
+      : model(std::move(m)), options(o), cache(model->make_slot_cache(o.slots(), o.capacity())),
+        device(model->device()), slots(size_t(o.slots())) {
+#ifdef TURNRL_WITH_CUDA
+    if (o.cuda_graphs() && device.is_cuda())
+      graphs = std::make_unique<detail::DecodeGraphs>(
+          [this](const torch::Tensor& tokens, const torch::Tensor& start, const torch::Tensor& count) {
+            return decode_logits(tokens, start, count, options.capacity());
+          });
+#endif
+  }
+
+  torch::Tensor to_device(const std::vector<int64_t>& values) const {
+    return torch::tensor(values, torch::kLong).to(device);
+  }
+
+  // Equal-length rows copied to the device in one transfer (a step's small inputs): [rows.size(), n].
+  template <typename T>
+  torch::Tensor rows_to_device(const std::vector<std::vector<T>>& rows, torch::Dtype dtype) const {
+    std::vector<T> flat;
+    for (const auto& row : rows) flat.insert(flat.end(), row.begin(), row.end());
+    return torch::tensor(flat, dtype).view({int64_t(rows.size()), -1}).to(device);
+  }
+
+  // logits [R, V] of one token in each of slots 0 .. R-1 (idle where count is 0).
+  torch::Tensor decode_logits(const torch::Tensor& tokens, const torch::Tensor& start, const torch::Tensor& count,
+                              int64_t read_width) {
+    SlotBatch batch;
+    batch.slot = torch::arange(tokens.size(0), torch::TensorOptions(torch::kLong).device(device));
+    batch.start = start;
+    batch.count = count;
+    batch.read_width = read_width;
+    batch.leading_slots = true;
+    return model->logits(model->slot_hidden(tokens.unsqueeze(1), batch, cache).select(1, 0));
+  }
+
+  // A slot for request `id`: the one its extended sequence is kept in, else a free one, else the
+  // least recently used kept one that no waiting request extends (then any kept one); -1 = none.
+  int64_t take_slot(int64_t id) {
+    const GenerationRequest& r = requests.at(id).request;
+    const auto own = kept.find(r.extends);
+    if (own != kept.end()) {
+      const int64_t slot = own->second;
+      kept.erase(own);
+      return slot;
+    }
+    for (size_t s = 0; s < slots.size(); ++s)
+      if (slots[s].use == Use::free) return int64_t(s);
+    std::set<int64_t> wanted;
+    for (int64_t w : waiting) wanted.insert(requests.at(w).request.extends);
+    int64_t victim = -1;
+    for (bool spare_wanted : {true, false}) {
+      for (const auto& [owner, slot] : kept)
+        if (!(spare_wanted && wanted.count(owner)) && (victim < 0 || slots[size_t(slot)].last_used < slots[size_t(victim)].last_used))
+          victim = slot;
+      if (victim >= 0) break;
+    }
+    if (victim < 0) return -1;
+    kept.erase(slots[size_t(victim)].owner);
+    ++stats.evictions;
+    return victim;
+  }
+
+  // Starts waiting requests in free slots (up to the prefill budget) and prefills them together:
+  // their rows' next-token logits [n, V] and the request ids, in row order.
+  std::pair<torch::Tensor, std::vector<int64_t>> prefill_waiting() {
+    std::vector<int64_t> admitted, slot_of, start, count;
+    std::vector<std::vector<int64_t>> fresh;
+    int64_t budget = options.prefill_tokens();
+    while (!waiting.empty()) {
+      const int64_t id = waiting.front();
+      Request& q = requests.at(id);
+      const auto own = kept.find(q.request.extends);
+      const int64_t reuse =
+          own == kept.end()
+              ? 0
+              : std::min(common_prefix(slots[size_t(own->second)].sequence, size_t(slots[size_t(own->second)].cached),
+                                       q.request.tokens),
+                         int64_t(q.request.tokens.size()) - 1);
+      const int64_t new_tokens = int64_t(q.request.tokens.size()) - reuse;
+      if (!admitted.empty() && new_tokens > budget) break;
+      const int64_t slot = take_slot(id);
+      if (slot < 0) break;
+      waiting.pop_front();
+      budget -= new_tokens;
+      Slot& s = slots[size_t(slot)];
+      s.use = Use::running;
+      s.owner = id;
+      s.sequence = q.request.tokens;
+      s.cached = int64_t(s.sequence.size());
+      s.last_used = ++clock;
+      q.slot = slot;
+      q.result.reused_tokens = reuse;
+      admitted.push_back(id);
+      slot_of.push_back(slot);
+      start.push_back(reuse);
+      count.push_back(new_tokens);
+      fresh.emplace_back(q.request.tokens.begin() + reuse, q.request.tokens.end());
+      stats.prefilled_tokens += new_tokens;
+      stats.reused_tokens += reuse;
+    }
+    if (admitted.empty()) return {};
+    const int64_t width = *std::max_element(count.begin(), count.end());
+    std::vector<int64_t> padded;
+    for (const auto& row : fresh) {
+      padded.insert(padded.end(), row.begin(), row.end());
+      padded.insert(padded.end(), size_t(width) - row.size(), 0);
+    }
+    const torch::Tensor placement = rows_to_device<int64_t>({slot_of, start, count}, torch::kLong);
+    SlotBatch batch;
+    batch.slot = placement[0];
+    batch.start = placement[1];
+    batch.count = placement[2];
+    for (size_t i = 0; i < admitted.size(); ++i) batch.read_width = std::max(batch.read_width, start[i] + count[i]);
+    const torch::Tensor tokens = to_device(padded).view({int64_t(admitted.size()), width});
+    const torch::Tensor hidden = model->slot_hidden(tokens, batch, cache);
+    const torch::Tensor last = hidden.gather(1, (batch.count - 1).view({-1, 1, 1}).expand({-1, 1, hidden.size(2)}));
+    return {model->logits(last.squeeze(1)), admitted};
+  }
+
+  // One decode step of every running request that has sampled a token not yet cached: their next-token logits and ids.
+  std::pair<torch::Tensor, std::vector<int64_t>> decode_running(const std::set<int64_t>& exclude) {
+    std::vector<int64_t> ids, rows_of;
+    int64_t used = 0;
+    for (size_t s = 0; s < slots.size(); ++s)
+      if (slots[s].use == Use::running && !exclude.count(slots[s].owner)) {
+        ids.push_back(slots[s].owner);
+        rows_of.push_back(int64_t(s));
+        used = int64_t(s) + 1;
+      }
+    if (ids.empty()) return {};
+#ifdef TURNRL_WITH_CUDA
+    const int64_t rows = graphs ? bucket_for(used, options.slots()) : used;
+#else
+    const int64_t rows = used;
+#endif
+    std::vector<int64_t> tokens(size_t(rows), 0), start(size_t(rows), 0), count(size_t(rows), 0);
+    int64_t read_width = 1;
+    for (int64_t s : rows_of) {
+      Slot& slot = slots[size_t(s)];
+      tokens[size_t(s)] = slot.sequence.back();
+      start[size_t(s)] = slot.cached;
+      count[size_t(s)] = 1;
+      read_width = std::max(read_width, slot.cached + 1);
+      ++slot.cached;
+    }
+    ++stats.decode_steps;
+    const torch::Tensor inputs = rows_to_device<int64_t>({tokens, start, count}, torch::kLong);
+    torch::Tensor logits;
+#ifdef TURNRL_WITH_CUDA
+    if (graphs) {
+      logits = graphs->run(inputs[0], inputs[1], inputs[2]);
+      ++stats.graph_replays;
+    }
+#endif
+    if (!logits.defined()) logits = decode_logits(inputs[0], inputs[1], inputs[2], read_width);
+    return {logits.index_select(0, to_device(rows_of)), ids};
+  }
+
+  // Samples one token for each row of logits (request ids in row order) and records it.
+  void sample_rows(const torch::Tensor& logits, const std::vector<int64_t>& ids) {
+    std::vector<double> temperature, top_p;
+    std::vector<int64_t> top_k, keys, counters;
+    bool filtered = false;
+    for (int64_t id : ids) {
+      const Request& q = requests.at(id);
+      const SamplingOptions& o = q.request.sampling;
+      temperature.push_back(o.temperature);
+      top_k.push_back(o.top_k);
+      top_p.push_back(o.top_p);
+      filtered = filtered || o.top_k > 0 || o.top_p < 1;
+      keys.push_back(q.request.key);
+      counters.push_back(int64_t(q.result.tokens.size()));
+    }
+    const torch::Tensor shaping = rows_to_device<double>({temperature, top_p}, torch::kDouble).to(torch::kFloat);
+    const torch::Tensor streams = rows_to_device<int64_t>({top_k, keys, counters}, torch::kLong);
+    RowSampling rows;
+    rows.temperature = shaping[0];
+    rows.top_k = streams[0];
+    rows.top_p = shaping[1];
+    rows.filtered = filtered;
+    const auto [token, logp] = draw_tokens(logits, rows, counter_uniform(streams[1], streams[2]));
+    const torch::Tensor host_token = token.cpu(), host_logp = logp.to(torch::kCPU, torch::kFloat);
+    const int64_t* t = host_token.data_ptr<int64_t>();
+    const float* l = host_logp.data_ptr<float>();
+    for (size_t i = 0; i < ids.size(); ++i) {
+      Request& q = requests.at(ids[i]);
+      const SamplingOptions& o = q.request.sampling;
+      q.result.tokens.push_back(t[i]);
+      q.result.logp.push_back(l[i]);
+      Slot& slot = slots[size_t(q.slot)];
+      slot.sequence.push_back(t[i]);
+      q.result.stopped = std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t[i]) != o.stop_tokens.end();
+      if (q.result.stopped || int64_t(q.result.tokens.size()) == o.max_new_tokens) finish(ids[i]);
+    }
+  }
+
+  void finish(int64_t id) {
+    Request& q = requests.at(id);
+    q.done = true;
+    finished_ids.insert(id);
+    Slot& slot = slots[size_t(q.slot)];
+    if (q.request.keep) {
+      slot.use = Use::kept;
+      kept[id] = q.slot;
+    } else {
+      slot = Slot();
+    }
+  }
+
+  bool any_running() const {
+    return std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.use == Use::running; });
+  }
+};
+
+GenerationEngine::GenerationEngine(HFDecoder model, const GenerationEngineOptions& options) {
+  validate(options);
+  state_ = std::make_unique<State>(std::move(model), options);
+}
+
+GenerationEngine::~GenerationEngine() = default;
+
+int64_t GenerationEngine::add(GenerationRequest request) {
+  State& st = *state_;
+  validate(request.sampling);
+  if (request.tokens.empty()) fail("GenerationRequest.tokens: empty; a request needs at least one token");
+  const int64_t vocab = st.model->config().vocab_size;
+  for (int64_t t : request.tokens)
+    if (t < 0 || t >= vocab) fail("GenerationRequest.tokens: token {} is outside the vocabulary [0, {})", t, vocab);
+  const int64_t needed = int64_t(request.tokens.size()) + request.sampling.max_new_tokens - 1;
+  if (needed > st.options.capacity())
+    fail("GenerationRequest: {} tokens + max_new_tokens {} need {} cached positions; engine.capacity is {}",
+         request.tokens.size(), request.sampling.max_new_tokens, needed, st.options.capacity());
+  if (request.extends >= 0 && !st.finished_ids.count(request.extends))
+    fail("GenerationRequest.extends: request {} has not finished (or does not exist); only a finished, kept request "
+         "can be extended",
+         request.extends);
+  const int64_t id = st.next_id++;
+  st.requests[id].request = std::move(request);
+  st.requests[id].result.id = id;
+  st.waiting.push_back(id);
+  return id;
+}
+
+std::vector<GenerationResult> GenerationEngine::run() {
+  State& st = *state_;
+  torch::NoGradGuard no_grad;
+  while (!st.waiting.empty() || st.any_running()) {
+    // Requests prefilled this step sample their first token from the prefill's logits; the ones
+    // already running advance by one token. One sampling call serves both.
+    auto [prefill_logits, prefilled] = st.prefill_waiting();
+    const std::set<int64_t> just_started(prefilled.begin(), prefilled.end());
+    auto [decoded_logits, decoded] = st.decode_running(just_started);
+    std::vector<torch::Tensor> logits;
+    std::vector<int64_t> ids;
+    for (auto* part : {&prefill_logits, &decoded_logits})
+      if (part->defined()) logits.push_back(*part);
+    ids.insert(ids.end(), prefilled.begin(), prefilled.end());
+    ids.insert(ids.end(), decoded.begin(), decoded.end());
+    if (ids.empty()) fail("GenerationEngine: no request could start (internal error: no free or kept slot)");
+    st.sample_rows(torch::cat(logits), ids);
+  }
+  std::vector<GenerationResult> results;
+  for (auto& [id, q] : st.requests) results.push_back(std::move(q.result));
+  st.requests.clear();
+  return results;
+}
+
+void GenerationEngine::release(int64_t id) {
+  State& st = *state_;
+  const auto it = st.kept.find(id);
+  if (it == st.kept.end()) return;
+  st.slots[size_t(it->second)] = State::Slot();
+  st.kept.erase(it);
+}
+
+void GenerationEngine::release_all() {
+  while (!state_->kept.empty()) release(state_->kept.begin()->first);
+}
+
+const GenerationEngineOptions& GenerationEngine::options() const { return state_->options; }
+const GenerationStats& GenerationEngine::stats() const { return state_->stats; }
+int64_t GenerationEngine::kept_sequences() const { return int64_t(state_->kept.size()); }
+
+}  // namespace turnrl
