@@ -26,6 +26,7 @@
 #include "bench_util.h"
 #include "turnrl/model/hf_init.h"
 #include "turnrl/model/hf_policy.h"
+#include "turnrl/rl/master_weights.h"
 
 using namespace turnrl;
 
@@ -62,27 +63,6 @@ double peak_bytes(const torch::Device& device, const std::function<void()>& fn) 
   fn();
   return -1;
 }
-
-// The RL step's optimizer side: float32 master weights and AdamW states for bf16 parameters.
-struct MasterWeights {
-  explicit MasterWeights(const std::vector<torch::Tensor>& params) : model(params) {
-    for (const auto& p : params) master.push_back(p.detach().to(torch::kFloat).requires_grad_(true));
-    optimizer = std::make_unique<torch::optim::AdamW>(master, torch::optim::AdamWOptions(1e-6).weight_decay(0.01));
-  }
-  // Gradients to float32, clip at 1.0, AdamW on the masters, masters back into the model.
-  void step() {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < model.size(); ++i) {
-      master[i].mutable_grad() = model[i].grad().to(torch::kFloat);
-      model[i].mutable_grad() = torch::Tensor();
-    }
-    torch::nn::utils::clip_grad_norm_(master, 1.0);
-    optimizer->step();
-    for (size_t i = 0; i < model.size(); ++i) model[i].copy_(master[i]);
-  }
-  std::vector<torch::Tensor> model, master;
-  std::unique_ptr<torch::optim::AdamW> optimizer;
-};
 
 }  // namespace
 
@@ -130,10 +110,15 @@ int main(int argc, char** argv) {
               "without checkpointing", n / chunked, chunked / checkpointed);
 
   {
+    // The trainer's optimizer side (Trainer::update): float32 masters and AdamW states.
     MasterWeights masters(policy.parameters());
+    torch::optim::AdamW optimizer(masters.masters(), torch::optim::AdamWOptions(1e-6).weight_decay(0.01));
     const double rl_step = time([&] {
       forward_backward(policy, tokens, false);
-      masters.step();
+      masters.gather_gradients();
+      torch::nn::utils::clip_grad_norm_(masters.masters(), 1.0);
+      optimizer.step();
+      masters.publish();
     });
     std::printf("%-52s | %12.0f | %-36s %12.0f | %6.2f\n", "RL step: + fp32 master AdamW, clip 1.0", n / rl_step,
                 "fwd+bwd alone", n / chunked, chunked / rl_step);

@@ -37,6 +37,8 @@ static void describe(V& v, OptimizerConfig& o) {
   v.integer("warmup_steps", o.warmup_steps, 0, int64_t(1) << 40, "optimizer steps of linear warm-up; 0 = none");
   v.number("min_lr_ratio", o.min_lr_ratio, 0.0, 1.0, "cosine: final lr / lr; [0, 1]");
   v.number("grad_clip", o.grad_clip, 0.0, 1e12, "max global gradient norm; 0 = off");
+  v.flag("master_weights", o.master_weights,
+         "bf16/fp16 parameters stepped through float32 master copies and float32 AdamW states");
 }
 
 template <typename V>

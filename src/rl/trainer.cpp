@@ -25,6 +25,7 @@
 #include "turnrl/rl/batch_metrics.h"
 #include "turnrl/rl/checkpoint.h"
 #include "turnrl/rl/distributed.h"
+#include "turnrl/rl/master_weights.h"
 #include "turnrl/rl/micro_batches.h"
 #include "turnrl/rl/progress.h"
 #include "turnrl/rl/stop_request.h"
@@ -98,6 +99,7 @@ double scheduled_lr(const OptimizerConfig& o, int64_t step, int64_t total) {
 struct Trainer::State {
   TrainerParts parts;
   std::unique_ptr<RolloutCollector> collector;
+  std::unique_ptr<MasterWeights> masters;  // what the optimizer steps
   std::unique_ptr<torch::optim::AdamW> optimizer;
   torch::Device device = torch::kCPU;
   int64_t step = 0;
@@ -131,8 +133,9 @@ Trainer::Trainer(TrainerParts parts, std::shared_ptr<Communicator> comm) : s_(st
     s.comm = make_communicator(env, s.device, CommunicatorOptions{c.distributed.backend, c.distributed.timeout_seconds});
   if (s.comm) s.rank = s.comm->rank(), s.world = s.comm->world_size();
   if (c.trainer.threads > 0) torch::set_num_threads(int(c.trainer.threads));
+  s.masters = std::make_unique<MasterWeights>(s.parts.policy->parameters(), c.optimizer.master_weights);
   s.optimizer = std::make_unique<torch::optim::AdamW>(
-      s.parts.policy->parameters(), torch::optim::AdamWOptions(c.optimizer.lr)
+      s.masters->masters(), torch::optim::AdamWOptions(c.optimizer.lr)
                                         .betas(std::make_tuple(c.optimizer.beta1, c.optimizer.beta2))
                                         .eps(c.optimizer.eps)
                                         .weight_decay(c.optimizer.weight_decay));
@@ -343,7 +346,6 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
   update_rows.advantages = advantages.index_select(0, rows);
   if (weights.defined()) update_rows.weights = weights.index_select(0, rows);
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  std::vector<torch::Tensor> params = s.parts.policy->parameters();
   const double share_per_epoch = 1.0 / double(c.trainer.ppo_epochs);
   Metrics sums;
   double loss_sum = 0, grad_norm_sum = 0;
@@ -353,18 +355,20 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
     const std::vector<MicroBatch> plan =
         plan_micro_batches(update_rows.attention_mask, std::vector<int64_t>(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + n),
                            c.trainer.micro_batch_size, c.trainer.micro_batch_tokens);
-    s.optimizer->zero_grad();
+    s.masters->zero_gradients();
     const AccumulatedLoss accumulated =
         accumulate_policy_gradient(*s.parts.policy, update_rows, plan, c.policy_loss, s.rank, s.world);
     loss_sum += accumulated.loss * share_per_epoch;
     for (const auto& [k, v] : accumulated.metrics) sums[k] += v * share_per_epoch;
     m["actor/micro_batches"] = double(plan.size());
     if (s.world > 1) s.buckets->all_reduce_sum(*s.comm);
+    s.masters->gather_gradients();
     const double max_norm = c.optimizer.grad_clip > 0 ? c.optimizer.grad_clip : std::numeric_limits<double>::infinity();
-    grad_norm_sum += torch::nn::utils::clip_grad_norm_(params, max_norm) * share_per_epoch;
+    grad_norm_sum += torch::nn::utils::clip_grad_norm_(s.masters->masters(), max_norm) * share_per_epoch;
     const double lr = scheduled_lr(c.optimizer, s.optimizer_steps, c.trainer.steps * c.trainer.ppo_epochs);
     for (auto& group : s.optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
     s.optimizer->step();
+    s.masters->publish();
     ++s.optimizer_steps;
     m["optim/lr"] = lr;
   }
@@ -451,6 +455,8 @@ std::string Trainer::save_checkpoint() {
       [&](const std::string& dir) {
         save_policy_checkpoint(*s.parts.policy, dir);
         save_checkpoint_file(dir + "/optimizer.pt", [&](const std::string& path) { torch::save(*s.optimizer, path); });
+        if (s.masters->any())
+          save_checkpoint_file(dir + "/master_weights.pt", [&](const std::string& path) { s.masters->save(path); });
         torch::serialize::OutputArchive state;
         state.write("step", torch::tensor(s.step, torch::kLong));
         state.write("optimizer_steps", torch::tensor(s.optimizer_steps, torch::kLong));
@@ -462,7 +468,10 @@ std::string Trainer::save_checkpoint() {
       s.parts.options.checkpoint.keep_last);
 }
 
-void Trainer::load_policy(const std::string& path) { load_policy_checkpoint(*s_->parts.policy, path); }
+void Trainer::load_policy(const std::string& path) {
+  load_policy_checkpoint(*s_->parts.policy, path);
+  s_->masters->reset_from_model();
+}
 
 void Trainer::load_checkpoint(const std::string& dir) {
   State& s = *s_;
@@ -470,6 +479,8 @@ void Trainer::load_checkpoint(const std::string& dir) {
     if (!fs::exists(fs::path(dir) / name)) fail("checkpoint '{}': missing {}", dir, name);
   load_policy(dir);
   torch::load(*s.optimizer, dir + "/optimizer.pt");
+  // Checkpoints from before master weights (or with them off) hold only the rounded model.
+  if (s.masters->any() && fs::exists(fs::path(dir) / "master_weights.pt")) s.masters->load(dir + "/master_weights.pt");
   torch::serialize::InputArchive state;
   state.load_from(dir + "/trainer_state.pt");
   torch::Tensor step, optimizer_steps, seed, rng;

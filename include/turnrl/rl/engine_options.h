@@ -43,6 +43,9 @@ struct OptimizerConfig {
   int64_t warmup_steps = 0;           // optimizer steps of linear warm-up from 0
   double min_lr_ratio = 0.1;          // cosine: the final lr as a fraction of lr
   double grad_clip = 1.0;             // max global grad norm; 0 disables clipping
+  // Parameters held in bf16 / fp16 are stepped through float32 copies with float32 AdamW states
+  // (master_weights.h); false steps them in their own dtype, where small updates round away.
+  bool master_weights = true;
 };
 
 struct CheckpointConfig {

@@ -113,7 +113,8 @@ class Trainer {
   // trainer.ppo_epochs optimizer steps on the rows with any response token: micro-batches of at
   // most trainer.micro_batch_size rows and trainer.micro_batch_tokens tokens, each cut to its
   // rows' columns, with gradient accumulation (micro_batches.h: the accumulated gradient is the
-  // whole batch's under every policy_loss.agg_mode), grad-norm clipping, AdamW at scheduled_lr.
+  // whole batch's under every policy_loss.agg_mode), grad-norm clipping, AdamW at scheduled_lr
+  // (on float32 master weights for bf16/fp16 parameters: optimizer.master_weights).
   // weights: [N, L] or undefined. Metrics "actor/...", "optim/...".
   Metrics update(const TurnBatch& batch, const torch::Tensor& advantages, const torch::Tensor& weights, uint64_t seed);
 
