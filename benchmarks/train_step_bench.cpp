@@ -1,4 +1,4 @@
-// The training step of an HF policy at LLM size (issue 24): forward + backward tokens/s of
+// The training step of an HF policy at LLM size: forward + backward tokens/s of
 // HFPolicy::forward_logp (chunked log-probs, compute in the parameters' dtype) against the same
 // step through full-vocabulary logits (token_logp_from_logits over the whole [B, T, V], the
 // baseline, same run); the full RL step as RL needs it (bf16 compute, float32 master weights and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The training step at LLM size on the GPU machine (issue 24): builds train_step_bench against
+# The training step at LLM size on the GPU machine: builds train_step_bench against
 # PyTorch's LibTorch (CUDA), runs it on the Qwen3-1.7B shape in bf16, then the transformers
 # baseline of the same shape (train_step_bench.py) in the same call, and prints turnrl /
 # transformers for forward+backward and for the RL step, and the peak memory of T=8192 beside

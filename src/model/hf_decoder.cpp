@@ -100,7 +100,8 @@ struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    const auto recompute = c10::static_intrusive_pointer_cast<LayerRecompute>(ctx->saved_data["run"].toCapsule());
+    // saved_data keeps the capsule (and the function) alive for as long as ctx.
+    const auto* recompute = static_cast<const LayerRecompute*>(ctx->saved_data["run"].toCapsule().get());
     torch::autograd::variable_list wanted;  // the inputs whose gradient is needed, in input order
     std::vector<size_t> wanted_index;
     const torch::Tensor x = saved[0].detach().requires_grad_(ctx->needs_input_grad(0));
