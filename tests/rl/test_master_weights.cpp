@@ -68,7 +68,7 @@ TEST_CASE("master weights: float32 parameters, and all when disabled, are their 
   CHECK(fp32.grad().eq(0).all().item<bool>());
 }
 
-TEST_CASE("master weights: save and load keep the float32 values; a mismatch is an error", "[trainer]") {
+TEST_CASE("master weights: save and load keep the float32 values, a mismatch is an error", "[trainer]") {
   const std::string path = (std::filesystem::temp_directory_path() / "turnrl_master_weights_test.pt").string();
   const torch::Tensor model = torch::full({5}, 1.0, torch::kBFloat16).requires_grad_(true);
   MasterWeights masters({model});
