@@ -165,3 +165,19 @@ TEST_CASE("chunked_logp: model.logp_chunk_size below 1 is refused", "[model]") {
   CHECK_THROWS_WITH(load_hf_policy(HFModelOptions().path(hf_fixture("qwen3")).logp_chunk_size(-2)),
                     Catch::Contains("model.logp_chunk_size: -2"));
 }
+
+TEST_CASE("chunked_logp: HFPolicy::forward_logp in bfloat16 equals log-probs of its full bf16 logits", "[model]") {
+  auto policy = load_fixture("qwen3", torch::kBFloat16);
+  torch::manual_seed(15);
+  const torch::Tensor tokens = torch::randint(policy->config().vocab_size, {2, 12}, torch::kLong);
+  const torch::Tensor response = torch::rand({2, 12}) < 0.5;
+  policy->set_logp_chunk_size(5);
+  const TokenLogp whole = token_logp_from_logits(policy->model()->forward(tokens), tokens, response);
+  const TokenLogp chunked = policy->forward_logp(tokens, {}, response);
+  CHECK(chunked.logp.scalar_type() == torch::kFloat);
+  // The same bf16 hidden states and bf16 logits (the projection of the selected rows rounds as the
+  // full projection does), then the same float32 log-softmax.
+  CHECK(max_abs_diff(chunked.logp, whole.logp) < 1e-5);
+  CHECK(max_abs_diff(chunked.entropy, whole.entropy) < 1e-5);
+  CHECK(whole.logp.abs().sum().item<double>() > 1.0);
+}
