@@ -71,6 +71,15 @@ Metrics sum_over_ranks(Communicator& comm, const Metrics& mine) {
   return total;
 }
 
+// The largest of the ranks' values (a maximum does not add up like the other metrics).
+double max_over_ranks(Communicator& comm, double mine) {
+  double most = mine;
+  for (const std::string& part : comm.all_gather(fmt::format("{:a}", mine))) most = std::max(most, std::strtod(part.c_str(), nullptr));
+  return most;
+}
+
+constexpr const char* kRatioMax = "actor/ratio_max";
+
 // This rank's contiguous share [first, end) of `count` items.
 std::pair<int64_t, int64_t> shard_of(int64_t count, int rank, int world) {
   return {count * rank / world, count * (rank + 1) / world};
@@ -359,7 +368,12 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
     const AccumulatedLoss accumulated =
         accumulate_policy_gradient(*s.parts.policy, update_rows, plan, c.policy_loss, s.rank, s.world);
     loss_sum += accumulated.loss * share_per_epoch;
-    for (const auto& [k, v] : accumulated.metrics) sums[k] += v * share_per_epoch;
+    for (const auto& [k, v] : accumulated.metrics) {
+      if (k == kRatioMax)
+        sums[k] = std::max(sums.count(k) ? sums[k] : 0.0, v);
+      else
+        sums[k] += v * share_per_epoch;
+    }
     m["actor/micro_batches"] = double(plan.size());
     if (s.world > 1) s.buckets->all_reduce_sum(*s.comm);
     s.masters->gather_gradients();
@@ -374,7 +388,11 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
   }
   if (s.world > 1) {
     sums["actor/loss"] = loss_sum;
+    // Every rank takes part in both collectives, with or without micro-batches of its own.
+    const double ratio_max = sums.count(kRatioMax) ? sums[kRatioMax] : 0.0;
+    sums.erase(kRatioMax);
     sums = sum_over_ranks(*s.comm, sums);
+    sums[kRatioMax] = max_over_ranks(*s.comm, ratio_max);
     loss_sum = sums["actor/loss"];
   }
   merge(m, sums);
