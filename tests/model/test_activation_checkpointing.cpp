@@ -23,14 +23,6 @@ std::vector<torch::Tensor> policy_gradients(HFPolicy& policy, bool checkpointing
   return torch::autograd::grad({(t.logp * a).sum() + (t.entropy * b).sum()}, policy.parameters());
 }
 
-double worst_relative_difference(const std::vector<torch::Tensor>& x, const std::vector<torch::Tensor>& reference) {
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double scale = reference[i].abs().max().item<double>();
-    worst = std::max(worst, (x[i] - reference[i]).abs().max().item<double>() / std::max(scale, 1e-30));
-  }
-  return worst;
-}
 
 }  // namespace
 

@@ -30,14 +30,6 @@ Outcome run(HFPolicy& policy, const torch::Tensor& tokens, const torch::Tensor& 
   return out;
 }
 
-double worst_relative(const std::vector<torch::Tensor>& x, const std::vector<torch::Tensor>& reference) {
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double scale = reference[i].abs().max().item<double>();
-    worst = std::max(worst, (x[i] - reference[i]).abs().max().item<double>() / std::max(scale, 1e-30));
-  }
-  return worst;
-}
 
 }  // namespace
 
@@ -61,11 +53,11 @@ TEST_CASE("training memory on the GPU: chunked log-probs and checkpointing keep 
     const double grads_tolerance = dtype == torch::kFloat ? 1e-4 : 5e-2;
     CHECK(max_abs_diff(chunked.values.logp.cpu(), full.values.logp.cpu()) < values_tolerance);
     CHECK(max_abs_diff(chunked.values.entropy.cpu(), full.values.entropy.cpu()) < values_tolerance);
-    CHECK(worst_relative(chunked.grads, full.grads) < grads_tolerance);
-    CHECK(worst_relative(checkpointed.grads, chunked.grads) < grads_tolerance);
+    CHECK(worst_relative_difference(chunked.grads, full.grads) < grads_tolerance);
+    CHECK(worst_relative_difference(checkpointed.grads, chunked.grads) < grads_tolerance);
     WARN(c10::toString(dtype) << ": chunked vs full logits, max |logp diff| "
                               << max_abs_diff(chunked.values.logp.cpu(), full.values.logp.cpu())
-                              << ", worst relative grad diff " << worst_relative(chunked.grads, full.grads)
-                              << "; checkpointed vs plain " << worst_relative(checkpointed.grads, chunked.grads));
+                              << ", worst relative grad diff " << worst_relative_difference(chunked.grads, full.grads)
+                              << "; checkpointed vs plain " << worst_relative_difference(checkpointed.grads, chunked.grads));
   }
 }
