@@ -3,6 +3,9 @@
 #include <map>
 #include <set>
 
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/custom_function.h>
+
 #include "decoder_parts.h"
 #include "turnrl/core/error.h"
 
@@ -81,6 +84,54 @@ struct HFLayer : torch::nn::Module {
   torch::Tensor q_norm, k_norm, input_norm, post_norm;
 };
 
+// Activation checkpointing of one layer (LibTorch C++ has no torch.utils.checkpoint): the forward
+// runs the layer without recording a graph and keeps only its input; the backward re-runs it with
+// grad mode on and differentiates that graph. The layer's trainable parameters are inputs of the
+// function, so their gradients come back through the outer graph (and reach them even when the
+// layer input needs none, e.g. LoRA over a frozen embedding).
+struct LayerRecompute : torch::CustomClassHolder {
+  explicit LayerRecompute(std::function<torch::Tensor(const torch::Tensor&)> f) : run(std::move(f)) {}
+  std::function<torch::Tensor(const torch::Tensor&)> run;
+};
+
+struct CheckpointedLayer : torch::autograd::Function<CheckpointedLayer> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x, at::TensorList params,
+                               std::function<torch::Tensor(const torch::Tensor&)> run) {
+    torch::autograd::variable_list saved = {x};
+    saved.insert(saved.end(), params.begin(), params.end());
+    ctx->save_for_backward(saved);
+    torch::Tensor y = run(x);  // apply() runs forward with grad mode off
+    ctx->saved_data["run"] = c10::IValue::make_capsule(c10::make_intrusive<LayerRecompute>(std::move(run)));
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    // saved_data keeps the capsule (and the function) alive for as long as ctx.
+    const auto* recompute = static_cast<const LayerRecompute*>(ctx->saved_data["run"].toCapsule().get());
+    torch::autograd::variable_list wanted;  // the inputs whose gradient is needed, in input order
+    std::vector<size_t> wanted_index;
+    const torch::Tensor x = saved[0].detach().requires_grad_(ctx->needs_input_grad(0));
+    for (size_t i = 0; i < saved.size(); ++i)
+      if (ctx->needs_input_grad(i)) {
+        wanted.push_back(i == 0 ? x : saved[i]);
+        wanted_index.push_back(i);
+      }
+    torch::autograd::variable_list out(saved.size() + 1);  // + the recompute function, no gradient
+    if (wanted.empty()) return out;
+    torch::Tensor y;
+    {
+      torch::AutoGradMode grad_mode(true);
+      y = recompute->run(x);
+    }
+    const torch::autograd::variable_list found =
+        torch::autograd::grad({y}, wanted, {grads[0]}, /*retain_graph=*/false, /*create_graph=*/false, /*allow_unused=*/true);
+    for (size_t k = 0; k < wanted.size(); ++k) out[wanted_index[k]] = found[k];
+    return out;
+  }
+};
+
 }  // namespace detail
 
 HFDecoderImpl::HFDecoderImpl(const HFConfig& config, const torch::TensorOptions& options) : config_(config) {
@@ -136,7 +187,22 @@ torch::Tensor HFDecoderImpl::final_hidden(const torch::Tensor& tokens, const tor
   cos = cos.to(dtype());
   sin = sin.to(dtype());
   torch::Tensor x = torch::embedding(embed_tokens_, tokens);
-  for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward(x, cos, sin, layout.attend, cache, i);
+  const bool checkpointed = activation_checkpointing_ && !cache && torch::GradMode::is_enabled();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!checkpointed) {
+      x = layers_[i]->forward(x, cos, sin, layout.attend, cache, i);
+      continue;
+    }
+    std::vector<torch::Tensor> trainable;
+    for (const auto& p : layers_[i]->parameters())
+      if (p.requires_grad()) trainable.push_back(p);
+    const std::shared_ptr<detail::HFLayer> layer = layers_[i];
+    const torch::Tensor attend = layout.attend;
+    // As a TensorList (not a vector) so that apply() counts the parameters as inputs.
+    x = detail::CheckpointedLayer::apply(x, at::TensorList(trainable), [layer, cos, sin, attend, i](const torch::Tensor& input) {
+      return layer->forward(input, cos, sin, attend, nullptr, i);
+    });
+  }
   if (cache) detail::advance(*cache, layout);
   return detail::rms_norm(x, final_norm_, config_.rms_norm_eps);
 }

@@ -70,6 +70,7 @@ void validate(const HFModelOptions& o) {
   if (o.path().empty()) fail("model.path: empty; name a folder with config.json and model.safetensors");
   if (!fs::is_directory(o.path())) fail("model.path: '{}' is not a folder", o.path());
   hf_dtype_name(o.dtype());
+  if (o.logp_chunk_size() < 1) fail("model.logp_chunk_size: {} is out of range; allowed: >= 1", o.logp_chunk_size());
   validate(o.lora());
 }
 
@@ -79,17 +80,22 @@ std::unique_ptr<HFPolicy> load_hf_policy(const HFModelOptions& options) {
   HFDecoder model(config, torch::TensorOptions(options.dtype()).device(options.device()));
   model->load_weights(SafetensorsCheckpoint(options.path()));
   model->add_lora(options.lora());
-  return std::make_unique<HFPolicy>(model, options.path(),
-                                    options.tokenizer_dir().empty() ? options.path() : options.tokenizer_dir());
+  model->set_activation_checkpointing(options.activation_checkpointing());
+  auto policy = std::make_unique<HFPolicy>(model, options.path(),
+                                           options.tokenizer_dir().empty() ? options.path() : options.tokenizer_dir());
+  policy->set_logp_chunk_size(options.logp_chunk_size());
+  return policy;
+}
+
+void HFPolicy::set_logp_chunk_size(int64_t rows) {
+  if (rows < 1) fail("model.logp_chunk_size: {} is out of range; allowed: >= 1", rows);
+  logp_chunk_size_ = rows;
 }
 
 TokenLogp HFPolicy::forward_logp(const torch::Tensor& tokens, const torch::Tensor& attention_mask,
                                  const torch::Tensor& response_mask) {
-  if (!response_mask.defined()) return token_logp_from_logits(model_->forward(tokens, attention_mask), tokens);
-  HFDecoder model = model_;
-  return token_logp_at_responses(model_->final_hidden(tokens, attention_mask),
-                                 [model](const torch::Tensor& hidden) { return model->logits(hidden); }, tokens,
-                                 response_mask);
+  return token_logp_at_responses(model_->final_hidden(tokens, attention_mask), model_->lm_head_weight(), tokens,
+                                 response_mask, logp_chunk_size_);
 }
 
 Rollout HFPolicy::generate(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,

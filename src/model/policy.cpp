@@ -5,6 +5,7 @@
 #include <torch/utils.h>
 
 #include "module_state.h"
+#include "turnrl/model/chunked_logp.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/masked.h"
 
@@ -39,27 +40,27 @@ TokenLogp token_logp_from_logits(const torch::Tensor& logits, const torch::Tenso
   return out;
 }
 
-TokenLogp token_logp_at_responses(const torch::Tensor& hidden, const std::function<torch::Tensor(const torch::Tensor&)>& head,
-                                  const torch::Tensor& tokens, const torch::Tensor& response_mask) {
+TokenLogp token_logp_at_responses(const torch::Tensor& hidden, const torch::Tensor& head_weight,
+                                  const torch::Tensor& tokens, const torch::Tensor& response_mask, int64_t chunk_rows) {
   if (hidden.dim() != 3 || tokens.dim() != 2 || hidden.size(0) != tokens.size(0) || hidden.size(1) != tokens.size(1))
     fail("token_logp_at_responses: hidden {} must be [B, T, H] for tokens {} [B, T]", c10::str(hidden.sizes()),
          c10::str(tokens.sizes()));
-  if (!response_mask.defined() || response_mask.sizes() != tokens.sizes())
-    fail("forward_logp: response_mask has shape {}, tokens {}; they must match",
-         response_mask.defined() ? c10::str(response_mask.sizes()) : "undefined", c10::str(tokens.sizes()));
+  if (response_mask.defined() && response_mask.sizes() != tokens.sizes())
+    fail("forward_logp: response_mask has shape {}, tokens {}; they must match", c10::str(response_mask.sizes()),
+         c10::str(tokens.sizes()));
   const auto float_options = torch::TensorOptions(torch::kFloat).device(hidden.device());
   TokenLogp out{torch::zeros(tokens.sizes(), float_options), torch::zeros(tokens.sizes(), float_options)};
   // Token t is predicted at position t - 1; column 0 has no prediction and stays 0.
-  torch::Tensor scored = response_mask.to(torch::kBool).clone();
-  scored.select(1, 0).fill_(false);
+  torch::Tensor scored = response_mask.defined() ? response_mask.to(torch::kBool).clone()
+                                                 : torch::ones(tokens.sizes(), float_options.dtype(torch::kBool));
+  if (scored.size(1) > 0) scored.select(1, 0).fill_(false);
   const torch::Tensor where = scored.nonzero();
   if (where.size(0) == 0) return out;
   const torch::Tensor row = where.select(1, 0), column = where.select(1, 1);
-  const torch::Tensor log_probs = head(hidden.index({row, column - 1})).to(torch::kFloat).log_softmax(-1);
-  const torch::Tensor logp = log_probs.gather(-1, tokens.index({row, column}).unsqueeze(-1)).squeeze(-1);
-  const torch::Tensor entropy = -(log_probs.exp() * log_probs).sum(-1);
-  out.logp = out.logp.index_put({row, column}, logp);
-  out.entropy = out.entropy.index_put({row, column}, entropy);
+  const RowLogp scored_rows =
+      chunked_logp_entropy(hidden.index({row, column - 1}), head_weight, tokens.index({row, column}), chunk_rows);
+  out.logp = out.logp.index_put({row, column}, scored_rows.logp);
+  out.entropy = out.entropy.index_put({row, column}, scored_rows.entropy);
   return out;
 }
 

@@ -20,6 +20,9 @@ static void describe(V& v, TrainerConfig& o) {
   v.integer("samples_per_task", o.samples_per_task, 1, 1 << 20, "n: episodes per task (group size); >= 1");
   v.integer("ppo_epochs", o.ppo_epochs, 1, 1000, "optimizer steps per RL step over the whole batch; >= 1");
   v.integer("micro_batch_size", o.micro_batch_size, 1, int64_t(1) << 30, "turns per forward/backward (gradient accumulation)");
+  v.integer("micro_batch_tokens", o.micro_batch_tokens, 0, int64_t(1) << 40,
+            "token budget of one forward/backward (rows x width, rows bucketed by length; verl's "
+            "ppo_max_token_len_per_gpu); 0 = micro_batch_size rows only");
   v.integer("seed", o.seed, 0, INT64_MAX, "model init, task order, sampling and PRS draws");
   v.integer("threads", o.threads, 0, 4096, "LibTorch intra-op threads; 0 = LibTorch default");
 }
@@ -34,6 +37,8 @@ static void describe(V& v, OptimizerConfig& o) {
   v.integer("warmup_steps", o.warmup_steps, 0, int64_t(1) << 40, "optimizer steps of linear warm-up; 0 = none");
   v.number("min_lr_ratio", o.min_lr_ratio, 0.0, 1.0, "cosine: final lr / lr; [0, 1]");
   v.number("grad_clip", o.grad_clip, 0.0, 1e12, "max global gradient norm; 0 = off");
+  v.flag("master_weights", o.master_weights,
+         "bf16/fp16 parameters stepped through float32 master copies and float32 AdamW states");
 }
 
 template <typename V>

@@ -31,6 +31,9 @@ void check_model_config(const ModelConfig& o, const std::string& section) {
     refuse_key_of_other_type(!o.tokenizer.empty(), section, "tokenizer", o.tokenizer, o.type);
     refuse_key_of_other_type(o.dtype != "auto" && o.dtype != "float32", section, "dtype", o.dtype, o.type);
     refuse_key_of_other_type(o.lora.rank != 0, section, "lora.rank", std::to_string(o.lora.rank), o.type);
+    refuse_key_of_other_type(o.logp_chunk_size != ModelConfig().logp_chunk_size, section, "logp_chunk_size",
+                             std::to_string(o.logp_chunk_size), o.type);
+    refuse_key_of_other_type(o.activation_checkpointing, section, "activation_checkpointing", "true", o.type);
     return;
   }
   if (o.path.empty())

@@ -32,7 +32,14 @@ ChatPolicy make_hf_policy(const ModelConfig& model, torch::Device device) {
       LoraOptions().rank(model.lora.rank).alpha(model.lora.alpha).rslora(model.lora.rslora).target_modules(model.lora.target_modules);
   const std::string tokenizer_dir = model.tokenizer.empty() ? model.path : model.tokenizer;
   std::shared_ptr<HFPolicy> policy = load_hf_policy(
-      HFModelOptions().path(model.path).dtype(model_dtype(model, device)).device(device).lora(lora).tokenizer_dir(tokenizer_dir));
+      HFModelOptions()
+                                                     .path(model.path)
+                                                     .dtype(model_dtype(model, device))
+                                                     .device(device)
+                                                     .lora(lora)
+                                                     .tokenizer_dir(tokenizer_dir)
+                                                     .logp_chunk_size(model.logp_chunk_size)
+                                                     .activation_checkpointing(model.activation_checkpointing));
   std::shared_ptr<const ChatTokenizer> tokenizer = load_chat_tokenizer(tokenizer_dir);
   const HFConfig& config = policy->config();
   // Qwen3's embedding has more rows (151,936) than the tokenizer has ids (151,669): padding rows

@@ -25,6 +25,8 @@
 #include "turnrl/rl/batch_metrics.h"
 #include "turnrl/rl/checkpoint.h"
 #include "turnrl/rl/distributed.h"
+#include "turnrl/rl/master_weights.h"
+#include "turnrl/rl/micro_batches.h"
 #include "turnrl/rl/progress.h"
 #include "turnrl/rl/stop_request.h"
 #include "turnrl/rl/tensorboard.h"
@@ -69,6 +71,15 @@ Metrics sum_over_ranks(Communicator& comm, const Metrics& mine) {
   return total;
 }
 
+// The largest of the ranks' values (a maximum does not add up like the other metrics).
+double max_over_ranks(Communicator& comm, double mine) {
+  double most = mine;
+  for (const std::string& part : comm.all_gather(fmt::format("{:a}", mine))) most = std::max(most, std::strtod(part.c_str(), nullptr));
+  return most;
+}
+
+constexpr const char* kRatioMax = "actor/ratio_max";
+
 // This rank's contiguous share [first, end) of `count` items.
 std::pair<int64_t, int64_t> shard_of(int64_t count, int rank, int world) {
   return {count * rank / world, count * (rank + 1) / world};
@@ -97,6 +108,7 @@ double scheduled_lr(const OptimizerConfig& o, int64_t step, int64_t total) {
 struct Trainer::State {
   TrainerParts parts;
   std::unique_ptr<RolloutCollector> collector;
+  std::unique_ptr<MasterWeights> masters;  // what the optimizer steps
   std::unique_ptr<torch::optim::AdamW> optimizer;
   torch::Device device = torch::kCPU;
   int64_t step = 0;
@@ -130,8 +142,9 @@ Trainer::Trainer(TrainerParts parts, std::shared_ptr<Communicator> comm) : s_(st
     s.comm = make_communicator(env, s.device, CommunicatorOptions{c.distributed.backend, c.distributed.timeout_seconds});
   if (s.comm) s.rank = s.comm->rank(), s.world = s.comm->world_size();
   if (c.trainer.threads > 0) torch::set_num_threads(int(c.trainer.threads));
+  s.masters = std::make_unique<MasterWeights>(s.parts.policy->parameters(), c.optimizer.master_weights);
   s.optimizer = std::make_unique<torch::optim::AdamW>(
-      s.parts.policy->parameters(), torch::optim::AdamWOptions(c.optimizer.lr)
+      s.masters->masters(), torch::optim::AdamWOptions(c.optimizer.lr)
                                         .betas(std::make_tuple(c.optimizer.beta1, c.optimizer.beta2))
                                         .eps(c.optimizer.eps)
                                         .weight_decay(c.optimizer.weight_decay));
@@ -287,20 +300,22 @@ Metrics Trainer::run_stages(RolloutBatch& r, BatchStage::Point point, int64_t st
 void Trainer::recompute_old_logp(TurnBatch& batch) {
   State& s = *s_;
   torch::NoGradGuard no_grad;
-  const int64_t micro = s.parts.options.trainer.micro_batch_size;
+  const TrainerConfig& t = s.parts.options.trainer;
   // Data parallel: each rank its contiguous share of the rows, then all-gathered.
   const auto [first, end] = shard_of(batch.size(), s.rank, s.world);
-  std::vector<torch::Tensor> parts;
-  for (int64_t start = first; start < end; start += micro) {
-    const int64_t len = std::min(micro, end - start);
-    const torch::Tensor rows = torch::arange(start, start + len, torch::dtype(torch::kLong).device(batch.tokens.device()));
-    parts.push_back(s.parts.policy
-                        ->forward_logp(batch.tokens.narrow(0, start, len), attention_rows(batch, rows),
-                                       batch.response_mask.narrow(0, start, len))
-                        .logp);
+  const auto device = batch.tokens.device();
+  const torch::Tensor shard = torch::arange(first, end, torch::dtype(torch::kLong).device(device));
+  const torch::Tensor tokens = batch.tokens.narrow(0, first, end - first), attention = attention_rows(batch, shard),
+                      response = batch.response_mask.narrow(0, first, end - first);
+  std::vector<int64_t> order(size_t(end - first));
+  std::iota(order.begin(), order.end(), int64_t(0));
+  torch::Tensor mine = torch::zeros({end - first, batch.tokens.size(1)}, torch::dtype(torch::kFloat).device(device));
+  for (const MicroBatch& micro : plan_micro_batches(attention, order, t.micro_batch_size, t.micro_batch_tokens)) {
+    const torch::Tensor sel = torch::tensor(micro.rows, torch::kLong).to(device);
+    const auto cut = [&](const torch::Tensor& x) { return x.index_select(0, sel).narrow(1, micro.first_column, micro.width()); };
+    mine.narrow(1, micro.first_column, micro.width())
+        .index_copy_(0, sel, s.parts.policy->forward_logp(cut(tokens), cut(attention), cut(response)).logp);
   }
-  torch::Tensor mine = parts.empty() ? torch::zeros({0, batch.rollout_logp.size(1)}, batch.rollout_logp.options())
-                                     : torch::cat(parts);
   if (s.world > 1) {
     std::vector<torch::Tensor> all;
     for (const std::string& part : s.comm->all_gather(tensor_bytes(mine.to(torch::kFloat))))
@@ -334,53 +349,52 @@ Metrics Trainer::update(const TurnBatch& batch, const torch::Tensor& advantages,
     m["update/skipped"] = 1;
     return m;
   }
-  const torch::Tensor tokens = batch.tokens.index_select(0, rows), mask = batch.response_mask.index_select(0, rows),
-                      attention = attention_rows(batch, rows),
-                      old_logp = batch.old_logp.index_select(0, rows), adv = advantages.index_select(0, rows);
-  const torch::Tensor w = weights.defined() ? weights.index_select(0, rows) : torch::Tensor();
+  UpdateRows update_rows;
+  update_rows.tokens = batch.tokens.index_select(0, rows);
+  update_rows.attention_mask = attention_rows(batch, rows);
+  update_rows.response_mask = batch.response_mask.index_select(0, rows);
+  update_rows.old_logp = batch.old_logp.index_select(0, rows);
+  update_rows.advantages = advantages.index_select(0, rows);
+  if (weights.defined()) update_rows.weights = weights.index_select(0, rows);
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(seed);
-  std::vector<torch::Tensor> params = s.parts.policy->parameters();
   const double share_per_epoch = 1.0 / double(c.trainer.ppo_epochs);
   Metrics sums;
   double loss_sum = 0, grad_norm_sum = 0;
   for (int64_t epoch = 0; epoch < c.trainer.ppo_epochs; ++epoch) {
     const torch::Tensor order =
         c.trainer.ppo_epochs == 1 ? torch::arange(n) : torch::randperm(n, generator, torch::kLong);
-    s.optimizer->zero_grad();
-    int64_t micro_index = 0;
-    for (int64_t start = 0; start < n; start += c.trainer.micro_batch_size, ++micro_index) {
-      // Data parallel: micro-batches dealt round-robin; every share is of the whole batch's rows,
-      // so the ranks' gradients add up to the one-process gradient.
-      if (micro_index % s.world != s.rank) continue;
-      const int64_t len = std::min(c.trainer.micro_batch_size, n - start);
-      const torch::Tensor sel = order.narrow(0, start, len).to(tokens.device());
-      const torch::Tensor t = tokens.index_select(0, sel);
-      const TokenLogp tl = s.parts.policy->forward_logp(t, attention.index_select(0, sel), mask.index_select(0, sel));
-      PolicyLossInputs in;
-      in.logp = tl.logp;
-      in.old_logp = old_logp.index_select(0, sel);
-      in.advantages = adv.index_select(0, sel);
-      in.response_mask = mask.index_select(0, sel);
-      if (w.defined()) in.weights = w.index_select(0, sel);
-      in.entropy = tl.entropy;  // always: actor/entropy is logged even without an entropy bonus
-      const PolicyLossResult res = policy_loss(in, c.policy_loss);
-      const double share = double(len) / double(n);
-      (res.loss * share).backward();
-      loss_sum += res.loss.item<double>() * share * share_per_epoch;
-      for (const auto& [k, v] : res.metrics.to_map()) sums[k] += v * share * share_per_epoch;
+    const std::vector<MicroBatch> plan =
+        plan_micro_batches(update_rows.attention_mask, std::vector<int64_t>(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + n),
+                           c.trainer.micro_batch_size, c.trainer.micro_batch_tokens);
+    s.masters->zero_gradients();
+    const AccumulatedLoss accumulated =
+        accumulate_policy_gradient(*s.parts.policy, update_rows, plan, c.policy_loss, s.rank, s.world);
+    loss_sum += accumulated.loss * share_per_epoch;
+    for (const auto& [k, v] : accumulated.metrics) {
+      if (k == kRatioMax)
+        sums[k] = std::max(sums.count(k) ? sums[k] : 0.0, v);
+      else
+        sums[k] += v * share_per_epoch;
     }
+    m["actor/micro_batches"] = double(plan.size());
     if (s.world > 1) s.buckets->all_reduce_sum(*s.comm);
+    s.masters->gather_gradients();
     const double max_norm = c.optimizer.grad_clip > 0 ? c.optimizer.grad_clip : std::numeric_limits<double>::infinity();
-    grad_norm_sum += torch::nn::utils::clip_grad_norm_(params, max_norm) * share_per_epoch;
+    grad_norm_sum += torch::nn::utils::clip_grad_norm_(s.masters->masters(), max_norm) * share_per_epoch;
     const double lr = scheduled_lr(c.optimizer, s.optimizer_steps, c.trainer.steps * c.trainer.ppo_epochs);
     for (auto& group : s.optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
     s.optimizer->step();
+    s.masters->publish();
     ++s.optimizer_steps;
     m["optim/lr"] = lr;
   }
   if (s.world > 1) {
     sums["actor/loss"] = loss_sum;
+    // Every rank takes part in both collectives, with or without micro-batches of its own.
+    const double ratio_max = sums.count(kRatioMax) ? sums[kRatioMax] : 0.0;
+    sums.erase(kRatioMax);
     sums = sum_over_ranks(*s.comm, sums);
+    sums[kRatioMax] = max_over_ranks(*s.comm, ratio_max);
     loss_sum = sums["actor/loss"];
   }
   merge(m, sums);
@@ -461,6 +475,8 @@ std::string Trainer::save_checkpoint() {
       [&](const std::string& dir) {
         save_policy_checkpoint(*s.parts.policy, dir);
         save_checkpoint_file(dir + "/optimizer.pt", [&](const std::string& path) { torch::save(*s.optimizer, path); });
+        if (s.masters->any())
+          save_checkpoint_file(dir + "/master_weights.pt", [&](const std::string& path) { s.masters->save(path); });
         torch::serialize::OutputArchive state;
         state.write("step", torch::tensor(s.step, torch::kLong));
         state.write("optimizer_steps", torch::tensor(s.optimizer_steps, torch::kLong));
@@ -472,7 +488,10 @@ std::string Trainer::save_checkpoint() {
       s.parts.options.checkpoint.keep_last);
 }
 
-void Trainer::load_policy(const std::string& path) { load_policy_checkpoint(*s_->parts.policy, path); }
+void Trainer::load_policy(const std::string& path) {
+  load_policy_checkpoint(*s_->parts.policy, path);
+  s_->masters->reset_from_model();
+}
 
 void Trainer::load_checkpoint(const std::string& dir) {
   State& s = *s_;
@@ -480,6 +499,8 @@ void Trainer::load_checkpoint(const std::string& dir) {
     if (!fs::exists(fs::path(dir) / name)) fail("checkpoint '{}': missing {}", dir, name);
   load_policy(dir);
   torch::load(*s.optimizer, dir + "/optimizer.pt");
+  // Checkpoints from before master weights (or with them off) hold only the rounded model.
+  if (s.masters->any() && fs::exists(fs::path(dir) / "master_weights.pt")) s.masters->load(dir + "/master_weights.pt");
   torch::serialize::InputArchive state;
   state.load_from(dir + "/trainer_state.pt");
   torch::Tensor step, optimizer_steps, seed, rng;

@@ -69,3 +69,18 @@ TEST_CASE("model errors name the key, the value and what is allowed", "[trainer]
   CHECK_THAT(error_of("model: {max_seq: 8}"), Catch::Contains("model.max_seq") && Catch::Contains(">= 16"));
   CHECK(error_of("model: {type: hf, path: /m, dtype: float16, lora: {rank: 4}}\nenv: {action: code}").empty());
 }
+
+TEST_CASE("model.logp_chunk_size and model.activation_checkpointing: hf keys with checked values", "[trainer][model_config]") {
+  const TrainConfig c = parse("model: {type: hf, path: /m, logp_chunk_size: 256, activation_checkpointing: true}\nenv: {action: code}");
+  CHECK(c.model.logp_chunk_size == 256);
+  CHECK(c.model.activation_checkpointing);
+  CHECK(TrainConfig{}.model.logp_chunk_size == 1024);
+  CHECK_FALSE(TrainConfig{}.model.activation_checkpointing);
+  CHECK_THAT(error_of("model: {type: hf, path: /m, logp_chunk_size: 0}\nenv: {action: code}"),
+             Catch::Contains("model.logp_chunk_size") && Catch::Contains("0"));
+  CHECK_THAT(error_of("model: {logp_chunk_size: 64}"), Catch::Contains("model.logp_chunk_size") && Catch::Contains("model.type: hf"));
+  CHECK_THAT(error_of("model: {activation_checkpointing: true}"),
+             Catch::Contains("model.activation_checkpointing") && Catch::Contains("model.type: hf"));
+  CHECK_THAT(error_of("trainer: {micro_batch_tokens: -1}"), Catch::Contains("trainer.micro_batch_tokens"));
+  CHECK(parse("trainer: {micro_batch_tokens: 4096}").trainer.micro_batch_tokens == 4096);
+}

@@ -425,3 +425,35 @@ TEST_CASE("failing writes end the run with a message naming the file, and the la
   CHECK_NOTHROW(probe.load_checkpoint(listed.back().path));
   CHECK(probe.step() == 2);
 }
+
+TEST_CASE("token-budget micro-batches give the single-batch loss and gradient norm", "[trainer][loss]") {
+  const int64_t width = KernelTrainer(test::tiny_config(test::fresh_dir("micro-batches-probe")), rules())
+                            .action_space()
+                            .sequence_length();
+  for (const LossAggMode mode : {LossAggMode::token_mean, LossAggMode::seq_mean_token_sum, LossAggMode::seq_sum_no_norm}) {
+    INFO(to_string(mode));
+    std::vector<Metrics> results;
+    for (const bool split : {false, true}) {
+      TrainConfig c = test::tiny_config(test::fresh_dir("micro-batches"));
+      c.policy_loss.agg_mode = mode;
+      c.trainer.micro_batch_size = split ? 3 : 1000;
+      c.trainer.micro_batch_tokens = split ? 2 * width : 0;  // two rows a micro-batch
+      KernelTrainer trainer(c, rules());
+      RolloutBatch r = trainer.collect_rollouts(trainer.step_tasks(0), 4, rollout_sampling(c), 3);
+      // Ragged rows: each turn keeps a different number of its response tokens.
+      const torch::Tensor keep =
+          torch::arange(width).unsqueeze(0) < (torch::arange(r.batch.size()) % width + 1).unsqueeze(1);
+      r.batch.response_mask = r.batch.response_mask & keep;
+      trainer.recompute_old_logp(r.batch);
+      const MismatchResult mm = trainer.correct_mismatch(r.batch);
+      const torch::Tensor adv = trainer.advantages(r.batch);
+      REQUIRE(adv.abs().sum().item<double>() > 0);
+      results.push_back(trainer.update(r.batch, adv, mm.weights, 1));
+    }
+    CHECK(results[0].at("actor/micro_batches") == 1);
+    CHECK(results[1].at("actor/micro_batches") > 3);
+    CHECK(results[1].at("actor/loss") == Approx(results[0].at("actor/loss")).epsilon(1e-5));
+    CHECK(results[1].at("optim/grad_norm") == Approx(results[0].at("optim/grad_norm")).epsilon(1e-5));
+    CHECK(results[0].at("optim/grad_norm") > 0);
+  }
+}

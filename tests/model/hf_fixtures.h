@@ -1,6 +1,7 @@
 #pragma once
 // The tiny HuggingFace checkpoints of tests/data/hf (benchmarks/device/make_hf_fixtures.py) and
 // scratch folders for the HF model tests.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -61,6 +62,16 @@ inline torch::Tensor row(const std::vector<int64_t>& tokens) { return torch::ten
 
 inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
   return (a.to(torch::kFloat) - b.to(torch::kFloat)).abs().max().item<double>();
+}
+
+// The largest |x - reference| over a list of tensors, each relative to its reference's max |value|.
+inline double worst_relative_difference(const std::vector<torch::Tensor>& x, const std::vector<torch::Tensor>& reference) {
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double scale = reference[i].abs().max().item<double>();
+    worst = std::max(worst, max_abs_diff(x[i], reference[i]) / std::max(scale, 1e-30));
+  }
+  return worst;
 }
 
 // Logits [T, vocab] of one unpadded sequence, without autograd.

@@ -47,6 +47,8 @@ class HFDecoderImpl : public torch::nn::Module {
   torch::Tensor final_hidden(const torch::Tensor& tokens, const torch::Tensor& attention_mask = {},
                              KVCache* cache = nullptr);
   torch::Tensor logits(const torch::Tensor& hidden) const;
+  // The vocabulary projection's weight [vocab, hidden] (the embedding when tied): logits(h) = h · Wᵀ.
+  const torch::Tensor& lm_head_weight() const { return lm_head_; }
   KVCache make_cache(int64_t batch, int64_t capacity) const;
   // The generation engine's forward (generation_engine.h): tokens int64 [B, T] placed in `cache`
   // where `batch` says (kv_cache.h), each attending to its slot's earlier tokens; returns the
@@ -54,6 +56,13 @@ class HFDecoderImpl : public torch::nn::Module {
   // tensor on the host, so a CUDA graph can capture it.
   torch::Tensor slot_hidden(const torch::Tensor& tokens, const SlotBatch& batch, SlotKVCache& cache);
   SlotKVCache make_slot_cache(int64_t slots, int64_t capacity) const;
+
+  // Activation checkpointing (verl's enable_gradient_checkpointing): when on, a differentiable
+  // forward without a cache keeps only each layer's input and re-runs the layer in the backward
+  // pass, so activation memory is one hidden state per layer plus one layer's intermediates.
+  // Gradients are those of the plain path. Off by default.
+  void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
+  bool activation_checkpointing() const { return activation_checkpointing_; }
 
   // Copies every tensor of the checkpoint into the parameters (converting dtype, straight to their
   // device). Strict: a missing, extra or mis-shaped tensor is an error naming it and its file.
@@ -77,6 +86,7 @@ class HFDecoderImpl : public torch::nn::Module {
  private:
   HFConfig config_;
   LoraOptions lora_;
+  bool activation_checkpointing_ = false;
   torch::Tensor inv_freq_;  // float32 [head_dim / 2], on the CPU
   torch::Tensor inv_freq_on_device_;  // its copy on the model's device: slot_hidden copies nothing from the host
   torch::Tensor embed_tokens_, final_norm_, lm_head_;

@@ -10,8 +10,8 @@
 //   policy->save_pretrained("out/qwen3-8b-kernels", turnrl::SavePretrainedOptions()
 //                               .copy_files_from("/models/Qwen3-8B-Base"));  // + tokenizer files
 //
-// Config keys (YAML `model:` section): type: hf, path, dtype, lora.{rank, alpha, rslora,
-// target_modules}.
+// Config keys (YAML `model:` section): type: hf, path, dtype, logp_chunk_size,
+// activation_checkpointing, lora.{rank, alpha, rslora, target_modules}.
 #include <map>
 #include <memory>
 #include <string>
@@ -34,9 +34,15 @@ struct HFModelOptions {
   TORCH_ARG(LoraOptions, lora) = LoraOptions();        // rank 0 = full fine-tuning
   // The folder whose tokenizer files every folder save() writes carries; "" = path.
   TORCH_ARG(std::string, tokenizer_dir) = "";
+  // Training memory (verl's names in brackets): forward_logp's positions per chunk of the
+  // vocabulary projection and log-softmax (chunked_logp.h; the logits of one chunk, float32, are
+  // the largest tensor), and re-running each layer in the backward pass
+  // (enable_gradient_checkpointing; hf_decoder.h).
+  TORCH_ARG(int64_t, logp_chunk_size) = 1024;
+  TORCH_ARG(bool, activation_checkpointing) = false;
 };
 
-// Throws turnrl::Error naming the field (model.path, model.dtype, model.lora.*).
+// Throws turnrl::Error naming the field (model.path, model.dtype, model.logp_chunk_size, model.lora.*).
 void validate(const HFModelOptions& options);
 // "bfloat16" | "float16" | "float32" (and transformers' short names "bf16", "fp16", "fp32")
 // -> dtype; anything else is an error naming model.dtype.
@@ -112,6 +118,10 @@ class HFPolicy : public Policy {
   // Adapters written by save_adapter (or by peft, same rank and targets) into the existing ones.
   void load_adapter(const std::string& folder);
 
+  // Positions per chunk of forward_logp's vocabulary projection (>= 1; HFModelOptions).
+  void set_logp_chunk_size(int64_t rows);
+  int64_t logp_chunk_size() const { return logp_chunk_size_; }
+
   HFDecoder& model() { return model_; }
   const HFConfig& config() const { return model_->config(); }
 
@@ -124,6 +134,7 @@ class HFPolicy : public Policy {
   GenerationEngineOptions engine_options_ = GenerationEngineOptions().slots(0).capacity(0);
   std::unique_ptr<GenerationEngine> engine_;
   std::map<int64_t, int64_t> episode_request_;  // episode -> its last kept engine request
+  int64_t logp_chunk_size_ = HFModelOptions().logp_chunk_size();
 };
 
 // Reads options.path (config.json + model.safetensors or a sharded index) into a policy of

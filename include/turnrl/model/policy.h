@@ -69,13 +69,14 @@ class Policy {
 TokenLogp token_logp_from_logits(const torch::Tensor& logits, const torch::Tensor& tokens,
                                  const torch::Tensor& response_mask = {});
 
-// The same as token_logp_from_logits(head(hidden), tokens, response_mask), with `head` (hidden rows
-// [K, H] -> logits [K, V]) applied only to the positions that predict a response token: a prompt's
-// positions never pay for the vocabulary projection and its log-softmax. hidden [B, T, H]; tokens
-// and response_mask [B, T] (response_mask required). Synchronises with the device once (the count
-// of response tokens).
-TokenLogp token_logp_at_responses(const torch::Tensor& hidden, const std::function<torch::Tensor(const torch::Tensor&)>& head,
-                                  const torch::Tensor& tokens, const torch::Tensor& response_mask);
+// The same as token_logp_from_logits(hidden · head_weightᵀ, tokens, response_mask) for a linear
+// vocabulary head, computed only at the positions that predict a response token (a prompt's
+// positions never pay for the vocabulary projection) and in chunks of `chunk_rows` positions
+// (chunked_logp.h): the full [B, T, V] logits never exist, in the forward pass or the backward.
+// hidden [B, T, H]; head_weight [V, H]; tokens [B, T]; response_mask [B, T] or undefined (every
+// position but column 0). Synchronises with the device once (the count of response tokens).
+TokenLogp token_logp_at_responses(const torch::Tensor& hidden, const torch::Tensor& head_weight,
+                                  const torch::Tensor& tokens, const torch::Tensor& response_mask, int64_t chunk_rows);
 
 // Positions from an attention mask: each valid token's index among the valid tokens of its row
 // (0 for pads), int64 [B, T]. Left padding then gives the same positions as no padding.

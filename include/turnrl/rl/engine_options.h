@@ -26,6 +26,9 @@ struct TrainerConfig {
   int64_t samples_per_task = 8;   // n: episodes per task (the group size)
   int64_t ppo_epochs = 1;         // optimizer steps per RL step, each over the whole batch
   int64_t micro_batch_size = 64;  // turns per forward/backward; gradients accumulate over micro-batches
+  // Token budget of one forward/backward (micro_batches.h): rows bucketed by length so that rows ×
+  // width stays within it (a longer row goes alone). 0 = micro_batch_size rows, no budget.
+  int64_t micro_batch_tokens = 0;
   int64_t seed = 1;               // model init, task order, sampling, PRS draws
   int64_t threads = 0;            // LibTorch intra-op threads; 0 leaves LibTorch's default
 };
@@ -40,6 +43,9 @@ struct OptimizerConfig {
   int64_t warmup_steps = 0;           // optimizer steps of linear warm-up from 0
   double min_lr_ratio = 0.1;          // cosine: the final lr as a fraction of lr
   double grad_clip = 1.0;             // max global grad norm; 0 disables clipping
+  // Parameters held in bf16 / fp16 are stepped through float32 copies with float32 AdamW states
+  // (master_weights.h); false steps them in their own dtype, where small updates round away.
+  bool master_weights = true;
 };
 
 struct CheckpointConfig {

@@ -37,6 +37,10 @@ struct ModelConfig {
   std::string path;
   std::string dtype = "auto";  // auto (float32 on cpu, bfloat16 on cuda) | float32 | bfloat16 | float16
   std::string tokenizer;
+  // hf: training memory (hf_policy.h): positions per chunk of the log-prob computation over the
+  // vocabulary, and re-running each decoder layer in the backward pass.
+  int64_t logp_chunk_size = 1024;
+  bool activation_checkpointing = false;
   LoraConfig lora;
 };
 
@@ -64,6 +68,11 @@ void describe(V& v, ModelConfig& o) {
   v.text("path", o.path, "hf: checkpoint folder (config.json, safetensors, tokenizer files; turnrl init-model)");
   v.choice("dtype", o.dtype, {"auto", "float32", "bfloat16", "float16"}, "hf: auto (float32 on cpu, bfloat16 on cuda) | float32 | bfloat16 | float16");
   v.text("tokenizer", o.tokenizer, "hf: tokenizer folder (tokenizer.json, tokenizer_config.json); \"\" = path");
+  v.integer("logp_chunk_size", o.logp_chunk_size, 1, int64_t(1) << 30,
+            "hf: positions per chunk of the log-prob/entropy computation (float32 logits of one chunk at a time); >= 1");
+  v.flag("activation_checkpointing", o.activation_checkpointing,
+         "hf: re-run each decoder layer in the backward pass instead of keeping its activations (verl's "
+         "enable_gradient_checkpointing)");
   v.section("lora", o.lora, "hf: LoRA adapters (peft names)");
 }
 

@@ -110,10 +110,12 @@ class Trainer {
   MismatchResult correct_mismatch(TurnBatch& batch) const;
   // Turn-level advantages [N]: returns (returns.*) then the estimator advantage.estimator.
   torch::Tensor advantages(const TurnBatch& batch, torch::Tensor* returns = nullptr) const;
-  // trainer.ppo_epochs optimizer steps on the rows with any response token: micro-batches of
-  // trainer.micro_batch_size rows with gradient accumulation (each micro-batch's loss weighted by
-  // its share of rows), grad-norm clipping, AdamW at scheduled_lr. weights: [N, L] or undefined.
-  // Metrics "actor/...", "optim/...".
+  // trainer.ppo_epochs optimizer steps on the rows with any response token: micro-batches of at
+  // most trainer.micro_batch_size rows and trainer.micro_batch_tokens tokens, each cut to its
+  // rows' columns, with gradient accumulation (micro_batches.h: the accumulated gradient is the
+  // whole batch's under every policy_loss.agg_mode), grad-norm clipping, AdamW at scheduled_lr
+  // (on float32 master weights for bf16/fp16 parameters: optimizer.master_weights).
+  // weights: [N, L] or undefined. Metrics "actor/...", "optim/...".
   Metrics update(const TurnBatch& batch, const torch::Tensor& advantages, const torch::Tensor& weights, uint64_t seed);
 
   // --- loop -----------------------------------------------------------------------------------

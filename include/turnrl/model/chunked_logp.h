@@ -1,0 +1,33 @@
+#pragma once
+// Log-probs and entropies of chosen tokens under a linear vocabulary head, computed in chunks of
+// rows so that no more than `chunk_rows` x vocab float32 logits exist at any time, in the forward
+// pass or the backward pass. On a 151,936-entry vocabulary a full [B, T, V] float32 logits tensor
+// is 4.9 GB for B=1, T=8192; verl (`use_fused_kernels`) and OpenRLHF compute this in chunks too.
+//
+// The backward recomputes each chunk's logits from the saved hidden rows and head weight (a
+// custom autograd function), so the graph keeps only `hidden` and `weight`, never the logits:
+//   z = hidden · weightᵀ (in their dtype), then in float32: log p = z − logsumexp(z),
+//   logp = log p[target], entropy = −Σ p log p,
+//   ∂logp/∂z = onehot(target) − p,   ∂entropy/∂z = −p ⊙ (log p + entropy).
+// The head weight's gradient accumulates over chunks in float32 and is cast to its dtype once.
+#include <cstdint>
+
+#include <torch/types.h>
+
+namespace turnrl {
+
+struct RowLogp {
+  torch::Tensor logp;     // float32 [K] log-prob of each row's target
+  torch::Tensor entropy;  // float32 [K] entropy of each row's distribution
+};
+
+// hidden  [K, H] (float32, bfloat16 or float16), differentiable
+// weight  [V, H] the vocabulary projection (same dtype as hidden), differentiable
+// targets int64 [K] in [0, V)
+// chunk_rows > 0: rows per chunk (the last chunk may be shorter).
+// Equal to log_softmax(float(hidden · weightᵀ)) gathered at targets, and its entropy, with the
+// same gradients (up to float rounding of a different summation order).
+RowLogp chunked_logp_entropy(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
+                             int64_t chunk_rows);
+
+}  // namespace turnrl

@@ -1,0 +1,89 @@
+#include "turnrl/model/chunked_logp.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "turnrl/core/error.h"
+
+namespace turnrl {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// One chunk's float32 log-softmax of hidden_chunk · weightᵀ.
+torch::Tensor chunk_log_probs(const torch::Tensor& hidden_chunk, const torch::Tensor& weight) {
+  return torch::matmul(hidden_chunk, weight.t()).to(torch::kFloat).log_softmax(-1);
+}
+
+struct ChunkedLogpFunction : torch::autograd::Function<ChunkedLogpFunction> {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& hidden, const torch::Tensor& weight,
+                               const torch::Tensor& targets, int64_t chunk_rows) {
+    const int64_t rows = hidden.size(0);
+    const auto float_options = torch::TensorOptions(torch::kFloat).device(hidden.device());
+    torch::Tensor logp = torch::empty({rows}, float_options), entropy = torch::empty({rows}, float_options);
+    for (int64_t start = 0; start < rows; start += chunk_rows) {
+      const int64_t len = std::min(chunk_rows, rows - start);
+      const torch::Tensor log_probs = chunk_log_probs(hidden.narrow(0, start, len), weight);
+      logp.narrow(0, start, len).copy_(log_probs.gather(-1, targets.narrow(0, start, len).unsqueeze(-1)).squeeze(-1));
+      entropy.narrow(0, start, len).copy_(-(log_probs.exp() * log_probs).sum(-1));
+    }
+    // An output nobody differentiates then arrives as an undefined gradient, and its term is skipped.
+    ctx->set_materialize_grads(false);
+    ctx->save_for_backward({hidden, weight, targets, entropy});
+    ctx->saved_data["chunk_rows"] = chunk_rows;
+    return {logp, entropy};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list saved = ctx->get_saved_variables();
+    const torch::Tensor &hidden = saved[0], &weight = saved[1], &targets = saved[2], &entropy = saved[3];
+    const int64_t chunk_rows = ctx->saved_data["chunk_rows"].toInt();
+    const torch::Tensor &grad_logp = grads[0], &grad_entropy = grads[1];
+    const bool need_hidden = ctx->needs_input_grad(0), need_weight = ctx->needs_input_grad(1);
+    torch::Tensor grad_hidden = need_hidden ? torch::empty_like(hidden) : torch::Tensor();
+    torch::Tensor grad_weight = need_weight ? torch::zeros(weight.sizes(), weight.options().dtype(torch::kFloat))
+                                            : torch::Tensor();
+    const int64_t rows = hidden.size(0);
+    for (int64_t start = 0; start < rows && (need_hidden || need_weight); start += chunk_rows) {
+      const int64_t len = std::min(chunk_rows, rows - start);
+      const torch::Tensor hidden_chunk = hidden.narrow(0, start, len);
+      const torch::Tensor log_probs = chunk_log_probs(hidden_chunk, weight);
+      const torch::Tensor probs = log_probs.exp();
+      torch::Tensor grad_logits = torch::zeros_like(log_probs);
+      if (grad_logp.defined()) {
+        const torch::Tensor g = grad_logp.narrow(0, start, len).unsqueeze(-1);
+        grad_logits = grad_logits - probs * g;
+        grad_logits.scatter_add_(-1, targets.narrow(0, start, len).unsqueeze(-1), g);
+      }
+      if (grad_entropy.defined())
+        grad_logits = grad_logits - probs * (log_probs + entropy.narrow(0, start, len).unsqueeze(-1)) *
+                                        grad_entropy.narrow(0, start, len).unsqueeze(-1);
+      // The unchunked graph casts the gradient back to the logits' dtype before the matmul.
+      grad_logits = grad_logits.to(hidden.scalar_type());
+      if (need_hidden) grad_hidden.narrow(0, start, len).copy_(torch::matmul(grad_logits, weight));
+      if (need_weight) grad_weight.add_(torch::matmul(grad_logits.t(), hidden_chunk).to(torch::kFloat));
+    }
+    if (need_weight) grad_weight = grad_weight.to(weight.scalar_type());
+    return {grad_hidden, grad_weight, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+RowLogp chunked_logp_entropy(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
+                             int64_t chunk_rows) {
+  if (chunk_rows < 1) fail("model.logp_chunk_size: {} is out of range; allowed: >= 1", chunk_rows);
+  if (hidden.dim() != 2 || weight.dim() != 2 || hidden.size(1) != weight.size(1))
+    fail("chunked_logp_entropy: hidden {} must be [K, H] and weight {} [V, H]", c10::str(hidden.sizes()),
+         c10::str(weight.sizes()));
+  if (targets.dim() != 1 || targets.size(0) != hidden.size(0) || targets.scalar_type() != torch::kLong)
+    fail("chunked_logp_entropy: targets {} ({}) must be int64 [K] with K = {}", c10::str(targets.sizes()),
+         c10::toString(targets.scalar_type()), hidden.size(0));
+  if (hidden.scalar_type() != weight.scalar_type())
+    fail("chunked_logp_entropy: hidden is {}, weight {}; they must match", c10::toString(hidden.scalar_type()),
+         c10::toString(weight.scalar_type()));
+  const variable_list out = ChunkedLogpFunction::apply(hidden, weight, targets, chunk_rows);
+  return {out[0], out[1]};
+}
+
+}  // namespace turnrl
