@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (LibTorch 2.x bundles fmt 11, where join lives here)
 
 #include "commands.h"
 #include "turnrl/model/hf_init.h"
