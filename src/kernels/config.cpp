@@ -117,10 +117,10 @@ std::string config_to_yaml(const TrainConfig& c, bool annotate) {
     w.raw("# turnrl training config: every key with its default. Reference: docs/configuration.md");
   write_options_section(w, "run", "Where the run writes: resolved config, metrics.jsonl, samples.jsonl, checkpoints/.", c.run);
   write_options_section(w, "trainer", "RL loop sizes.", c.trainer);
-  write_options_section(w, "optimizer", "AdamW with linear warm-up, then constant or cosine decay.", c.optimizer);
-  write_options_section(w, "checkpoint", "Atomic checkpoints under run.dir/checkpoints/step_NNNNNNNN.", c.checkpoint);
+  write_options_section(w, "optimizer", kOptimizerSectionHelp, c.optimizer);
+  write_options_section(w, "checkpoint", kCheckpointSectionHelp, c.checkpoint);
   write_options_section(w, "distributed", "Data parallel over ranks from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (turnrl train --nproc N).", c.distributed);
-  write_options_section(w, "model", "The policy: builtin (small decoder, byte tokenizer) or hf (a HuggingFace folder).", c.model);
+  write_options_section(w, "model", kModelSectionHelp, c.model);
   write_options_section(w, "sampling", "Rollout sampling (rollout log-probs are recorded under it).", c.sampling);
   write_options_section(w, "tasks", "Which tasks train.", c.tasks);
   write_options_section(w, "env", "The multi-turn kernel environment (kernels/kernel_env.h).", c.env);

@@ -53,11 +53,11 @@ std::string sft_config_to_yaml(const SFTConfig& c, bool annotate) {
   ConfigWriter w(annotate);
   if (annotate) w.raw("# turnrl sft config: every key with its default. Reference: docs/configuration.md");
   write_options_section(w, "run", "Where the run writes: resolved config, metrics.jsonl, checkpoints/, export/.", c.run);
-  write_options_section(w, "model", "The policy: builtin (small decoder, byte tokenizer) or hf (a HuggingFace folder).", c.model);
+  write_options_section(w, "model", kModelSectionHelp, c.model);
   write_options_section(w, "data", "Chat conversations; the loss is on the assistant's tokens only.", c.data);
   write_options_section(w, "sft", "SFT loop sizes.", c.sft);
-  write_options_section(w, "optimizer", "AdamW with linear warm-up, then constant or cosine decay.", c.optimizer);
-  write_options_section(w, "checkpoint", "Atomic checkpoints under run.dir/checkpoints/step_NNNNNNNN.", c.checkpoint);
+  write_options_section(w, "optimizer", kOptimizerSectionHelp, c.optimizer);
+  write_options_section(w, "checkpoint", kCheckpointSectionHelp, c.checkpoint);
   return w.str();
 }
 

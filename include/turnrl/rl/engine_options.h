@@ -104,6 +104,11 @@ void write_options(ConfigWriter& writer, const CheckpointConfig& options);
 void write_options(ConfigWriter& writer, const DistributedConfig& options);
 void write_options(ConfigWriter& writer, const RolloutSamplingConfig& options);
 
+// The comments over the optimizer and checkpoint sections of every config file that has them
+// (`turnrl train`'s and `turnrl sft`'s).
+inline constexpr const char* kOptimizerSectionHelp = "AdamW with linear warm-up, then constant or cosine decay.";
+inline constexpr const char* kCheckpointSectionHelp = "Atomic checkpoints under run.dir/checkpoints/step_NNNNNNNN.";
+
 // The rollout's sampling options (sampling.*) with the seed left 0.
 SamplingOptions rollout_sampling(const EngineOptions& options);
 

@@ -85,6 +85,9 @@ class ConfigWriter;
 // The section read strictly (then check_model_config) and written back, from describe().
 void read_options(ConfigReader& reader, ModelConfig& model);
 void write_options(ConfigWriter& writer, const ModelConfig& model);
+// The comment over the `model:` section of every config file.
+inline constexpr const char* kModelSectionHelp =
+    "The policy: builtin (small decoder, byte tokenizer) or hf (a HuggingFace folder).";
 
 // The context length the builtin policy gets (max_seq, or kBuiltinDefaultMaxSeq when it is 0).
 int64_t builtin_max_seq(const ModelConfig& model);
