@@ -147,6 +147,10 @@ Rollout HFPolicy::run_engine(const torch::Tensor& prompts, const torch::Tensor& 
   const int64_t batch = prompts.size(0), prompt_length = prompts.size(1);
   const int64_t needed = prompt_length + options.max_new_tokens;
   const int64_t slots = engine_options_.slots() > 0 ? engine_options_.slots() : batch;
+  if (engine_options_.capacity() > 0 && needed > engine_options_.capacity())
+    fail("HFPolicy engine capacity (model.engine.capacity) {}: a call needs {} tokens per slot (prompt {} + "
+         "max_new_tokens {}); allowed: capacity >= prompt + max_new_tokens, or 0 to follow the calls",
+         engine_options_.capacity(), needed, prompt_length, options.max_new_tokens);
   const int64_t capacity = engine_options_.capacity() > 0 ? engine_options_.capacity() : round_up_to_power_of_two(needed, 256);
   if (!engine_ || engine_->options().slots() < slots || engine_->options().capacity() < needed) {
     engine_ = std::make_unique<GenerationEngine>(

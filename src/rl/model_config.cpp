@@ -34,6 +34,8 @@ void check_model_config(const ModelConfig& o, const std::string& section) {
     refuse_key_of_other_type(o.logp_chunk_size != ModelConfig().logp_chunk_size, section, "logp_chunk_size",
                              std::to_string(o.logp_chunk_size), o.type);
     refuse_key_of_other_type(o.activation_checkpointing, section, "activation_checkpointing", "true", o.type);
+    refuse_key_of_other_type(o.engine.slots != 0, section, "engine.slots", std::to_string(o.engine.slots), o.type);
+    refuse_key_of_other_type(o.engine.capacity != 0, section, "engine.capacity", std::to_string(o.engine.capacity), o.type);
     return;
   }
   if (o.path.empty())
@@ -41,6 +43,9 @@ void check_model_config(const ModelConfig& o, const std::string& section) {
          "tokenizer.json), e.g. one `turnrl init-model --out DIR` writes",
          section, section);
   refuse_key_of_other_type(!o.init.empty(), section, "init", o.init, o.type);
+  if (o.engine.capacity == 1)
+    fail("{}.engine.capacity: 1 is too small; allowed: 0 (follow the calls) or >= 2 (a prompt token and a generated one)",
+         section);
   try {
     validate(LoraOptions().rank(o.lora.rank).alpha(o.lora.alpha).rslora(o.lora.rslora).target_modules(o.lora.target_modules));
   } catch (const Error& e) {

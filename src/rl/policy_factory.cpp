@@ -40,6 +40,11 @@ ChatPolicy make_hf_policy(const ModelConfig& model, torch::Device device) {
                                                      .tokenizer_dir(tokenizer_dir)
                                                      .logp_chunk_size(model.logp_chunk_size)
                                                      .activation_checkpointing(model.activation_checkpointing));
+  policy->engine_options(GenerationEngineOptions()
+                             .slots(model.engine.slots)
+                             .capacity(model.engine.capacity)
+                             .prefill_tokens(model.engine.prefill_tokens)
+                             .cuda_graphs(model.engine.cuda_graphs));
   std::shared_ptr<const ChatTokenizer> tokenizer = load_chat_tokenizer(tokenizer_dir);
   const HFConfig& config = policy->config();
   // Qwen3's embedding has more rows (151,936) than the tokenizer has ids (151,669): padding rows

@@ -14,6 +14,7 @@
 #include "turnrl/core/checked_write.h"
 #include "turnrl/core/error.h"
 #include "turnrl/rl/checkpoint.h"
+#include "turnrl/rl/master_weights.h"
 #include "turnrl/rl/progress.h"
 #include "turnrl/rl/stop_request.h"
 #include "turnrl/rl/tensorboard.h"
@@ -47,6 +48,7 @@ struct SFTTrainer::State {
   SFTParts parts;
   std::unique_ptr<ChatCodec> codec;
   SFTRows train, validation;
+  std::unique_ptr<MasterWeights> masters;  // what the optimizer steps (optimizer.master_weights)
   std::unique_ptr<torch::optim::AdamW> optimizer;
   int64_t step = 0;
   int64_t micro_batches_per_epoch = 0;
@@ -88,8 +90,9 @@ SFTTrainer::SFTTrainer(SFTParts parts) : s_(std::make_unique<State>()) {
     s.validation = tokenize_conversations(read_chat_jsonl(o.data.validation), *s.codec, o.data);
   s.micro_batches_per_epoch =
       (int64_t(s.train.size()) + o.sft.micro_batch_size - 1) / o.sft.micro_batch_size;
+  s.masters = std::make_unique<MasterWeights>(s.parts.policy->parameters(), o.optimizer.master_weights);
   s.optimizer = std::make_unique<torch::optim::AdamW>(
-      s.parts.policy->parameters(), torch::optim::AdamWOptions(o.optimizer.lr)
+      s.masters->masters(), torch::optim::AdamWOptions(o.optimizer.lr)
                                         .betas(std::make_tuple(o.optimizer.beta1, o.optimizer.beta2))
                                         .eps(o.optimizer.eps)
                                         .weight_decay(o.optimizer.weight_decay));
@@ -116,7 +119,7 @@ Metrics SFTTrainer::train_step() {
       tokens += int64_t(s.train.tokens[size_t(row)].size());
     }
   // Every row holds an assistant token (tokenize_conversations drops the others), so loss_tokens > 0.
-  s.optimizer->zero_grad();
+  s.masters->zero_gradients();
   double nll = 0;
   for (int64_t k = 0; k < o.sft.grad_accum; ++k) {
     const SFTBatch batch = collate(s.train, s.micro_batch(first + k), s.parts.tokenizer->pad_id(),
@@ -126,10 +129,12 @@ Metrics SFTTrainer::train_step() {
     nll += sum.item<double>();
   }
   const double max_norm = o.optimizer.grad_clip > 0 ? o.optimizer.grad_clip : std::numeric_limits<double>::infinity();
-  const double grad_norm = torch::nn::utils::clip_grad_norm_(s.parts.policy->parameters(), max_norm);
+  s.masters->gather_gradients();
+  const double grad_norm = torch::nn::utils::clip_grad_norm_(s.masters->masters(), max_norm);
   const double lr = scheduled_lr(o.optimizer, s.step, total_steps());
   for (auto& group : s.optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
   s.optimizer->step();
+  s.masters->publish();
   ++s.step;
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const double loss = nll / double(loss_tokens);
@@ -176,6 +181,8 @@ std::string SFTTrainer::save_checkpoint() {
       [&](const std::string& dir) {
         save_policy_checkpoint(*s.parts.policy, dir);
         save_checkpoint_file(dir + "/optimizer.pt", [&](const std::string& path) { torch::save(*s.optimizer, path); });
+        if (s.masters->any())
+          save_checkpoint_file(dir + "/master_weights.pt", [&](const std::string& path) { s.masters->save(path); });
         torch::serialize::OutputArchive state;
         state.write("step", torch::tensor(s.step, torch::kLong));
         state.write("seed", torch::tensor(s.options().sft.seed, torch::kLong));
@@ -199,7 +206,10 @@ void SFTTrainer::load_checkpoint(const std::string& dir) {
     fail("checkpoint '{}': written with sft.seed {}, the config says {}; resume with the same seed", dir,
          seed.item<int64_t>(), s.options().sft.seed);
   load_policy_checkpoint(*s.parts.policy, dir);
+  s.masters->reset_from_model();
   torch::load(*s.optimizer, dir + "/optimizer.pt");
+  // Checkpoints from before master weights (or with them off) hold only the rounded model.
+  if (s.masters->any() && fs::exists(fs::path(dir) / "master_weights.pt")) s.masters->load(dir + "/master_weights.pt");
   s.step = step.item<int64_t>();
 }
 

@@ -123,6 +123,36 @@ TEST_CASE("forward_logp with a response mask equals the full-vocabulary computat
   CHECK(policy->model()->named_parameters()["model.embed_tokens.weight"].grad().abs().sum().item<float>() > 0);
 }
 
+TEST_CASE("model.engine sizes the hf policy's generation engine, and a turn that does not fit names the key", "[trainer][hf]") {
+  ModelConfig m;
+  m.type = "hf";
+  m.path = tiny_qwen3("engine-sizes");
+  m.engine.slots = 6;
+  m.engine.capacity = 300;
+  m.engine.prefill_tokens = 64;
+  const ChatPolicy p = make_chat_policy(m, 1, torch::kCPU);
+  auto* hf = dynamic_cast<HFPolicy*>(p.policy.get());
+  REQUIRE(hf != nullptr);
+  SamplingOptions sampling;
+  sampling.max_new_tokens = 4;
+  const torch::Tensor prompts = torch::randint(0, 151669, {2, 10}, torch::kLong);
+  hf->generate(prompts, torch::ones({2, 10}, torch::kBool), sampling);
+  REQUIRE(hf->engine() != nullptr);
+  CHECK(hf->engine()->options().slots() == 6);     // not the call's 2 rows
+  CHECK(hf->engine()->options().capacity() == 300);  // not 256, the call's need rounded up
+  CHECK(hf->engine()->options().prefill_tokens() == 64);
+  sampling.max_new_tokens = 291;  // 10 + 291 > 300
+  CHECK_THROWS_WITH(hf->generate(prompts, torch::ones({2, 10}, torch::kBool), sampling),
+                    Catch::Contains("model.engine.capacity") && Catch::Contains("301"));
+  // The builtin policy has no engine: its keys there are a mistake, named.
+  ModelConfig builtin;
+  builtin.engine.slots = 4;
+  CHECK_THROWS_WITH(check_model_config(builtin), Catch::StartsWith("model.engine.slots: '4' is set but model.type is 'builtin'"));
+  ModelConfig tiny = m;
+  tiny.engine.capacity = 1;
+  CHECK_THROWS_WITH(check_model_config(tiny), Catch::StartsWith("model.engine.capacity: 1 is too small"));
+}
+
 TEST_CASE("an hf policy trains with code actions, checkpoints a complete HF folder and resumes bit for bit", "[trainer][hf]") {
   const std::string model = tiny_qwen3("train-model");
   const auto evaluator = std::make_shared<test::PlanRuleEvaluator>();

@@ -14,6 +14,7 @@
 
 #include "turnrl/core/error.h"
 #include "turnrl/core/filesystem.h"
+#include "turnrl/model/hf_policy.h"
 #include "turnrl/model/hf_tokenizer.h"
 #include "turnrl/model/transformer.h"
 #include "turnrl/rl/sft_config.h"
@@ -394,6 +395,65 @@ TEST_CASE("resuming SFT from a checkpoint gives the parameters of an uninterrupt
   // Starting over in a run directory with checkpoints needs --resume.
   SFTTrainer again(tiny_parts(dir + "/b", 6));
   CHECK_THROWS_WITH(again.train(false), Catch::Contains("already holds checkpoints"));
+  remove_tree(dir);
+}
+
+TEST_CASE("SFT of a bf16 model steps float32 master weights: updates below bf16's spacing reach the model", "[sft]") {
+  // Weights of magnitude in [2^-10, 2^-9) have bf16 spacing 2^-17 (7.6e-6). AdamW at lr 5e-7 moves
+  // a weight by at most ~1.6e-6 per step (|m̂| / √v̂ <= 3.2 with the default betas), below half that
+  // spacing: stepped in bf16 every update rounds away; through float32 masters 40 steps add up to
+  // as much as 2e-5, past the spacing.
+  auto band_changes = [](bool master_weights, const std::string& dir) {
+    SFTParts parts = tiny_parts(dir, 40);
+    parts.policy = load_hf_policy(HFModelOptions().path(std::string(TURNRL_TEST_DATA_DIR) + "/hf/qwen3").dtype(torch::kBFloat16));
+    parts.export_model = nullptr;
+    parts.options.optimizer.lr = 5e-7;
+    parts.options.optimizer.schedule = "constant";
+    parts.options.optimizer.warmup_steps = 0;
+    parts.options.optimizer.weight_decay = 0;
+    parts.options.optimizer.master_weights = master_weights;
+    parts.options.data.validation = "";
+    SFTTrainer trainer(std::move(parts));
+    const auto before = parameters_of(trainer.policy());
+    trainer.train();
+    const auto after = parameters_of(trainer.policy());
+    int64_t in_band = 0, changed = 0;
+    for (size_t i = 0; i < before.size(); ++i) {
+      REQUIRE(after[i].scalar_type() == torch::kBFloat16);
+      const torch::Tensor magnitude = before[i].to(torch::kFloat).abs();
+      const torch::Tensor band = (magnitude >= 1.0 / 1024) & (magnitude < 1.0 / 512);
+      in_band += band.sum().item<int64_t>();
+      changed += (band & (after[i] != before[i])).sum().item<int64_t>();
+    }
+    REQUIRE(in_band > 100);
+    return std::make_pair(changed, in_band);
+  };
+  const std::string dir = temp_dir("masters");
+  const auto [plain, band] = band_changes(false, dir + "/plain");
+  CHECK(plain == 0);
+  const auto [mastered, band_again] = band_changes(true, dir + "/masters");
+  CHECK(band_again == band);
+  CHECK(mastered > band / 10);
+  // A checkpoint carries the masters: a run resumed after 3 of 6 steps ends with the parameters of
+  // an uninterrupted one (restarting from the rounded bf16 weights would not).
+  auto bf16_parts = [](const std::string& run_dir) {
+    SFTParts parts = tiny_parts(run_dir, 6);
+    parts.policy = load_hf_policy(HFModelOptions().path(std::string(TURNRL_TEST_DATA_DIR) + "/hf/qwen3").dtype(torch::kBFloat16));
+    parts.export_model = nullptr;
+    parts.options.optimizer.lr = 1e-5;
+    return parts;
+  };
+  SFTTrainer whole(bf16_parts(dir + "/whole"));
+  whole.train();
+  {
+    SFTTrainer first(bf16_parts(dir + "/resumed"));
+    for (int i = 0; i < 3; ++i) first.train_step();
+    CHECK(fs::exists(fs::path(first.save_checkpoint()) / "master_weights.pt"));
+  }
+  SFTTrainer second(bf16_parts(dir + "/resumed"));
+  second.train(true);
+  const auto a = parameters_of(whole.policy()), b = parameters_of(second.policy());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(torch::equal(a[i], b[i]));
   remove_tree(dir);
 }
 

@@ -20,6 +20,17 @@ struct LoraConfig {
   std::vector<std::string> target_modules = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
 };
 
+// model.engine: the generation engine an hf policy samples on (model/generation_engine.h). Slots
+// and capacity at 0 follow the calls: as many slots as a call has rows, and room for its longest
+// prompt plus max_new_tokens rounded up to a power of two (>= 256); a larger call rebuilds the
+// engine. Set them to allocate the KV cache once (vLLM's max_num_seqs and max_model_len).
+struct GenerationEngineConfig {
+  int64_t slots = 0;
+  int64_t capacity = 0;
+  int64_t prefill_tokens = 16384;
+  bool cuda_graphs = true;
+};
+
 struct ModelConfig {
   std::string type = "builtin";  // builtin | hf
   std::string device = "cpu";    // cpu | cuda
@@ -42,6 +53,7 @@ struct ModelConfig {
   int64_t logp_chunk_size = 1024;
   bool activation_checkpointing = false;
   LoraConfig lora;
+  GenerationEngineConfig engine;
 };
 
 // The builtin policy's context when max_seq is 0.
@@ -53,6 +65,17 @@ void describe(V& v, LoraConfig& o) {
   v.number("alpha", o.alpha, 1e-6, 1e6, "scale alpha / rank; > 0");
   v.flag("rslora", o.rslora, "rsLoRA: scale alpha / sqrt(rank)");
   v.texts("target_modules", o.target_modules, "projections with an adapter (q_proj k_proj v_proj o_proj gate_proj up_proj down_proj)");
+}
+
+template <typename V>
+void describe(V& v, GenerationEngineConfig& o) {
+  v.integer("slots", o.slots, 0, 1 << 20, "sequences decoded together (KV cache rows); 0 = a call's rows");
+  v.integer("capacity", o.capacity, 0, 1 << 24,
+            "tokens one slot holds (prompt + response, later turns when kept); 0 = a call's need, rounded up to a power "
+            "of two >= 256; else >= 2");
+  v.integer("prefill_tokens", o.prefill_tokens, 1, int64_t(1) << 30,
+            "new tokens per batched prefill (one request is always admitted); >= 1");
+  v.flag("cuda_graphs", o.cuda_graphs, "capture decode steps as CUDA graphs on a CUDA device (false: eager)");
 }
 
 template <typename V>
@@ -74,6 +97,7 @@ void describe(V& v, ModelConfig& o) {
          "hf: re-run each decoder layer in the backward pass instead of keeping its activations (verl's "
          "enable_gradient_checkpointing)");
   v.section("lora", o.lora, "hf: LoRA adapters (peft names)");
+  v.section("engine", o.engine, "hf: the generation engine's sizes");
 }
 
 // Checks across the section's keys (after reading); `section` is the key path of the section
