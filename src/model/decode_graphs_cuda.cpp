@@ -14,9 +14,10 @@ struct DecodeGraphs::Graph {
 DecodeGraphs::DecodeGraphs(DecodeStep step) : step_(std::move(step)) {}
 DecodeGraphs::~DecodeGraphs() = default;
 
-torch::Tensor DecodeGraphs::run(const torch::Tensor& tokens, const torch::Tensor& start, const torch::Tensor& count) {
-  const int64_t rows = tokens.size(0);
-  auto found = graphs_.find(rows);
+torch::Tensor DecodeGraphs::run(const torch::Tensor& tokens, const torch::Tensor& start, const torch::Tensor& count,
+                                int64_t width) {
+  const std::pair<int64_t, int64_t> key{tokens.size(0), width};
+  auto found = graphs_.find(key);
   if (found == graphs_.end()) {
     auto g = std::make_unique<Graph>();
     // Idle rows (count 0) write only to the cache's scratch row: warm-up and capture leave every
@@ -29,15 +30,15 @@ torch::Tensor DecodeGraphs::run(const torch::Tensor& tokens, const torch::Tensor
     {
       c10::cuda::CUDAStreamGuard guard(side);
       // Warm-up outside the capture: cuBLAS handles and workspaces, lazy kernel loading.
-      for (int i = 0; i < 2; ++i) step_(g->tokens, g->start, g->count);
+      for (int i = 0; i < 2; ++i) step_(g->tokens, g->start, g->count, width);
       // Each graph keeps its own memory pool (sharing one is safe only when graphs replay in
       // capture order, and buckets replay in any order).
       g->graph.capture_begin();
-      g->logits = step_(g->tokens, g->start, g->count);
+      g->logits = step_(g->tokens, g->start, g->count, width);
       g->graph.capture_end();
     }
     side.synchronize();
-    found = graphs_.emplace(rows, std::move(g)).first;
+    found = graphs_.emplace(key, std::move(g)).first;
   }
   Graph& g = *found->second;
   g.tokens.copy_(tokens);

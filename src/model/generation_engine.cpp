@@ -24,12 +24,14 @@ void validate(const GenerationEngineOptions& o) {
 namespace {
 
 #ifdef TURNRL_WITH_CUDA
-// The decode batch for `rows` leading slots: the next power of two (at most `slots`), so a few
-// graphs serve every batch size.
-int64_t bucket_for(int64_t rows, int64_t slots) {
-  int64_t bucket = 1;
-  while (bucket < rows) bucket *= 2;
-  return std::min(bucket, slots);
+// The next power of two >= n, starting at `smallest`, at most `largest`: the decode batch for
+// `rows` leading slots (1 .. slots), and the cached positions a step reads (64 .. capacity), so a
+// few graphs serve every batch size and sequence length. Reading the next power of two past the
+// longest sequence costs at most twice its keys, where the whole capacity would cost capacity / length.
+int64_t bucket_for(int64_t n, int64_t smallest, int64_t largest) {
+  int64_t bucket = smallest;
+  while (bucket < n) bucket *= 2;
+  return std::min(bucket, largest);
 }
 #endif
 
@@ -79,8 +81,8 @@ struct GenerationEngine::State {
 #ifdef TURNRL_WITH_CUDA
     if (o.cuda_graphs() && device.is_cuda())
       graphs = std::make_unique<detail::DecodeGraphs>(
-          [this](const torch::Tensor& tokens, const torch::Tensor& start, const torch::Tensor& count) {
-            return decode_logits(tokens, start, count, options.capacity());
+          [this](const torch::Tensor& tokens, const torch::Tensor& start, const torch::Tensor& count, int64_t width) {
+            return decode_logits(tokens, start, count, width);
           });
 #endif
   }
@@ -205,7 +207,7 @@ struct GenerationEngine::State {
       }
     if (ids.empty()) return {};
 #ifdef TURNRL_WITH_CUDA
-    const int64_t rows = graphs ? bucket_for(used, options.slots()) : used;
+    const int64_t rows = graphs ? bucket_for(used, 1, options.slots()) : used;
 #else
     const int64_t rows = used;
 #endif
@@ -224,7 +226,7 @@ struct GenerationEngine::State {
     torch::Tensor logits;
 #ifdef TURNRL_WITH_CUDA
     if (graphs) {
-      logits = graphs->run(inputs[0], inputs[1], inputs[2]);
+      logits = graphs->run(inputs[0], inputs[1], inputs[2], bucket_for(read_width, 64, options.capacity()));
       ++stats.graph_replays;
     }
 #endif

@@ -20,8 +20,10 @@
 //   multi-turn episode's next prompt is the previous prompt, response and new feedback). Kept
 //   sequences are evicted, least recently used first, when a request needs their slot; a request
 //   extending an evicted sequence is prefilled in full (same result, more work).
-// - On CUDA the decode step is a CUDA graph per batch-size bucket (powers of two up to `slots`),
-//   replayed with the inputs copied into static buffers; elsewhere it runs eagerly.
+// - On CUDA the decode step is a CUDA graph per batch-size bucket (powers of two up to `slots`)
+//   and read-width bucket (the cached positions it attends over: powers of two from 64 up to
+//   `capacity`, so short sequences do not read a long slot's whole capacity), replayed with the
+//   inputs copied into static buffers; elsewhere it runs eagerly over exactly the positions used.
 #include <cstdint>
 #include <memory>
 #include <vector>
