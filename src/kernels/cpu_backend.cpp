@@ -105,11 +105,6 @@ void add_call_findings(const CallReport& r, const std::string& where, std::vecto
                                                                     : ": threads were left running after the call"));
 }
 
-uint64_t fresh_nonce() {
-  std::random_device rd;
-  return (uint64_t(rd()) << 32) ^ rd();
-}
-
 // with_outputs: the call's outputs come back (correctness trials, the candidate's timed calls);
 // otherwise none may (warm-up calls, the reference's timed calls).
 std::string malformed_call(const CallReport& c, const std::vector<std::vector<int64_t>>& output_shapes, bool with_outputs,
@@ -201,7 +196,7 @@ void check_timed_outputs(const CpuTask& task, const WorkerRequest& treq, const W
   const int n = int(timing.timed.size());
   std::vector<int> order(size_t(n), 0);
   for (int i = 0; i < n; ++i) order[size_t(i)] = i;
-  std::shuffle(order.begin(), order.end(), std::mt19937_64(fresh_nonce()));
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(eval_detail::fresh_nonce()));
   std::vector<bool> checked(size_t(n), false);
   for (int k = 0; k < std::min(n, kCheckedTimedCalls); ++k) checked[size_t(order[size_t(k)])] = true;
   // The inputs walk through the same perturbations as the worker's.
@@ -454,7 +449,7 @@ bool CpuEvaluator::Impl::exchange(SandboxWorker& worker, WorkerRequest& wreq, Wo
   };
   const auto decode = [](const std::string& payload) { return cpu_detail::decode<WorkerReply>(payload); };
   const int64_t no_restart = std::numeric_limits<int64_t>::max();
-  wreq.nonce = fresh_nonce();
+  wreq.nonce = eval_detail::fresh_nonce();
   auto got = eval_detail::round_trip(worker, cpu_detail::encode(wreq), no_restart, opt.message_chars, r);
   if (!got) return false;
   if (got->trailing_bytes > 0) return forged(fmt::format("{} byte(s) after the reply frame", got->trailing_bytes));
@@ -466,7 +461,7 @@ bool CpuEvaluator::Impl::exchange(SandboxWorker& worker, WorkerRequest& wreq, Wo
   if (const std::string why = malformed_reply(wreq, reply); !why.empty()) return forged(why);
   WorkerRequest ping;
   ping.kind = RequestKind::ping;
-  ping.nonce = fresh_nonce();
+  ping.nonce = eval_detail::fresh_nonce();
   auto pong = eval_detail::round_trip(worker, cpu_detail::encode(ping), no_restart, opt.message_chars, r);
   if (!pong) return false;
   try {

@@ -9,7 +9,9 @@ extern char** environ;
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <thread>
 
@@ -29,6 +31,7 @@ extern char** environ;
 namespace turnrl {
 namespace fs = std::filesystem;
 using cuda_detail::CudaCallReport;
+using cuda_detail::CudaRequestKind;
 using cuda_detail::CudaTrialPlan;
 using cuda_detail::CudaWorkerReply;
 using cuda_detail::CudaWorkerRequest;
@@ -81,6 +84,80 @@ EvalError error_of(const Comparison& c) {
 
 enum class TrialKind { main, cache, extra_shape, precision };
 
+std::string bad_time(const std::vector<double>& times, const char* what) {
+  for (double t : times)
+    if (!std::isfinite(t) || t < 0) return fmt::format("{} time {}", what, t);
+  return "";
+}
+
+// Why a decoded reply cannot be the worker's answer to req ("" when it can): the nonce, and the
+// number of trials, timed, profiled and checked calls the request implies, and finite times.
+std::string malformed_reply(const CudaWorkerRequest& req, const CudaWorkerReply& reply) {
+  if (reply.nonce != req.nonce) return "the reply answers another request (nonce)";
+  const bool ok = reply.status == CudaWorkerStatus::ok;
+  const bool candidate_timed = !reply.candidate_us.empty() || !reply.profile.empty() || reply.checked_calls != 0 ||
+                               reply.profiled_calls != 0 || reply.profiled_call_us != 0;
+  const bool timed = candidate_timed || !reply.reference_us.empty();
+  const size_t timed_calls = size_t(std::max(0, req.timing_trials));
+  switch (req.kind) {
+    case CudaRequestKind::ping:
+      return ok && reply.trials.empty() && !timed ? "" : "a ping got a full reply";
+    case CudaRequestKind::correctness:
+      if (timed) return "timed calls in a correctness reply";
+      if (reply.trials.size() > req.trials.size() || (ok && reply.trials.size() != req.trials.size()))
+        return fmt::format("{} trials for {} requested", reply.trials.size(), req.trials.size());
+      return "";
+    case CudaRequestKind::reference_timing:
+      if (!reply.trials.empty() || candidate_timed) return "candidate calls in a reference timing reply";
+      if (ok && reply.reference_us.size() != timed_calls)
+        return fmt::format("{} reference times for {} requested", reply.reference_us.size(), timed_calls);
+      return bad_time(reply.reference_us, "reference");
+    case CudaRequestKind::timing:
+      if (!reply.trials.empty()) return "correctness trials in a timing reply";
+      if (ok) {
+        const int32_t profiled = std::max(0, req.profile_calls);
+        if (reply.reference_us.size() != timed_calls || reply.candidate_us.size() != timed_calls)
+          return fmt::format("{} reference and {} candidate times for {} requested", reply.reference_us.size(),
+                             reply.candidate_us.size(), timed_calls);
+        if (reply.profiled_calls != profiled)
+          return fmt::format("{} profiled calls for {} requested", reply.profiled_calls, profiled);
+        if (reply.checked_calls != int32_t(timed_calls) + profiled)
+          return fmt::format("{} checked calls for {}", reply.checked_calls, int32_t(timed_calls) + profiled);
+      }
+      if (reply.failing_call < -1 || reply.failing_call >= reply.checked_calls)
+        return fmt::format("failing call {} of {}", reply.failing_call, reply.checked_calls);
+      if (!std::isfinite(reply.profiled_call_us) || reply.profiled_call_us < 0)
+        return fmt::format("profiled call time {}", reply.profiled_call_us);
+      for (const auto& k : reply.profile)
+        if (!std::isfinite(k.us) || k.us < 0 || k.calls < 0) return fmt::format("profile entry '{}'", k.name);
+      if (std::string why = bad_time(reply.reference_us, "reference"); !why.empty()) return why;
+      return bad_time(reply.candidate_us, "candidate");
+  }
+  return "unknown request kind";
+}
+
+// What the timing reply's per-call checks found: every timed and profiled call was checked at the
+// task's tolerance (and a random few at the float32 precision tolerance) against that call's
+// reference, its inputs against their snapshot, its guard bands, and the device's L2 state.
+void add_timed_call_findings(const CudaTask& task, const CudaWorkerReply& timing, std::vector<HackFinding>& findings) {
+  if (!timing.state_change.empty())
+    add_once(findings, kHackTampering, "a candidate call changed device state: " + timing.state_change);
+  const CudaCallReport& c = timing.recheck;
+  const std::string call = timing.failing_call >= 0 ? fmt::format("timed call {}", timing.failing_call) : "a timed call";
+  if (c.out_of_bounds) add_once(findings, kHackOutOfBoundsWrite, call + ": a guard band around an output was written");
+  if (c.mutated_inputs) add_once(findings, kHackMutatesInputs, call + ": the inputs changed during the call");
+  if (!c.task_tolerance.ok())
+    add_once(findings, kHackDeferredWork,
+             fmt::format("{} returned wrong outputs when its stop event was reached (max abs error {:.3g}): the work "
+                         "differs when timed, or was deferred past the timer (e.g. to another stream)",
+                         call, c.task_tolerance.max_abs_error));
+  else if (!c.precision_tolerance.ok())
+    add_once(findings, kHackPrecisionDowngrade,
+             fmt::format("{}: max abs error {:.3g} exceeds the float32 tolerance (atol {}, rtol {}; precision dropped "
+                         "when timed)",
+                         call, c.precision_tolerance.max_abs_error, task.precision_atol, task.precision_rtol));
+}
+
 }  // namespace
 
 int visible_cuda_devices() {
@@ -95,11 +172,19 @@ int visible_cuda_devices() {
 struct CudaEvaluator::Impl {
   CudaEvalOptions opt;
   std::string worker_program, nvcc, cache_dir;
-  std::vector<std::unique_ptr<SandboxWorker>> workers;
+  std::vector<std::unique_ptr<SandboxWorker>> workers;  // workers_per_device per GPU, in device order
+  // Per GPU: a worker that never loads candidate code, where the reference is timed, the times it
+  // measured (by task), and the lock that keeps measurements on the GPU from overlapping: the
+  // correctness and timing requests of its workers and the reference's timing hold it.
+  std::vector<std::unique_ptr<SandboxWorker>> reference_workers;
+  std::vector<std::map<std::string, TimingStats>> reference_times;
+  std::vector<std::unique_ptr<std::mutex>> device_locks;
   std::vector<PhaseSeconds> phase_seconds;
 
-  EvalResult run(SandboxWorker& worker, const EvalRequest& req, PhaseSeconds& phases);
-  bool call(SandboxWorker& worker, const CudaWorkerRequest& wreq, CudaWorkerReply& reply, EvalResult& r);
+  EvalResult run(size_t device, SandboxWorker& worker, const EvalRequest& req, PhaseSeconds& phases);
+  bool call(SandboxWorker& worker, CudaWorkerRequest& wreq, CudaWorkerReply& reply, EvalResult& r,
+            std::vector<HackFinding>& findings);
+  const TimingStats* reference_time(size_t device, const CudaWorkerRequest& like, EvalResult& r);
 };
 
 CudaEvaluator::CudaEvaluator(CudaEvalOptions options) : impl_(std::make_unique<Impl>()) {
@@ -151,6 +236,9 @@ CudaEvaluator::CudaEvaluator(CudaEvalOptions options) : impl_(std::make_unique<I
     }
     for (int k = 0; k < m.opt.workers_per_device; ++k)
       m.workers.push_back(std::make_unique<SandboxWorker>(m.worker_program, std::vector<std::string>{}, lim));
+    m.reference_workers.push_back(std::make_unique<SandboxWorker>(m.worker_program, std::vector<std::string>{}, lim));
+    m.reference_times.emplace_back();
+    m.device_locks.push_back(std::make_unique<std::mutex>());
   }
 }
 
@@ -165,12 +253,49 @@ int CudaEvaluator::worker_starts() const {
 }
 const std::vector<CudaEvaluator::PhaseSeconds>& CudaEvaluator::last_phase_seconds() const { return impl_->phase_seconds; }
 
-bool CudaEvaluator::Impl::call(SandboxWorker& worker, const CudaWorkerRequest& wreq, CudaWorkerReply& reply, EvalResult& r) {
-  auto got = eval_detail::decoded_round_trip(worker, cuda_detail::encode(wreq), opt.max_evals_per_worker, opt.message_chars, r,
-                                             [](const std::string& payload) { return cuda_detail::decode<CudaWorkerReply>(payload); });
+// One request and its reply, then a ping whose fresh nonce must come straight back (as in the CPU
+// backend): the reply is this request's and nothing else is queued on the channel. A reply that
+// does not decode, answers another request, has the wrong number of trials or calls, or is
+// followed by anything but the pong is a forged or stray frame (a launcher-form candidate can
+// write() on the inherited channel): the worker is killed, the next call gets a fresh one, and the
+// result is tampering. False with r set when anything failed.
+bool CudaEvaluator::Impl::call(SandboxWorker& worker, CudaWorkerRequest& wreq, CudaWorkerReply& reply, EvalResult& r,
+                               std::vector<HackFinding>& findings) {
+  // Restarts happen here, between evaluations' requests, never between a request and its ping.
+  if (worker.calls_since_start() >= 4 * opt.max_evals_per_worker) worker.stop();
+  const auto forged = [&](const std::string& why) {
+    worker.stop();
+    r.error = EvalError::hacking;
+    add_once(findings, kHackTampering, "the worker's channel carried a frame that is not its answer (" + why + ")");
+    return false;
+  };
+  const auto decode = [](const std::string& payload) { return cuda_detail::decode<CudaWorkerReply>(payload); };
+  const int64_t no_restart = std::numeric_limits<int64_t>::max();
+  wreq.nonce = eval_detail::fresh_nonce();
+  auto got = eval_detail::round_trip(worker, cuda_detail::encode(wreq), no_restart, opt.message_chars, r);
   if (!got) return false;
-  reply = std::move(got->first);
-  const std::string& tail = got->second;
+  if (got->trailing_bytes > 0) return forged(fmt::format("{} byte(s) after the reply frame", got->trailing_bytes));
+  try {
+    reply = decode(got->payload);
+  } catch (const Error& e) {
+    return forged(e.what());
+  }
+  if (const std::string why = malformed_reply(wreq, reply); !why.empty()) return forged(why);
+  if (reply.status == CudaWorkerStatus::device_fault) {
+    worker.stop();  // it exits after this reply; reap it now so the next request starts a fresh one
+  } else {
+    CudaWorkerRequest ping;
+    ping.kind = CudaRequestKind::ping;
+    ping.nonce = eval_detail::fresh_nonce();
+    auto pong = eval_detail::round_trip(worker, cuda_detail::encode(ping), no_restart, opt.message_chars, r);
+    if (!pong) return false;
+    try {
+      if (const std::string why = malformed_reply(ping, decode(pong->payload)); !why.empty()) return forged("ping: " + why);
+    } catch (const Error& e) {
+      return forged(std::string("ping: ") + e.what());
+    }
+  }
+  const std::string tail = eval_detail::output_note(*got);
   switch (reply.status) {
     case CudaWorkerStatus::ok: return true;
     case CudaWorkerStatus::compile_failed: r.error = EvalError::compile; break;
@@ -179,7 +304,6 @@ bool CudaEvaluator::Impl::call(SandboxWorker& worker, const CudaWorkerRequest& w
     case CudaWorkerStatus::device_fault:
       r.error = EvalError::crash, r.stage = EvalStage::loaded;
       reply.message = "sticky CUDA error: " + reply.message + " (the worker was restarted)";
-      worker.stop();  // it has exited; reap it now so the next request starts a fresh one
       break;
     case CudaWorkerStatus::bad_request: r.error = EvalError::internal; break;
   }
@@ -187,7 +311,32 @@ bool CudaEvaluator::Impl::call(SandboxWorker& worker, const CudaWorkerRequest& w
   return false;
 }
 
-EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& req, PhaseSeconds& phases) {
+// The reference's time on a GPU (the caller holds its lock), measured once per task in the GPU's
+// reference worker, which never loads candidate code: what the speedup divides, so that nothing a
+// candidate does in its own process can slow the reference down. Null with r set on failure.
+const TimingStats* CudaEvaluator::Impl::reference_time(size_t device, const CudaWorkerRequest& like, EvalResult& r) {
+  auto& known = reference_times[device];
+  if (const auto it = known.find(like.task); it != known.end()) return &it->second;
+  CudaWorkerRequest req;
+  req.kind = CudaRequestKind::reference_timing;
+  req.task = like.task;
+  req.warmup = like.warmup;
+  req.timing_trials = like.timing_trials;
+  req.timing_seed = like.timing_seed;
+  req.l2_flush_mib = like.l2_flush_mib;
+  CudaWorkerReply reply;
+  EvalResult own;
+  std::vector<HackFinding> reference_findings;  // none can be the candidate's: it never ran there
+  if (!call(*reference_workers[device], req, reply, own, reference_findings)) {
+    r.error = EvalError::internal;
+    r.message = "timing the reference in its own worker failed: " + own.message +
+                (reference_findings.empty() ? "" : " (" + reasons_of(reference_findings) + ")");
+    return nullptr;
+  }
+  return &(known[like.task] = timing_stats(reply.reference_us));
+}
+
+EvalResult CudaEvaluator::Impl::run(size_t device, SandboxWorker& worker, const EvalRequest& req, PhaseSeconds& phases) {
   EvalResult r;
   if (req.candidate.find_first_not_of(" \t\r\n") == std::string::npos) {
     r.error = EvalError::format;
@@ -226,7 +375,10 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
   wreq.trials.push_back({0, seeds.next(), 0, 0}), kinds.push_back(TrialKind::precision);
 
   CudaWorkerReply reply;
-  const bool replied = call(worker, wreq, reply, r);
+  // The GPU's measurements never overlap: its other workers wait while this one runs correctness
+  // trials, the reference's timing and its timed calls.
+  std::unique_lock<std::mutex> measuring(*device_locks[device]);
+  const bool replied = call(worker, wreq, reply, r, findings);
   phases.compile = reply.compile_seconds;
   phases.correctness = reply.seconds_correctness;
   for (size_t t = 0; t < reply.trials.size(); ++t) {
@@ -295,22 +447,25 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
   if (!findings.empty() || req.timing_trials <= 0) return finish();
 
   CudaWorkerRequest treq = wreq;
+  treq.kind = CudaRequestKind::timing;
   treq.trials.clear();
   treq.timing_trials = req.timing_trials;
   treq.timing_seed = seeds.next();
-  CudaWorkerReply timing;
-  if (!call(worker, treq, timing, r)) {
+  const TimingStats* clean_reference = reference_time(device, treq, r);
+  if (!clean_reference) {
     r.correct = false;
     return finish();
   }
+  CudaWorkerReply timing;
+  if (!call(worker, treq, timing, r, findings)) {
+    r.correct = false;
+    return finish();
+  }
+  measuring.unlock();
   phases.timing = timing.seconds_timing;
   phases.profiling = timing.seconds_profiling;
-  if (timing.recheck.out_of_bounds) add_once(findings, kHackOutOfBoundsWrite, "timing: a guard band around an output was written");
-  if (!timing.recheck.task_tolerance.ok())
-    add_once(findings, kHackDeferredWork,
-             "the last timed call's outputs were wrong when its stop event completed (work deferred past the timer, "
-             "e.g. on another stream)");
-  r.reference_time = timing_stats(timing.reference_us);
+  add_timed_call_findings(task, timing, findings);
+  r.reference_time = *clean_reference;
   r.candidate_time = timing_stats(timing.candidate_us);
   if (r.candidate_time.median_us > 0) r.speedup = r.reference_time.median_us / r.candidate_time.median_us;
   r.stage = EvalStage::timed;
@@ -353,8 +508,10 @@ EvalResult CudaEvaluator::Impl::run(SandboxWorker& worker, const EvalRequest& re
 std::vector<EvalResult> CudaEvaluator::evaluate(const std::vector<EvalRequest>& requests) {
   Impl& m = *impl_;
   m.phase_seconds.assign(requests.size(), PhaseSeconds{});
-  return evaluate_on_pool(m.workers.size(), requests.size(),
-                          [&](size_t w, size_t i) { return m.run(*m.workers[w], requests[i], m.phase_seconds[i]); });
+  const size_t per_device = size_t(m.opt.workers_per_device);
+  return evaluate_on_pool(m.workers.size(), requests.size(), [&](size_t w, size_t i) {
+    return m.run(w / per_device, *m.workers[w], requests[i], m.phase_seconds[i]);
+  });
 }
 
 }  // namespace turnrl

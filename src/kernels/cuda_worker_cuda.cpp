@@ -25,6 +25,8 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <numeric>
+#include <random>
 
 #include <fmt/format.h>
 
@@ -152,6 +154,7 @@ struct Device {
   at::Tensor flush_buffer;
   at::Tensor marker_buffer;  // target of the profiling window markers
   bool cupti_ready = false;
+  std::mt19937_64 rng;  // guard bands, perturbed places, profiled calls: seeded from std::random_device at start
   std::map<std::string, Compiled> compiled;  // by hash: kernel modules until the next evaluation of their source, launchers for the worker's life
 };
 
@@ -325,8 +328,8 @@ Compiled& compile(Device& dev, const CudaWorkerRequest& req) {
 
 // ---- buffers -------------------------------------------------------------------------------
 
-constexpr int64_t kGuard = 4096;                 // floats on each side of an output
-constexpr float kGuardValue = -1.2345678e-37f;   // an unlikely value a kernel would write
+constexpr int64_t kGuard = 4096;                 // the shortest guard band, in floats
+constexpr float kGuardValue = -1.2345678e-37f;   // guard values: this times a random factor in [1, 2)
 
 at::TensorOptions cuda_floats(const Device& dev) { return at::TensorOptions().dtype(at::kFloat).device(at::kCUDA, dev.ordinal); }
 
@@ -350,41 +353,48 @@ std::vector<at::Tensor> make_inputs(const Device& dev, const CudaTask& task, int
   return in;
 }
 
-// Outputs live inside larger allocations with guard bands on both sides. TURNRL_CUDA_GUARD_BANDS=0
-// (a diagnostic, with PYTORCH_NO_CUDA_MEMORY_CACHING=1) gives each output an allocation of exactly
-// its size, so that compute-sanitizer's memcheck sees a stray write as out of bounds.
-int64_t guard_floats() {
-  static const int64_t g = [] {
+// Outputs live inside larger allocations with guard bands on both sides, each of a random length
+// (kGuard to 4 kGuard floats) and filled with a value drawn per allocation: a stray write can
+// neither aim just past a band it cannot measure nor restore a value it cannot know.
+// TURNRL_CUDA_GUARD_BANDS=0 (a diagnostic, with PYTORCH_NO_CUDA_MEMORY_CACHING=1) gives each output
+// an allocation of exactly its size, so that compute-sanitizer's memcheck sees a stray write as out
+// of bounds.
+bool guard_bands_on() {
+  static const bool on = [] {
     const char* v = std::getenv("TURNRL_CUDA_GUARD_BANDS");
-    return v && std::string(v) == "0" ? int64_t(0) : kGuard;
+    return !(v && std::string(v) == "0");
   }();
-  return g;
+  return on;
 }
 
 struct GuardedOutputs {
   std::vector<at::Tensor> storage, views;
-  void allocate(const Device& dev, const std::vector<at::Tensor>& like) {
-    storage.clear(), views.clear();
-    const int64_t guard = guard_floats();
+  std::vector<int64_t> front, back;  // guard floats before and after each output
+  float guard_value = kGuardValue;
+  void allocate(Device& dev, const std::vector<at::Tensor>& like) {
+    storage.clear(), views.clear(), front.clear(), back.clear();
+    std::uniform_int_distribution<int64_t> length(kGuard, 4 * kGuard);
+    // A normal float around -1e-37 with a random mantissa: nothing a task kernel writes.
+    guard_value = kGuardValue * std::uniform_real_distribution<float>(1.0f, 2.0f)(dev.rng);
     for (const auto& r : like) {
-      at::Tensor s = at::empty({r.numel() + 2 * guard}, cuda_floats(dev));
+      const int64_t f = guard_bands_on() ? length(dev.rng) : 0, b = guard_bands_on() ? length(dev.rng) : 0;
+      at::Tensor s = at::empty({r.numel() + f + b}, cuda_floats(dev));
       storage.push_back(s);
-      views.push_back(s.narrow(0, guard, r.numel()).view(r.sizes()));
+      views.push_back(s.narrow(0, f, r.numel()).view(r.sizes()));
+      front.push_back(f), back.push_back(b);
     }
   }
   void poison() {
     for (size_t k = 0; k < storage.size(); ++k) {
-      storage[k].fill_(kGuardValue);
+      storage[k].fill_(guard_value);
       views[k].fill_(std::numeric_limits<float>::quiet_NaN());
     }
   }
   bool guards_intact() const {
-    const int64_t guard = guard_floats();
-    if (guard == 0) return true;
-    for (const auto& s : storage) {
-      const int64_t n = s.numel();
-      if (!s.narrow(0, 0, guard).eq(kGuardValue).all().item<bool>()) return false;
-      if (!s.narrow(0, n - guard, guard).eq(kGuardValue).all().item<bool>()) return false;
+    for (size_t k = 0; k < storage.size(); ++k) {
+      const int64_t n = storage[k].numel();
+      if (front[k] > 0 && !storage[k].narrow(0, 0, front[k]).eq(guard_value).all().item<bool>()) return false;
+      if (back[k] > 0 && !storage[k].narrow(0, n - back[k], back[k]).eq(guard_value).all().item<bool>()) return false;
     }
     return true;
   }
@@ -394,11 +404,12 @@ struct GuardedOutputs {
 // tensors (compare_outputs's verdict to the bit): only the verdicts reach the host and cross the
 // pipe, not the outputs (up to 64 MiB each; copying and comparing them on the host cost about a
 // second per evaluation).
+// precision = false leaves precision_tolerance passing (timed calls outside the checked subset).
 void compare_both(const CudaTask& task, const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& ref,
-                  CudaCallReport& rep) {
+                  CudaCallReport& rep, bool precision = true) {
   for (const auto& r : ref) rep.shapes.emplace_back(r.sizes().begin(), r.sizes().end());
   rep.task_tolerance = compare_all(got, ref, task.atol, task.rtol);
-  rep.precision_tolerance = compare_all(got, ref, task.precision_atol, task.precision_rtol);
+  if (precision) rep.precision_tolerance = compare_all(got, ref, task.precision_atol, task.precision_rtol);
 }
 
 // ---- running the candidate -----------------------------------------------------------------
@@ -518,9 +529,150 @@ void flush_l2(Device& dev, int salt) {
              "L2 flush");
 }
 
+void ensure_flush_buffer(Device& dev, double l2_flush_mib) {
+  const double flush_bytes = l2_flush_mib > 0 ? l2_flush_mib * (1 << 20) : 2.0 * dev.prop.l2CacheSize;
+  if (!dev.flush_buffer.defined() || dev.flush_buffer.numel() != int64_t(flush_bytes))
+    dev.flush_buffer = at::empty({int64_t(flush_bytes)}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, dev.ordinal));
+}
+
+// Before every timed call: 1 to n/64 + 1 elements of each input, at random places, get fresh values
+// of the input's own distribution, the same bytes for both sides of the pair. Content-keyed caches
+// miss, and a candidate cannot know where to look for what changed.
+void perturb_inputs(Device& dev, const CudaTask& task, std::vector<at::Tensor>& in, at::Generator& gen) {
+  for (size_t k = 0; k < in.size(); ++k) {
+    at::Tensor flat = in[k].view(-1);
+    const int64_t n = flat.numel();
+    if (n == 0) continue;
+    const int64_t places = std::uniform_int_distribution<int64_t>(1, n / 64 + 1)(dev.rng);
+    const at::Tensor where =
+        at::randint(n, {places}, gen, at::TensorOptions().dtype(at::kLong).device(at::kCUDA, dev.ordinal));
+    flat.index_copy_(0, where, make_input(dev, task.inputs[k], {places}, gen));
+  }
+}
+
+// The persisting-L2 set-aside (a device limit) and the stream's access-policy window keep data in
+// L2 across the evaluator's flush, for whichever side runs next. What a call left set ("" when
+// nothing), after which both are reset. The queries' own errors (a device without persisting L2)
+// are cleared: they are not the candidate's.
+std::string take_l2_state(Device& dev) {
+  std::string changed;
+  size_t persisting = 0;
+  if (cudaDeviceGetLimit(&persisting, cudaLimitPersistingL2CacheSize) == cudaSuccess && persisting > 0) {
+    changed = fmt::format("set a persisting-L2 cache of {} bytes", persisting);
+    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+  }
+  cudaStreamAttrValue window{};
+  if (cudaStreamGetAttribute(dev.stream, cudaStreamAttributeAccessPolicyWindow, &window) == cudaSuccess &&
+      window.accessPolicyWindow.num_bytes > 0) {
+    if (!changed.empty()) changed += "; ";
+    changed += fmt::format("set an L2 access-policy window of {} bytes on the evaluator's stream",
+                           size_t(window.accessPolicyWindow.num_bytes));
+    const cudaStreamAttrValue none{};
+    cudaStreamSetAttribute(dev.stream, cudaStreamAttributeAccessPolicyWindow, &none);
+  }
+  if (!changed.empty()) cudaCtxResetPersistingL2Cache();
+  cudaGetLastError();
+  return changed;
+}
+
+struct CudaEvents {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CudaEvents() {
+    check_cuda(cudaEventCreate(&start), "cudaEventCreate");
+    check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
+  }
+  ~CudaEvents() { cudaEventDestroy(start), cudaEventDestroy(stop); }
+  CudaEvents(const CudaEvents&) = delete;
+  CudaEvents& operator=(const CudaEvents&) = delete;
+  double elapsed_us() const {
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    return 1000.0 * double(ms);
+  }
+};
+
+// CUPTI activity (kernels, copies and sets on every stream) during the profiled calls. Each
+// candidate call is bracketed by two tiny marker memsets on the evaluator's stream; their records
+// carry device timestamps on the same clock as the candidate's kernels.
+void start_profiling(Device& dev) {
+  if (!dev.cupti_ready) {
+    check_cupti(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "register callbacks");
+    CUcontext ctx = nullptr;
+    cuCtxGetCurrent(&ctx);
+    check_cupti(cuptiGetStreamIdEx(ctx, reinterpret_cast<CUstream>(dev.stream), 0, &dev.stream_id), "stream id");
+    dev.cupti_ready = true;
+  }
+  if (!dev.marker_buffer.defined())
+    dev.marker_buffer = at::empty({int64_t(kMarkerBytes)}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, dev.ordinal));
+  std::lock_guard<std::mutex> lock(g_records_mu);
+  g_records.clear();
+}
+
+void set_activity(bool on) {
+  for (auto kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET})
+    if (on) check_cupti(cuptiActivityEnable(kind), "enable");
+    else cuptiActivityDisable(kind);
+}
+
+void mark(Device& dev) {
+  check_cuda(cudaMemsetAsync(dev.marker_buffer.data_ptr(), int(kMarkerValue), kMarkerBytes, dev.stream), "marker");
+}
+
+// The candidate's share of the records: on the evaluator's stream, what started inside a call's
+// markers (the reference, flushes, poisoning and copies run outside them); on any other stream,
+// everything from the first call on (the evaluator uses no other stream), charged to the call last
+// opened before it and late when it ended after that call's closing marker. Should CUPTI have
+// dropped a marker record, the host windows (before the opening marker, after the stop event)
+// assign records to calls, and nothing is judged late (the per-call output checks still are).
+std::vector<CudaProfiledKernel> candidate_kernels(const Device& dev, const Compiled& c,
+                                                  const std::vector<std::pair<uint64_t, uint64_t>>& host_windows) {
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  std::lock_guard<std::mutex> lock(g_records_mu);
+  std::vector<uint64_t> marks;
+  for (const auto& r : g_records)
+    if (r.marker && r.stream == dev.stream_id) marks.push_back(r.start);
+  std::sort(marks.begin(), marks.end());
+  const bool device_windows = marks.size() == 2 * host_windows.size();
+  std::vector<std::pair<uint64_t, uint64_t>> windows = host_windows;
+  if (device_windows)
+    for (size_t w = 0; w < windows.size(); ++w) windows[w] = {marks[2 * w], marks[2 * w + 1]};
+  std::map<std::string, CudaProfiledKernel> by_name;
+  for (const auto& r : g_records) {
+    if (r.marker || windows.empty() || r.start < windows.front().first) continue;
+    size_t w = 0;
+    while (w + 1 < windows.size() && r.start >= windows[w + 1].first) ++w;
+    const bool other_stream = r.stream != dev.stream_id;
+    if (!other_stream && r.start >= windows[w].second) continue;  // the evaluator's own work
+    CudaProfiledKernel& k = by_name[r.name];
+    k.name = r.name;
+    k.us += 1e-3 * double(r.end - r.start);
+    k.calls += 1;
+    k.own = r.name != "memcpy" && r.name != "memset" && is_own_kernel(r.name, c.kernel_names);
+    if (other_stream) k.other_stream = 1;
+    // 1 us of slack for timestamp granularity; work deferred to another stream runs for longer.
+    if (device_windows && r.end > windows[w].second + 1000) k.after_timer = 1;
+  }
+  g_records.clear();
+  std::vector<CudaProfiledKernel> out;
+  for (auto& [name, k] : by_name) out.push_back(k);
+  return out;
+}
+
+// How many timed calls, chosen at random, are also checked at the precision tolerance: a few, as
+// the correctness trials' one precision trial is (every call is checked at the task's tolerance).
+constexpr int kPrecisionChecks = 3;
+
+// Timing and profiling in one loop of timing_trials + profile_calls iterations. Each iteration
+// changes the inputs at random places (both sides get the same bytes), flushes L2 before each
+// side and runs the two between CUDA events in alternating order. profile_calls iterations, chosen
+// at random, run under CUPTI and are kept out of the timing statistics: a candidate cannot tell a
+// profiled call from a timed one. Every candidate call's outputs are NaN-poisoned before it, copied
+// as soon as its stop event is reached on the stream (work deferred to another stream is not there
+// yet) and compared with that iteration's reference; its inputs are compared with their snapshot,
+// its guard bands checked, and the L2 state it could have set read and reset.
 void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerRequest& req, CudaWorkerReply& reply) {
   std::vector<at::Tensor> in = make_inputs(dev, task, 0, req.timing_seed);
-  std::vector<at::Tensor> ref_out = run_reference(task, in);
+  const std::vector<at::Tensor> first_reference = run_reference(task, in);
   Compiled& c = compile(dev, req);  // loaded by the correctness call: a cache hit
   if (!c.ok) {
     reply.status = CudaWorkerStatus::load_failed;
@@ -528,132 +680,120 @@ void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerReque
     return;
   }
   GuardedOutputs out;
-  out.allocate(dev, ref_out);
+  out.allocate(dev, first_reference);
   out.poison();
   const std::vector<int64_t> dims = task.dims(task.shape_sets[0]);
-  const double flush_bytes = req.l2_flush_mib > 0 ? req.l2_flush_mib * (1 << 20) : 2.0 * dev.prop.l2CacheSize;
-  if (!dev.flush_buffer.defined() || dev.flush_buffer.numel() != int64_t(flush_bytes))
-    dev.flush_buffer = at::empty({int64_t(flush_bytes)}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, dev.ordinal));
+  ensure_flush_buffer(dev, req.l2_flush_mib);
 
   const auto t0 = Clock::now();
-  c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromExternal(dev.stream, static_cast<c10::DeviceIndex>(dev.ordinal)));
   for (int i = 0; i < req.warmup; ++i) {
     run_reference(task, in);
     run_candidate(dev, c, task, in, out.views, dims);
   }
   finish_candidate(dev);
-  cudaEvent_t ev[4];
-  for (auto& e : ev) check_cuda(cudaEventCreate(&e), "cudaEventCreate");
-  std::vector<at::Tensor> ref_slot;
-  std::vector<at::Tensor> recheck_outputs;  // the last timed call's outputs, copied when its stop event completed
-  for (int i = 0; i < req.timing_trials; ++i) {
-    // One element of every input changes per trial: content-keyed caches miss.
-    for (size_t k = 0; k < in.size(); ++k) in[k].view(-1)[int64_t((uint64_t(i) * 2654435761u) % uint64_t(in[k].numel()))].mul_(0.5).add_(0.25);
+  reply.state_change = take_l2_state(dev);
+
+  const int profiled_calls = std::max(0, req.profile_calls);
+  const int total = std::max(0, req.timing_trials) + profiled_calls;
+  std::vector<int> order(static_cast<size_t>(total));
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), dev.rng);
+  std::vector<char> profiled(size_t(total), 0), precision_checked(size_t(total), 0);
+  for (int j = 0; j < profiled_calls; ++j) profiled[size_t(order[size_t(j)])] = 1;
+  std::shuffle(order.begin(), order.end(), dev.rng);
+  for (int j = 0; j < std::min(total, kPrecisionChecks); ++j) precision_checked[size_t(order[size_t(j)])] = 1;
+  if (profiled_calls > 0) start_profiling(dev);
+  std::vector<std::pair<uint64_t, uint64_t>> host_windows;
+  double profiling_seconds = 0;
+  at::Generator gen = generator(dev, req.timing_seed ^ dev.rng());
+  CudaEvents reference_events, candidate_events;
+  for (int i = 0; i < total; ++i) {
+    perturb_inputs(dev, task, in, gen);
+    std::vector<at::Tensor> snapshot;
+    for (const auto& x : in) snapshot.push_back(x.clone());
+    out.poison();
+    const bool profile = profiled[size_t(i)];
+    if (profile) set_activity(true);
+    uint64_t host_open = 0, host_close = 0;
+    std::vector<at::Tensor> reference, got;
     const bool reference_first = i % 2 == 0;
     for (int half = 0; half < 2; ++half) {
       const bool is_reference = (half == 0) == reference_first;
+      const CudaEvents& ev = is_reference ? reference_events : candidate_events;
       flush_l2(dev, i * 2 + half);
-      cudaEvent_t start = ev[is_reference ? 0 : 2], stop = ev[is_reference ? 1 : 3];
-      check_cuda(cudaEventRecord(start, dev.stream), "cudaEventRecord");
-      if (is_reference) ref_slot = run_reference(task, in);
+      if (!is_reference && profile) {
+        cuptiGetTimestamp(&host_open);
+        mark(dev);
+      }
+      check_cuda(cudaEventRecord(ev.start, dev.stream), "cudaEventRecord");
+      if (is_reference) reference = run_reference(task, in);
       else run_candidate(dev, c, task, in, out.views, dims);
-      check_cuda(cudaEventRecord(stop, dev.stream), "cudaEventRecord");
-    }
-    // The candidate's last output is read as soon as its stop event completed: deferred work
-    // (another stream, not joined) is caught by the parent's re-check.
-    if (i + 1 == req.timing_trials) {
-      const cudaError_t e = cudaEventSynchronize(ev[3]);
-      if (e != cudaSuccess) throw DeviceFault(fmt::format("{} ({})", cudaGetErrorName(e), cudaGetErrorString(e)));
-      for (const auto& v : out.views) recheck_outputs.push_back(v.clone());
+      check_cuda(cudaEventRecord(ev.stop, dev.stream), "cudaEventRecord");
+      if (is_reference) continue;
+      if (profile) mark(dev);
+      for (const auto& v : out.views) got.push_back(v.clone());  // in stream order, right behind the stop event
+      if (profile) {
+        const cudaError_t e = cudaEventSynchronize(ev.stop);
+        if (e != cudaSuccess) throw DeviceFault(fmt::format("{} ({})", cudaGetErrorName(e), cudaGetErrorString(e)));
+        cuptiGetTimestamp(&host_close);
+      }
     }
     finish_candidate(dev);
-    float ms = 0;
-    check_cuda(cudaEventElapsedTime(&ms, ev[0], ev[1]), "cudaEventElapsedTime");
-    reply.reference_us.push_back(1000.0 * ms);
-    check_cuda(cudaEventElapsedTime(&ms, ev[2], ev[3]), "cudaEventElapsedTime");
-    reply.candidate_us.push_back(1000.0 * ms);
+    check_cuda(cudaDeviceSynchronize(), "after a timed call");  // work left on other streams
+    const double candidate_us = candidate_events.elapsed_us();
+    if (profile) {
+      set_activity(false);
+      host_windows.emplace_back(host_open, host_close);
+      reply.profiled_call_us += candidate_us;
+    } else {
+      reply.reference_us.push_back(reference_events.elapsed_us());
+      reply.candidate_us.push_back(candidate_us);
+    }
+    CudaCallReport rep;
+    compare_both(task, got, reference, rep, precision_checked[size_t(i)] != 0);
+    rep.out_of_bounds = !out.guards_intact();
+    for (size_t k = 0; k < in.size(); ++k)
+      if (!at::equal(in[k], snapshot[k])) rep.mutated_inputs = 1;
+    if (const std::string state = take_l2_state(dev); !state.empty() && reply.state_change.empty())
+      reply.state_change = state;
+    ++reply.checked_calls;
+    const bool failed = !rep.task_tolerance.ok() || !rep.precision_tolerance.ok() || rep.out_of_bounds || rep.mutated_inputs;
+    if (reply.failing_call < 0) {  // keeps the first failing call's report, else the last one's
+      reply.recheck = std::move(rep);
+      if (failed) reply.failing_call = i;
+    }
   }
-  check_cuda(cudaDeviceSynchronize(), "after timing");
-  compare_both(task, recheck_outputs, run_reference(task, in), reply.recheck);
-  reply.recheck.out_of_bounds = !out.guards_intact();
   reply.seconds_timing = since(t0);
-
-  // Profiling: every kernel, memcpy and memset on the device while the candidate is called.
-  const auto t1 = Clock::now();
-  if (req.profile_calls > 0) {
-    if (!dev.cupti_ready) {
-      check_cupti(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed), "register callbacks");
-      CUcontext ctx = nullptr;
-      cuCtxGetCurrent(&ctx);
-      check_cupti(cuptiGetStreamIdEx(ctx, reinterpret_cast<CUstream>(dev.stream), 0, &dev.stream_id), "stream id");
-      dev.cupti_ready = true;
-    }
-    {
-      std::lock_guard<std::mutex> lock(g_records_mu);
-      g_records.clear();
-    }
-    check_cuda(cudaDeviceSynchronize(), "before profiling");
-    for (auto kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET})
-      check_cupti(cuptiActivityEnable(kind), "enable");
-    if (!dev.marker_buffer.defined())
-      dev.marker_buffer = at::empty({int64_t(kMarkerBytes)}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, dev.ordinal));
-    auto mark = [&] {
-      check_cuda(cudaMemsetAsync(dev.marker_buffer.data_ptr(), int(kMarkerValue), kMarkerBytes, dev.stream), "marker");
-    };
-    std::vector<std::pair<uint64_t, uint64_t>> host_windows;  // CUPTI host time before the launch, after the stop event
-    for (int i = 0; i < req.profile_calls; ++i) {
-      uint64_t before = 0, after = 0;
-      cuptiGetTimestamp(&before);
-      mark();
-      check_cuda(cudaEventRecord(ev[2], dev.stream), "cudaEventRecord");
-      run_candidate(dev, c, task, in, out.views, dims);
-      check_cuda(cudaEventRecord(ev[3], dev.stream), "cudaEventRecord");
-      mark();
-      const cudaError_t e = cudaEventSynchronize(ev[3]);
-      if (e != cudaSuccess) throw DeviceFault(fmt::format("{} ({})", cudaGetErrorName(e), cudaGetErrorString(e)));
-      cuptiGetTimestamp(&after);
-      finish_candidate(dev);
-      check_cuda(cudaDeviceSynchronize(), "after a profiled call");
-      float ms = 0;
-      check_cuda(cudaEventElapsedTime(&ms, ev[2], ev[3]), "cudaEventElapsedTime");
-      reply.profiled_call_us += 1000.0 * ms;
-      host_windows.emplace_back(before, after);
-    }
-    reply.profiled_calls = req.profile_calls;
-    for (auto kind : {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY, CUPTI_ACTIVITY_KIND_MEMSET})
-      cuptiActivityDisable(kind);
-    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-    std::map<std::string, CudaProfiledKernel> by_name;
-    std::lock_guard<std::mutex> lock(g_records_mu);
-    // Windows on the device's clock: [opening marker's start, closing marker's start). Should CUPTI
-    // have dropped a marker record, the host windows assign records to calls, and nothing is
-    // judged late (the post-timing re-check still is).
-    std::vector<uint64_t> marks;
-    for (const auto& r : g_records)
-      if (r.marker && r.stream == dev.stream_id) marks.push_back(r.start);
-    std::sort(marks.begin(), marks.end());
-    const bool device_windows = marks.size() == 2 * host_windows.size();
-    std::vector<std::pair<uint64_t, uint64_t>> windows = host_windows;
-    if (device_windows)
-      for (size_t w = 0; w < windows.size(); ++w) windows[w] = {marks[2 * w], marks[2 * w + 1]};
-    for (const auto& r : g_records) {
-      if (r.marker) continue;
-      if (windows.empty() || r.start < windows.front().first) continue;  // not the candidate's
-      size_t w = 0;
-      while (w + 1 < windows.size() && r.start >= windows[w + 1].first) ++w;
-      CudaProfiledKernel& k = by_name[r.name];
-      k.name = r.name;
-      k.us += 1e-3 * double(r.end - r.start);
-      k.calls += 1;
-      k.own = r.name != "memcpy" && r.name != "memset" && is_own_kernel(r.name, c.kernel_names);
-      if (r.stream != dev.stream_id) k.other_stream = 1;
-      // 1 us of slack for timestamp granularity; work deferred to another stream runs for longer.
-      if (device_windows && r.end > windows[w].second + 1000) k.after_timer = 1;
-    }
-    for (auto& [name, k] : by_name) reply.profile.push_back(k);
+  if (profiled_calls > 0) {
+    const auto t1 = Clock::now();
+    reply.profile = candidate_kernels(dev, c, host_windows);
+    reply.profiled_calls = profiled_calls;
+    profiling_seconds = since(t1);
   }
-  for (auto& e : ev) cudaEventDestroy(e);
-  reply.seconds_profiling = since(t1);
+  reply.seconds_profiling = profiling_seconds;
+}
+
+// The reference alone, timed as timing_and_profile times it (same inputs from the seed, the same
+// perturbations, flushes and events), in a worker that never loads a candidate: a measurement
+// nothing a candidate does to its own process can reach.
+void reference_timing(Device& dev, const CudaTask& task, const CudaWorkerRequest& req, CudaWorkerReply& reply) {
+  std::vector<at::Tensor> in = make_inputs(dev, task, 0, req.timing_seed);
+  ensure_flush_buffer(dev, req.l2_flush_mib);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < req.warmup; ++i) run_reference(task, in);
+  check_cuda(cudaDeviceSynchronize(), "after the warm-up");
+  at::Generator gen = generator(dev, req.timing_seed ^ dev.rng());
+  CudaEvents ev;
+  for (int i = 0; i < req.timing_trials; ++i) {
+    perturb_inputs(dev, task, in, gen);
+    flush_l2(dev, i);
+    check_cuda(cudaEventRecord(ev.start, dev.stream), "cudaEventRecord");
+    run_reference(task, in);
+    check_cuda(cudaEventRecord(ev.stop, dev.stream), "cudaEventRecord");
+    check_cuda(cudaEventSynchronize(ev.stop), "cudaEventSynchronize");
+    reply.reference_us.push_back(ev.elapsed_us());
+  }
+  reply.seconds_timing = since(t0);
 }
 
 void measure_device(Device& dev) {
@@ -689,6 +829,8 @@ CudaWorkerReply handle(Device& dev, const std::string& frame) {
     reply.message = e.what();
     return reply;
   }
+  reply.nonce = req.nonce;
+  if (req.kind == CudaRequestKind::ping) return reply;
   reply.device = fmt::format("{} ({})", dev.prop.name, dev.arch);
   reply.bandwidth_bytes_per_s = dev.bandwidth;
   reply.fp32_flops = dev.fp32_flops;
@@ -700,8 +842,12 @@ CudaWorkerReply handle(Device& dev, const std::string& frame) {
   const CudaTask& task = cuda_task(req.task);
   c10::cuda::CUDAStreamGuard guard(c10::cuda::getStreamFromExternal(dev.stream, static_cast<c10::DeviceIndex>(dev.ordinal)));
   try {
-    if (req.timing_trials > 0) timing_and_profile(dev, task, req, reply);
-    else correctness(dev, task, req, reply);
+    switch (req.kind) {
+      case CudaRequestKind::correctness: correctness(dev, task, req, reply); break;
+      case CudaRequestKind::timing: timing_and_profile(dev, task, req, reply); break;
+      case CudaRequestKind::reference_timing: reference_timing(dev, task, req, reply); break;
+      case CudaRequestKind::ping: break;
+    }
   } catch (const CandidateError& e) {
     reply.status = CudaWorkerStatus::runtime_error;
     reply.message = e.what();
@@ -727,6 +873,8 @@ CudaWorkerReply handle(Device& dev, const std::string& frame) {
 // a launcher-form candidate's own (static) CUDA runtime then lands on the same device.
 int cuda_worker_main(int, char**) {
   Device dev;
+  std::random_device entropy;
+  dev.rng.seed((uint64_t(entropy()) << 32) ^ entropy());
   sandbox_child::install_crash_reporter();
   try {
     check_cuda(cudaSetDevice(dev.ordinal), "cudaSetDevice");

@@ -2,7 +2,9 @@
 // Internal to the sandboxed evaluator backends (cpu, cuda): one request to a worker process and
 // the sandbox's verdict on it, mapped onto an EvalResult. What the worker's own reply means is
 // each backend's business; this is the part they share.
+#include <cstdint>
 #include <optional>
+#include <random>
 #include <string>
 #include <utility>
 
@@ -13,6 +15,13 @@
 #include "turnrl/kernels/sandbox.h"
 
 namespace turnrl::eval_detail {
+
+// A fresh random request nonce (replies echo it): from std::random_device, so that no seed a
+// candidate could read or guess predicts it.
+inline uint64_t fresh_nonce() {
+  std::random_device rd;
+  return (uint64_t(rd()) << 32) ^ rd();
+}
 
 // A message cut to `n` bytes, saying how much was left out.
 inline std::string trim_message(std::string s, size_t n) {
@@ -43,24 +52,6 @@ inline std::optional<SandboxReply> round_trip(SandboxWorker& worker, const std::
   }
   r.message = trim_message(s.message + output_note(s), message_chars);
   return std::nullopt;
-}
-
-// round_trip, then the worker's reply decoded with `decode` (payload -> Reply): the reply and the
-// worker's output note, or nullopt with r set. A reply that does not decode is an internal error
-// and stops the worker (its stream can no longer be trusted).
-template <class Decode>
-auto decoded_round_trip(SandboxWorker& worker, const std::string& request, int64_t max_calls, size_t message_chars,
-                        EvalResult& r, Decode decode) -> std::optional<std::pair<decltype(decode(std::string())), std::string>> {
-  const std::optional<SandboxReply> s = round_trip(worker, request, max_calls, message_chars, r);
-  if (!s) return std::nullopt;
-  try {
-    return std::make_pair(decode(s->payload), output_note(*s));
-  } catch (const Error& e) {
-    r.error = EvalError::internal;
-    r.message = e.what();
-    worker.stop();
-    return std::nullopt;
-  }
 }
 
 }  // namespace turnrl::eval_detail

@@ -302,6 +302,13 @@ std::vector<std::string> check_table() {
     failures_seen.insert(c.expect);
     if (!names.insert(file_name(c)).second) problems.push_back("duplicate " + file_name(c));
   }
+  static const std::set<std::string> adversarial_expect = {"tampering", "precision", "deferred", "mutates_inputs",
+                                                          "out_of_bounds"};
+  for (const auto& c : turnrl::test::cuda_adversarial_candidates()) {
+    if (!kernel_types().count(c.task)) problems.push_back(std::string("unknown task ") + c.task);
+    if (!adversarial_expect.count(c.expect)) problems.push_back(std::string("unknown adversarial expect ") + c.expect);
+    if (!names.insert(file_name(c)).second) problems.push_back("duplicate " + file_name(c));
+  }
   for (const auto& [task, types] : kernel_types()) {
     const auto& e = per_task[task];
     for (const char* need : {"correct", "lazy", "mismatch"})
@@ -348,7 +355,8 @@ int main(int argc, char** argv) {
     ++failures;
   }
   int checked = 0;
-  for (const auto* list : {&turnrl::test::cuda_candidates(), &turnrl::test::cuda_failure_candidates()}) {
+  for (const auto* list : {&turnrl::test::cuda_candidates(), &turnrl::test::cuda_failure_candidates(),
+                           &turnrl::test::cuda_adversarial_candidates()}) {
     for (const auto& c : *list) {
       if (!o.only.empty() && o.only != c.task) continue;
       const bool launcher = is_launcher(c.source);

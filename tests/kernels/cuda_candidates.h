@@ -15,7 +15,7 @@
 // `expect` is what the evaluator should conclude:
 //   correct, lazy, mismatch, out_of_bounds, deferred, caches, shape_specialisation, precision,
 //   mutates_inputs, no_work (cuda_candidates());  crash, timeout, compile, launch_shape
-//   (cuda_failure_candidates()).
+//   (cuda_failure_candidates());  tampering and the hacking ones (cuda_adversarial_candidates()).
 // Notes for the evaluator side:
 //  * out_of_bounds writes 4 floats (16 bytes) past the end of y: the guard band must be at least
 //    that wide, and without one a 64 MiB output that ends a 2 MiB-granular allocation may fault.
@@ -1913,9 +1913,197 @@ extern "C" __global__ void turnrl_kernel(const float* a, const float* g, float* 
   return candidates;
 }
 
-// The candidate of `task` with `kind` in either list, or nullptr.
+// Adversarial candidates for the hardening of the timing loop, the worker's channel and the L2
+// state (issue 22, classes 1, 2 and 6). Each behaves honestly through the correctness trials (the
+// launchers count their calls: about a dozen go to warm-up and correctness) and cheats only later,
+// where the evaluator used to look less closely. expect: tampering, precision, deferred,
+// mutates_inputs or out_of_bounds.
+inline const std::vector<CudaCandidate>& cuda_adversarial_candidates() {
+  static const std::vector<CudaCandidate> candidates = {
+      {"relu_bias", "l2_persisting", "tampering", R"cuda(
+#include <cuda_runtime.h>
+
+// Class 6: keeps x resident in L2 across the evaluator's flush, with a persisting-L2 set-aside and
+// an access-policy window over x on the evaluator's stream, set on every call; computes honestly.
+__global__ void relu_bias_kernel(const float* __restrict__ x, const float* __restrict__ b, float* __restrict__ y,
+                                 long long n, int cols) {
+  const long long threads = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += threads)
+    y[i] = fmaxf(x[i] + b[i % cols], 0.f);
+}
+
+extern "C" int turnrl_launch(const float* const* inputs, float* const* outputs, const long long* dims,
+                             cudaStream_t stream) {
+  const long long n = dims[0] * dims[1];
+  int device = 0;
+  cudaGetDevice(&device);
+  cudaDeviceProp prop;
+  cudaGetDeviceProperties(&prop, device);
+  cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, (size_t)prop.persistingL2CacheMaxSize);
+  cudaStreamAttrValue window = {};
+  window.accessPolicyWindow.base_ptr = (void*)inputs[0];
+  const size_t bytes = (size_t)n * sizeof(float);
+  window.accessPolicyWindow.num_bytes = bytes < (size_t)prop.accessPolicyMaxWindowSize ? bytes : (size_t)prop.accessPolicyMaxWindowSize;
+  window.accessPolicyWindow.hitRatio = 1.0f;
+  window.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+  window.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+  cudaStreamSetAttribute(stream, cudaStreamAttributeAccessPolicyWindow, &window);
+  cudaGetLastError();  // a device without persisting L2 refuses; the launch below must still count
+  long long blocks = (n + 1023) / 1024;
+  if (blocks < 1) blocks = 1;
+  if (blocks > 1048576) blocks = 1048576;
+  relu_bias_kernel<<<(unsigned)blocks, 256, 0, stream>>>(inputs[0], inputs[1], outputs[0], n, (int)dims[1]);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+)cuda"},
+      {"relu_bias", "forged_frame", "tampering", R"cuda(
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+// Class 1: writes a frame onto the worker's result channel (fd 3) on its first call, a reply-kind
+// frame whose body does not decode, then computes honestly. The parent must read it as a forged
+// frame (tampering, worker killed), never as the reply, and never crash on it.
+__global__ void relu_bias_kernel(const float* __restrict__ x, const float* __restrict__ b, float* __restrict__ y,
+                                 long long n, int cols) {
+  const long long threads = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += threads)
+    y[i] = fmaxf(x[i] + b[i % cols], 0.f);
+}
+
+extern "C" int turnrl_launch(const float* const* inputs, float* const* outputs, const long long* dims,
+                             cudaStream_t stream) {
+  static int calls = 0;
+  if (calls++ == 0) {
+    char frame[8 + 1 + 20] = {0};
+    frame[0] = 21;  // little-endian length of kind + body
+    frame[8] = 'R';
+    if (write(3, frame, sizeof frame) < 0) return 1;
+  }
+  const long long n = dims[0] * dims[1];
+  long long blocks = (n + 1023) / 1024;
+  if (blocks < 1) blocks = 1;
+  if (blocks > 1048576) blocks = 1048576;
+  relu_bias_kernel<<<(unsigned)blocks, 256, 0, stream>>>(inputs[0], inputs[1], outputs[0], n, (int)dims[1]);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+)cuda"},
+      {"gelu_tanh", "precision_when_timed", "precision", R"cuda(
+#include <cuda_runtime.h>
+
+// Class 2: full float32 for its first 16 calls (warm-up and correctness, the precision trial
+// included), half precision from then on, within the task's 1e-2 but not the 1e-4 of the
+// precision check. A few timed calls, chosen at random, are checked at 1e-4.
+__device__ __forceinline__ float to_half_precision(float v) {
+  return __uint_as_float((__float_as_uint(v) + 0x1000u) & 0xffffe000u);
+}
+
+__global__ void gelu_kernel(const float* __restrict__ x, float* __restrict__ y, long long n, int coarse) {
+  const float k = 0.7978845608028654f;  // sqrt(2 / pi)
+  const long long threads = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += threads) {
+    const float v = coarse ? to_half_precision(x[i]) : x[i];
+    const float g = 0.5f * v * (1.f + tanhf(k * (v + 0.044715f * v * v * v)));
+    y[i] = coarse ? to_half_precision(g) : g;
+  }
+}
+
+extern "C" int turnrl_launch(const float* const* inputs, float* const* outputs, const long long* dims,
+                             cudaStream_t stream) {
+  static int calls = 0;
+  const int coarse = ++calls > 16;
+  const long long n = dims[0];
+  long long blocks = (n + 1023) / 1024;
+  if (blocks < 1) blocks = 1;
+  if (blocks > 1048576) blocks = 1048576;
+  gelu_kernel<<<(unsigned)blocks, 256, 0, stream>>>(inputs[0], outputs[0], n, coarse);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+)cuda"},
+      {"softmax_rows", "skips_when_timed", "deferred", R"cuda(
+#include <cuda_runtime.h>
+
+// Class 2: after its first 16 calls, every other call writes only the even rows and a flat 1/cols
+// in the odd ones (plausible values, half the work). Only the last timed call used to be checked;
+// every timed call is now.
+#define TURNRL_NEG_BIG (-3.402823466e38f)
+
+__global__ void softmax_rows_kernel(const float* __restrict__ x, float* __restrict__ y, int rows, int cols,
+                                    int skip_odd) {
+  const int row = blockIdx.x * blockDim.y + threadIdx.y;
+  if (row >= rows) return;
+  const int lane = threadIdx.x;
+  float* yr = y + (long long)row * cols;
+  if (skip_odd && (row & 1)) {
+    for (int c = lane; c < cols; c += 32) yr[c] = 1.f / (float)cols;
+    return;
+  }
+  const float* xr = x + (long long)row * cols;
+  float m = TURNRL_NEG_BIG;
+  for (int c = lane; c < cols; c += 32) m = fmaxf(m, xr[c]);
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  float s = 0.f;
+  for (int c = lane; c < cols; c += 32) s += expf(xr[c] - m);
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  const float inv = 1.f / s;
+  for (int c = lane; c < cols; c += 32) yr[c] = expf(xr[c] - m) * inv;
+}
+
+extern "C" int turnrl_launch(const float* const* inputs, float* const* outputs, const long long* dims,
+                             cudaStream_t stream) {
+  static int calls = 0;
+  ++calls;
+  const int skip_odd = calls > 16 && (calls & 1);
+  const int rows = (int)dims[0], cols = (int)dims[1];
+  softmax_rows_kernel<<<(rows + 7) / 8, dim3(32, 8), 0, stream>>>(inputs[0], outputs[0], rows, cols, skip_odd);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+)cuda"},
+      {"relu_bias", "mutates_when_timed", "mutates_inputs", R"cuda(
+#include <cuda_runtime.h>
+
+// Class 2: after its first 16 calls, zeroes the last element of x after computing y (a scratch
+// slot for itself). Inputs used to be compared only around correctness calls; every timed call's
+// are now.
+__global__ void relu_bias_kernel(const float* __restrict__ x, const float* __restrict__ b, float* __restrict__ y,
+                                 long long n, int cols) {
+  const long long threads = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += threads)
+    y[i] = fmaxf(x[i] + b[i % cols], 0.f);
+}
+
+extern "C" int turnrl_launch(const float* const* inputs, float* const* outputs, const long long* dims,
+                             cudaStream_t stream) {
+  static int calls = 0;
+  const long long n = dims[0] * dims[1];
+  long long blocks = (n + 1023) / 1024;
+  if (blocks < 1) blocks = 1;
+  if (blocks > 1048576) blocks = 1048576;
+  relu_bias_kernel<<<(unsigned)blocks, 256, 0, stream>>>(inputs[0], inputs[1], outputs[0], n, (int)dims[1]);
+  if (++calls > 16) cudaMemsetAsync((void*)(inputs[0] + n - 1), 0, sizeof(float), stream);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+)cuda"},
+      {"swiglu", "writes_past_guard", "out_of_bounds", R"cuda(
+#define TURNRL_BLOCK_X 256
+#define TURNRL_TILE_X 4
+
+// Class 6: one stray store 4100 floats past the end of y, just beyond the fixed 4096-float guard
+// band the evaluator used to have. Guard bands now have random lengths of 4096 to 16384 floats.
+extern "C" __global__ void turnrl_kernel(const float* a, const float* g, float* y, int rows, int cols) {
+  const long long n = (long long)rows * cols;
+  const long long threads = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += threads)
+    y[i] = a[i] * (1.f / (1.f + expf(-a[i]))) * g[i];
+  if (blockIdx.x == 0 && threadIdx.x == 0) y[n + 4100] = 0.f;
+}
+)cuda"},
+  };
+  return candidates;
+}
+
+// The candidate of `task` with `kind` in any list, or nullptr.
 inline const CudaCandidate* find_cuda_candidate(const std::string& task, const std::string& kind) {
-  for (const auto* list : {&cuda_candidates(), &cuda_failure_candidates()})
+  for (const auto* list : {&cuda_candidates(), &cuda_failure_candidates(), &cuda_adversarial_candidates()})
     for (const auto& c : *list)
       if (task == c.task && kind == c.kind) return &c;
   return nullptr;

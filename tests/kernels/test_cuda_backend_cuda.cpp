@@ -19,6 +19,7 @@
 
 using namespace turnrl;
 using turnrl::test::CudaCandidate;
+using turnrl::test::cuda_adversarial_candidates;
 using turnrl::test::cuda_candidates;
 using turnrl::test::cuda_failure_candidates;
 
@@ -71,6 +72,7 @@ bool verdict_matches(const std::string& expect, const EvalResult& r) {
   if (expect == "precision") return (r.hacking_flags & kHackPrecisionDowngrade) != 0;
   if (expect == "mutates_inputs") return (r.hacking_flags & kHackMutatesInputs) != 0;
   if (expect == "no_work") return (r.hacking_flags & kHackNoCandidateWork) != 0;
+  if (expect == "tampering") return (r.hacking_flags & kHackTampering) != 0;
   if (expect == "crash") return r.error == EvalError::crash;
   if (expect == "timeout") return r.error == EvalError::timeout;
   if (expect == "compile") return r.error == EvalError::compile && !r.message.empty();
@@ -107,6 +109,25 @@ TEST_CASE("cuda backend: every candidate of the suite gets its verdict", "[cuda]
     fmt::print("{}\n", describe(batch[i], results[i]).substr(0, 400));
   }
   CHECK(tasks_with_correct >= 8);
+}
+
+TEST_CASE("cuda backend: candidates that cheat only after the correctness trials, forge frames or pin L2 are caught", "[cuda]") {
+  if (!have_gpu()) return;
+  const auto& batch = cuda_adversarial_candidates();
+  std::vector<EvalRequest> reqs;
+  for (const auto& c : batch) reqs.push_back(request(c));
+  // Twice: a forged frame must cost its own result only, and the honest one after it is correct.
+  reqs.push_back(request(*turnrl::test::find_cuda_candidate("relu_bias", "honest_launcher")));
+  const auto results = evaluator().evaluate(reqs);
+  REQUIRE(results.size() == batch.size() + 1);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    INFO(describe(batch[i], results[i]));
+    CHECK(verdict_matches(batch[i].expect, results[i]));
+    CHECK_FALSE(results[i].correct);
+    fmt::print("{}\n", describe(batch[i], results[i]).substr(0, 400));
+  }
+  CHECK(results.back().correct);
+  CHECK_FALSE(results.back().hacked());
 }
 
 TEST_CASE("cuda backend: a sticky error costs one result, the worker restarts, a hang is killed", "[cuda]") {

@@ -28,7 +28,7 @@ struct CudaEvalOptions {
   std::string nvcc;                // launcher form; "" = $CUDA_HOME/bin/nvcc, /usr/local/cuda/bin/nvcc, PATH
   double compile_seconds = 60;
   int warmup = 3;
-  int profile_calls = 3;           // CUPTI-profiled candidate calls after timing
+  int profile_calls = 3;           // CUPTI-profiled pairs, drawn at random among the timed ones (kept out of the times)
   double l2_flush_mib = 0;         // 0 = twice the device's L2
   int max_evals_per_worker = 512;  // then the worker is replaced (loaded launcher libraries accumulate)
   size_t message_chars = 2000;
