@@ -19,6 +19,7 @@
 #include <fmt/ranges.h>
 
 #include "trial_seeds.h"
+#include "object_cache.h"
 #include "worker_round_trip.h"
 #include "turnrl/core/filesystem.h"
 #include "turnrl/core/hash.h"
@@ -245,13 +246,13 @@ struct CpuEvaluator::Impl {
   // One clean worker per pool slot: it never loads a candidate, and times the task's reference
   // with the same loop, so that nothing a candidate does to its own process reaches that time.
   std::vector<std::unique_ptr<SandboxWorker>> reference_workers;
+  std::unique_ptr<eval_detail::ObjectCache> objects;  // compiled candidates (object_cache.h)
   std::mutex cache_mu;
-  std::map<std::string, CompiledCandidate> memo;
   std::map<std::string, std::vector<HackFinding>> instruction_findings;  // by candidate hash
-  std::atomic<int> compiles{0};
-  std::atomic<int> objects_replaced{0};
 
   EvalResult run(SandboxWorker& worker, SandboxWorker& reference_worker, const EvalRequest& req);
+  std::string cache_key(const std::string& source) const;
+  eval_detail::CompileOutcome run_compiler(const std::string& dir) const;
   std::vector<HackFinding> check_object(const CompiledCandidate& c);
   bool exchange(SandboxWorker& worker, WorkerRequest& wreq, WorkerReply& reply, EvalResult& r,
                 std::vector<HackFinding>& findings, double* billed_seconds = nullptr);
@@ -271,14 +272,8 @@ CpuEvaluator::CpuEvaluator(CpuEvalOptions options) : impl_(std::make_unique<Impl
   remove_stale_private_dirs();
   // Compiler logs stay in the cache directory, objects in objects/: workers see objects/ only
   // (read-only), so a candidate can neither change an object nor read another's messages.
-  m.objects_dir = (fs::path(m.cache_dir) / "objects").string();
-  fs::create_directories(m.objects_dir);
-  fs::permissions(m.cache_dir, fs::perms::owner_all, fs::perm_options::replace);
-  // Workers run as the sandbox's own user (nobody, for a root trainer): objects are readable by
-  // all, writable by the trainer only.
-  fs::permissions(m.objects_dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                                     fs::perms::others_read | fs::perms::others_exec,
-                  fs::perm_options::replace);
+  m.objects = std::make_unique<eval_detail::ObjectCache>(m.cache_dir, "candidate.cpp", "candidate.so", ".so");
+  m.objects_dir = m.objects->objects_dir();
   // Fixed flags: the same source always gives the same object (no -march=native).
   m.flags = {"-O2", "-std=c++17", "-shared", "-fPIC", "-fmax-errors=10", "-I", m.include_dir};
   m.flags_key = m.compiler;
@@ -297,104 +292,64 @@ CpuEvaluator::~CpuEvaluator() = default;
 
 const CpuEvalOptions& CpuEvaluator::options() const { return impl_->opt; }
 int CpuEvaluator::pool_size() const { return int(impl_->workers.size()); }
-int CpuEvaluator::compiles() const { return impl_->compiles.load(); }
-int CpuEvaluator::objects_replaced() const { return impl_->objects_replaced.load(); }
+int CpuEvaluator::compiles() const { return impl_->objects->compiles(); }
+int CpuEvaluator::objects_replaced() const { return impl_->objects->replaced(); }
 int CpuEvaluator::worker_starts() const {
   int n = 0;
   for (const auto& w : impl_->workers) n += w->starts();
   return n;
 }
 
-CompiledCandidate CpuEvaluator::compile(const std::string& source) {
-  Impl& m = *impl_;
+namespace {
+
+CompiledCandidate compiled_candidate(const eval_detail::CachedObject& o) {
   CompiledCandidate c;
-  c.hash = hex64(fnv1a64(source, fnv1a64(m.flags_key)));
-  {
-    std::lock_guard<std::mutex> lock(m.cache_mu);
-    auto it = m.memo.find(c.hash);
-    if (it != m.memo.end()) {
-      CompiledCandidate hit = it->second;
-      hit.cached = true;
-      hit.seconds = 0;
-      return hit;
-    }
-  }
-  const fs::path so = fs::path(m.objects_dir) / (c.hash + ".so");
-  const fs::path sum = fs::path(m.cache_dir) / (c.hash + ".sum");
-  const fs::path err = fs::path(m.cache_dir) / (c.hash + ".err");
-  if (fs::exists(so) && fs::exists(sum) && read_file(sum.string()) == object_hash(so.string())) {
-    c.ok = c.cached = true;
-    c.library_path = so.string();
-    c.object_hash = read_file(sum.string());
-  } else if (fs::exists(err)) {
-    c.log = read_file(err.string());
-    c.cached = true;
-  } else {
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::string dir = make_private_dir("turnrl-compile");
-    if (dir.empty()) fail("cpu evaluator: cannot create a compile directory under $TMPDIR");
-    { std::ofstream(fs::path(dir) / "candidate.cpp") << source; }
-    std::vector<std::string> args = m.flags;
-    args.insert(args.end(), {"candidate.cpp", "-o", "candidate.so"});
-    SandboxLimits lim = m.opt.limits;
-    lim.wall_seconds = lim.cpu_seconds = m.opt.compile_seconds;
-    lim.output_bytes = 64 << 10;
-    lim.address_space_bytes = std::max<int64_t>(lim.address_space_bytes, int64_t(4) << 30);
-    lim.file_bytes = std::max<int64_t>(lim.file_bytes, int64_t(64) << 20);
-    lim.visible(m.include_dir);  // the compiler sees /usr, the API header and its own directory
-    CommandResult r = run_sandboxed(m.compiler, args, lim, dir, {"candidate.cpp"}, {"candidate.so"});
-    ++m.compiles;
-    // Messages name the candidate's file only: sandbox and host paths are cut.
-    std::string log = r.output;
-    for (const std::string& prefix : {dir + "/", std::string(kSandboxWorkDir) + "/", m.include_dir + "/"})
-      log = replace_all(log, prefix, "");
-    c.log = eval_detail::trim_message(log, m.opt.message_chars);
-    c.ok = r.status == SandboxStatus::ok && r.exit_code == 0 && fs::exists(fs::path(dir) / "candidate.so");
-    if (!c.ok && r.status != SandboxStatus::ok) c.log = "compiler " + r.message + "\n" + c.log;
-    // Publish atomically: a concurrent compile of the same source renames the same bytes. The
-    // object's hash, recorded now, is checked again before every load (verified_object).
-    const std::string tmp_suffix = fmt::format(".tmp{}", fnv1a64(dir));
-    std::error_code ec;
-    if (c.ok) {
-      const fs::path tmp = fs::path(m.objects_dir) / (c.hash + tmp_suffix);
-      fs::copy_file(fs::path(dir) / "candidate.so", tmp, fs::copy_options::overwrite_existing, ec);
-      c.object_hash = ec ? "" : object_hash(tmp.string());
-      if (!ec) { std::ofstream(sum.string() + tmp_suffix) << c.object_hash; }
-      if (!ec) fs::rename(sum.string() + tmp_suffix, sum, ec);
-      if (!ec) fs::rename(tmp, so, ec);
-      if (ec) fail("cpu evaluator: cannot write {}: {}", so.string(), ec.message());
-      c.library_path = so.string();
-    } else {
-      { std::ofstream(err.string() + tmp_suffix) << c.log; }
-      fs::rename(err.string() + tmp_suffix, err, ec);
-    }
-    remove_private_dir(dir);
-    c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  std::lock_guard<std::mutex> lock(m.cache_mu);
-  m.memo[c.hash] = c;
+  c.ok = o.ok;
+  c.hash = o.key;
+  c.library_path = o.path;
+  c.object_hash = o.object_hash;
+  c.log = o.log;
+  c.cached = o.cached;
+  c.seconds = o.seconds;
   return c;
 }
 
-CompiledCandidate CpuEvaluator::verified_object(const std::string& source) {
-  CompiledCandidate c = compile(source);
-  if (!c.ok || object_hash(c.library_path) == c.object_hash) return c;
-  // Changed since it was compiled: never load it; drop it and compile again.
+}  // namespace
+
+// The compiler on candidate.cpp in the sandbox (where only /usr and the API header exist, so an
+// #include of any other file fails); its messages name the candidate's file only.
+eval_detail::CompileOutcome CpuEvaluator::Impl::run_compiler(const std::string& dir) const {
+  std::vector<std::string> args = flags;
+  args.insert(args.end(), {"candidate.cpp", "-o", "candidate.so"});
+  SandboxLimits lim = opt.limits;
+  lim.wall_seconds = lim.cpu_seconds = opt.compile_seconds;
+  lim.output_bytes = 64 << 10;
+  lim.address_space_bytes = std::max<int64_t>(lim.address_space_bytes, int64_t(4) << 30);
+  lim.file_bytes = std::max<int64_t>(lim.file_bytes, int64_t(64) << 20);
+  lim.visible(include_dir);  // the compiler sees /usr, the API header and its own directory
+  const CommandResult r = run_sandboxed(compiler, args, lim, dir, {"candidate.cpp"}, {"candidate.so"});
+  std::string log = r.output;
+  for (const std::string& prefix : {dir + "/", std::string(kSandboxWorkDir) + "/", include_dir + "/"})
+    log = replace_all(log, prefix, "");
+  eval_detail::CompileOutcome out;
+  out.ok = r.status == SandboxStatus::ok && r.exit_code == 0;
+  out.log = eval_detail::trim_message(log, opt.message_chars);
+  if (r.status != SandboxStatus::ok) out.log = "compiler " + r.message + "\n" + out.log;
+  return out;
+}
+
+std::string CpuEvaluator::Impl::cache_key(const std::string& source) const { return hex64(fnv1a64(source, fnv1a64(flags_key))); }
+
+CompiledCandidate CpuEvaluator::compile(const std::string& source) {
   Impl& m = *impl_;
-  {
-    std::lock_guard<std::mutex> lock(m.cache_mu);
-    m.memo.erase(c.hash);
-  }
-  std::error_code ec;
-  fs::remove(c.library_path, ec);
-  fs::remove(fs::path(m.cache_dir) / (c.hash + ".sum"), ec);
-  ++m.objects_replaced;
-  c = compile(source);
-  if (c.ok && object_hash(c.library_path) != c.object_hash) {
-    c.ok = false;
-    c.log = "the compiled object changed on disk between compiling and loading, twice";
-  }
-  return c;
+  return compiled_candidate(
+      m.objects->get(m.cache_key(source), source, [&m](const std::string& dir) { return m.run_compiler(dir); }));
+}
+
+CompiledCandidate CpuEvaluator::verified_object(const std::string& source) {
+  Impl& m = *impl_;
+  return compiled_candidate(
+      m.objects->verified(m.cache_key(source), source, [&m](const std::string& dir) { return m.run_compiler(dir); }));
 }
 
 std::string object_hash(const std::string& path) {

@@ -1,0 +1,61 @@
+#pragma once
+// Internal to the sandboxed evaluator backends (cpu, cuda): a content-addressed cache of compiled
+// candidates (shared objects, cubins) that only the parent process writes.
+//
+//   <dir>/objects/<key><ext>   the objects, which workers may see read-only
+//   <dir>/<key>.sum            the FNV-1a of each object's bytes when it was published
+//   <dir>/<key>.err            a failed compile's log (served again without compiling)
+//
+// The directory is the trainer's (0700, objects/ readable by the sandbox's user); no candidate
+// code ever runs with it writable. A compile runs in a private directory through the backend's
+// CompileStep (a sandboxed compiler) and its object is published atomically, so concurrent
+// compiles of one key rename the same bytes. verified() hashes an object again before it is
+// handed out: one changed since it was published is never loaded, but removed and compiled again.
+#include <atomic>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace turnrl::eval_detail {
+
+struct CachedObject {
+  std::string key;          // the cache key (hex)
+  bool ok = false;          // compiled
+  bool cached = false;      // served from the cache (memory or disk)
+  std::string path;         // the object, when ok
+  std::string object_hash;  // object_hash() of the object when it was published
+  std::string log;          // compiler messages
+  double seconds = 0;       // compile time, 0 when cached
+};
+
+struct CompileOutcome {
+  bool ok = false;
+  std::string log;
+};
+// Compiles `dir`/<source_name> into `dir`/<object_name>.
+using CompileStep = std::function<CompileOutcome(const std::string& dir)>;
+
+class ObjectCache {
+ public:
+  // Creates dir and dir/objects with their permissions. object_extension: ".so", ".cubin", ...
+  ObjectCache(std::string dir, std::string source_name, std::string object_name, std::string object_extension);
+
+  const std::string& objects_dir() const { return objects_dir_; }
+  // The object of `key`, from memory, from disk (its recorded hash matching), or compiled from
+  // `source` by `compile`.
+  CachedObject get(const std::string& key, const std::string& source, const CompileStep& compile);
+  // get(), then the object's bytes hashed again (see above; replaced() counts the recompiles).
+  CachedObject verified(const std::string& key, const std::string& source, const CompileStep& compile);
+
+  int compiles() const { return compiles_.load(); }
+  int replaced() const { return replaced_.load(); }
+
+ private:
+  std::string dir_, objects_dir_, source_name_, object_name_, extension_;
+  std::mutex mu_;
+  std::map<std::string, CachedObject> memo_;
+  std::atomic<int> compiles_{0}, replaced_{0};
+};
+
+}  // namespace turnrl::eval_detail
