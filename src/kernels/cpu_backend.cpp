@@ -62,12 +62,6 @@ std::string default_cache_dir() {
   return fmt::format("{}/turnrl-cpu-cache-{}", tmp && *tmp ? tmp : "/tmp", getuid());
 }
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  if (from.empty()) return s;
-  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
-  return s;
-}
-
 struct TrialKind {
   enum Kind { main, cache, extra_shape, precision } kind;
 };
@@ -328,14 +322,7 @@ eval_detail::CompileOutcome CpuEvaluator::Impl::run_compiler(const std::string& 
   lim.file_bytes = std::max<int64_t>(lim.file_bytes, int64_t(64) << 20);
   lim.visible(include_dir);  // the compiler sees /usr, the API header and its own directory
   const CommandResult r = run_sandboxed(compiler, args, lim, dir, {"candidate.cpp"}, {"candidate.so"});
-  std::string log = r.output;
-  for (const std::string& prefix : {dir + "/", std::string(kSandboxWorkDir) + "/", include_dir + "/"})
-    log = replace_all(log, prefix, "");
-  eval_detail::CompileOutcome out;
-  out.ok = r.status == SandboxStatus::ok && r.exit_code == 0;
-  out.log = eval_detail::trim_message(log, opt.message_chars);
-  if (r.status != SandboxStatus::ok) out.log = "compiler " + r.message + "\n" + out.log;
-  return out;
+  return eval_detail::compile_outcome(r, "compiler", {dir, kSandboxWorkDir, include_dir}, opt.message_chars);
 }
 
 std::string CpuEvaluator::Impl::cache_key(const std::string& source) const { return hex64(fnv1a64(source, fnv1a64(flags_key))); }

@@ -21,6 +21,7 @@ extern char** environ;
 
 #include <fmt/format.h>
 
+#include "cuda_compile.h"
 #include "trial_seeds.h"
 #include "worker_round_trip.h"
 #include "turnrl/core/error.h"
@@ -57,6 +58,20 @@ std::string default_cache_dir() {
   if (const char* d = std::getenv("TURNRL_EVAL_CACHE")) return std::string(d) + "/cuda";
   const char* tmp = std::getenv("TMPDIR");
   return fmt::format("{}/turnrl-cuda-cache-{}", tmp && *tmp ? tmp : "/tmp", getuid());
+}
+
+// The architecture NVRTC and nvcc compile for on GPU `ordinal`: sm_XY, with the "a" of the
+// architecture-specific features from Hopper on (sm_90a), as the worker's own probe reports it.
+std::string device_arch(int ordinal) {
+#ifdef TURNRL_WITH_CUDA
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ordinal) != cudaSuccess)
+    fail("evaluator.cuda.devices: cannot read the compute capability of GPU {}", ordinal);
+  return fmt::format("sm_{}{}{}", major, minor, major >= 9 ? "a" : "");
+#else
+  fail("evaluator.backend: 'cuda' needs a turnrl built with CUDA (GPU {})", ordinal);
+#endif
 }
 
 // The physical id behind a visible ordinal, so that the worker's CUDA_VISIBLE_DEVICES names it.
@@ -171,7 +186,12 @@ int visible_cuda_devices() {
 
 struct CudaEvaluator::Impl {
   CudaEvalOptions opt;
-  std::string worker_program, nvcc, cache_dir;
+  std::string worker_program, cache_dir;
+  // Candidates are compiled here, in the sandbox, into a cache only this process writes
+  // (cuda_compile.h); workers see its objects read-only.
+  std::unique_ptr<eval_detail::ObjectCache> objects;
+  eval_detail::CudaCompiler compiler;
+  std::vector<std::string> device_arch;  // per GPU: sm_90a, ...
   std::vector<std::unique_ptr<SandboxWorker>> workers;  // workers_per_device per GPU, in device order
   // Per GPU: a worker that never loads candidate code, where the reference is timed, the times it
   // measured (by task), and the lock that keeps measurements on the GPU from overlapping: the
@@ -202,25 +222,26 @@ CudaEvaluator::CudaEvaluator(CudaEvalOptions options) : impl_(std::make_unique<I
   }
   require(m.opt.workers_per_device >= 1, "evaluator.workers: at least one worker per GPU");
   m.worker_program = find_helper_program("turnrl_cuda_worker");
-  m.nvcc = find_nvcc(m.opt.nvcc);
   m.cache_dir = fs::absolute(m.opt.cache_dir.empty() ? default_cache_dir() : m.opt.cache_dir).string();
-  fs::create_directories(m.cache_dir);
-  fs::permissions(m.cache_dir, fs::perms::owner_all, fs::perm_options::replace);
   require_sandbox(m.opt.limits, "evaluator.sandbox");
   remove_stale_private_dirs();
+  m.objects = eval_detail::make_cuda_object_cache(m.cache_dir);
+  m.compiler.nvrtc_program = find_helper_program("turnrl_nvrtc");
+  m.compiler.nvcc = find_nvcc(m.opt.nvcc);
+  m.compiler.limits = m.opt.limits;
+  m.compiler.seconds = m.opt.compile_seconds;
+  m.compiler.message_chars = m.opt.message_chars;
   for (int d : m.opt.devices) {
+    m.device_arch.push_back(device_arch(d));
     SandboxLimits lim = m.opt.limits;
-    // The worker compiles into the cache itself (NVRTC in-process, nvcc in a child): the cache is
-    // writable from the worker, the one place a candidate can reach beyond its tmpfs
-    // (docs/evaluator.md). The driver needs /sys and the /dev/nvidia* files.
-    lim.writable(m.cache_dir).visible("/sys");
-    if (!m.nvcc.empty()) lim.visible(fs::path(m.nvcc).parent_path().parent_path().string());
+    // Workers load what the parent compiled: the objects are read-only to them, and nothing else
+    // of the cache is visible (docs/evaluator.md). A launcher links cuBLAS from the toolkit; the
+    // driver needs /sys and the /dev/nvidia* files.
+    lim.visible(m.objects->objects_dir()).visible("/sys");
+    if (!m.compiler.nvcc.empty()) lim.visible(fs::path(m.compiler.nvcc).parent_path().parent_path().string());
     for (const auto& e : fs::directory_iterator("/dev"))
       if (e.path().filename().string().rfind("nvidia", 0) == 0) lim.devices.push_back(e.path().string());
     lim.scratch_bytes = std::max<int64_t>(lim.scratch_bytes, int64_t(1) << 30);
-    // One call compiles (NVRTC or nvcc) and then runs: its limits cover both.
-    lim.wall_seconds += m.opt.compile_seconds;
-    lim.cpu_seconds += m.opt.compile_seconds;
     lim.environment.push_back("CUDA_VISIBLE_DEVICES=" + physical_device(d));
     // The parent's CUDA settings reach the worker, and so do tools that inject themselves through
     // the environment (compute-sanitizer, Nsight: CUDA_INJECTION64_PATH, NV_*, LD_PRELOAD).
@@ -298,7 +319,6 @@ bool CudaEvaluator::Impl::call(SandboxWorker& worker, CudaWorkerRequest& wreq, C
   const std::string tail = eval_detail::output_note(*got);
   switch (reply.status) {
     case CudaWorkerStatus::ok: return true;
-    case CudaWorkerStatus::compile_failed: r.error = EvalError::compile; break;
     case CudaWorkerStatus::load_failed: r.error = EvalError::load, r.stage = EvalStage::compiled; break;
     case CudaWorkerStatus::runtime_error: r.error = EvalError::runtime, r.stage = EvalStage::loaded; break;
     case CudaWorkerStatus::device_fault:
@@ -356,13 +376,25 @@ EvalResult CudaEvaluator::Impl::run(size_t device, SandboxWorker& worker, const 
   if (req.candidate.find("globaltimer") != std::string::npos)
     findings.push_back({kHackTampering, "reads %globaltimer (the device clock)"});
 
+  // Compiled before the GPU's lock is taken: compiles of its workers run on the CPU cores in parallel.
+  const eval_detail::CachedObject object =
+      eval_detail::compile_cuda_candidate(*objects, compiler, req.candidate, device_arch[device]);
+  phases.compile = object.seconds;
+  if (!object.ok) {
+    r.error = EvalError::compile;
+    r.message = eval_detail::trim_message(object.log.empty() ? "the compiler gave no message" : object.log,
+                                          opt.message_chars);
+    if (!findings.empty()) r.hacking_flags = flags_of(findings), r.hacking_reason = reasons_of(findings);
+    return r;
+  }
+  r.stage = EvalStage::compiled;
+
   eval_detail::TrialSeeds seeds(req.seed);
   CudaWorkerRequest wreq;
   wreq.task = task.name;
   wreq.source = req.candidate;
-  wreq.cache_dir = cache_dir;
-  wreq.nvcc = nvcc;
-  wreq.compile_seconds = opt.compile_seconds;
+  wreq.object_path = object.path;
+  wreq.object_hash = object.object_hash;
   wreq.warmup = opt.warmup;
   wreq.profile_calls = opt.profile_calls;
   wreq.l2_flush_mib = opt.l2_flush_mib;
@@ -379,7 +411,6 @@ EvalResult CudaEvaluator::Impl::run(size_t device, SandboxWorker& worker, const 
   // trials, the reference's timing and its timed calls.
   std::unique_lock<std::mutex> measuring(*device_locks[device]);
   const bool replied = call(worker, wreq, reply, r, findings);
-  phases.compile = reply.compile_seconds;
   phases.correctness = reply.seconds_correctness;
   for (size_t t = 0; t < reply.trials.size(); ++t) {
     if (reply.trials[t].out_of_bounds)
@@ -398,7 +429,6 @@ EvalResult CudaEvaluator::Impl::run(size_t device, SandboxWorker& worker, const 
     return r;
   };
   if (!replied) {
-    if (r.error == EvalError::compile) r.message = reply.compile_log.empty() ? r.message : eval_detail::trim_message(reply.compile_log, opt.message_chars);
     if (!findings.empty()) r.hacking_flags = flags_of(findings), r.hacking_reason = reasons_of(findings);
     return r;
   }

@@ -1,15 +1,15 @@
 // The sandboxed worker of the CUDA evaluator backend (turnrl_cuda_worker): one process per GPU.
 // Per request it computes the reference outputs of every trial first (before any of the
-// candidate's code is loaded), compiles the candidate (NVRTC for the kernel form, nvcc for the
-// launcher form; cached by source hash + arch), runs the correctness trials with poisoned outputs
-// surrounded by guard bands, times reference and candidate with CUDA events on a dedicated stream
-// (L2 flushed before every run, order alternating), and profiles the candidate with CUPTI's
-// activity API. A sticky CUDA error ends the worker after its reply: the parent starts a new one.
+// candidate's code is loaded), loads the candidate the parent compiled (a cubin through the driver
+// API, a launcher through dlopen; from the parent's read-only cache, hash-checked), runs the
+// correctness trials with poisoned outputs surrounded by guard bands, times reference and candidate
+// with CUDA events on a dedicated stream (L2 flushed before every run, order alternating), and
+// profiles randomly chosen timed calls with CUPTI's activity API. A sticky CUDA error ends the
+// worker after its reply: the parent starts a new one.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cupti.h>
 #include <dlfcn.h>
-#include <nvrtc.h>
 #include <unistd.h>
 
 #include <ATen/ATen.h>
@@ -21,8 +21,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -40,7 +38,6 @@
 
 namespace turnrl::cuda_detail {
 namespace {
-namespace fs = std::filesystem;
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -64,13 +61,6 @@ std::string driver_error(CUresult r) {
   cuGetErrorName(r, &name);
   cuGetErrorString(r, &text);
   return fmt::format("{} ({})", name ? name : "?", text ? text : "?");
-}
-
-void write_file_atomically(const fs::path& p, const std::string& bytes) {
-  const fs::path tmp = p.string() + fmt::format(".tmp{}", getpid());
-  { std::ofstream(tmp, std::ios::binary) << bytes; }
-  std::error_code ec;
-  fs::rename(tmp, p, ec);
 }
 
 // ---- CUPTI activity collection -------------------------------------------------------------
@@ -133,8 +123,6 @@ using LaunchFn = int (*)(const float* const*, float* const*, const long long*, c
 struct Compiled {
   bool ok = false;
   std::string log;
-  double seconds = 0;
-  bool cached = false;
   CudaCandidateForm form = CudaCandidateForm::kernel;
   CUmodule module = nullptr;
   CUfunction kernel = nullptr;
@@ -155,7 +143,7 @@ struct Device {
   at::Tensor marker_buffer;  // target of the profiling window markers
   bool cupti_ready = false;
   std::mt19937_64 rng;  // guard bands, perturbed places, profiled calls: seeded from std::random_device at start
-  std::map<std::string, Compiled> compiled;  // by hash: kernel modules until the next evaluation of their source, launchers for the worker's life
+  std::map<std::string, Compiled> compiled;  // by object path: kernel modules until the next evaluation of their source, launchers for the worker's life
 };
 
 std::string trimmed(std::string s, size_t n = 4000) {
@@ -163,167 +151,75 @@ std::string trimmed(std::string s, size_t n = 4000) {
   return s;
 }
 
-Compiled compile_kernel_form(Device& dev, const std::string& source, const std::string& cache_dir, const std::string& hash) {
+// The candidate the parent compiled (cuda_compile.h), loaded from its read-only cache once its
+// bytes hash to what the parent recorded. A kernel-form module is loaded afresh for every
+// evaluation (about a millisecond), so `__device__` state a candidate kept from an earlier
+// evaluation of the same source cannot replay old results. Launcher-form shared objects stay
+// loaded: dlopen of the same file returns the same handle anyway, and their function statics are
+// within one evaluation caught by the cache trial.
+Compiled load_object(const CudaWorkerRequest& req) {
   Compiled c;
-  c.form = CudaCandidateForm::kernel;
-  const fs::path cubin = fs::path(cache_dir) / (hash + ".cubin"), err = fs::path(cache_dir) / (hash + ".err");
+  c.form = cuda_candidate_form(req.source);
+  c.kernel_names = cuda_kernel_names(req.source);
+  try {
+    if (c.form == CudaCandidateForm::kernel) c.shape = parse_launch_shape(req.source);
+  } catch (const Error& e) {
+    c.log = e.what();
+    return c;
+  }
   std::string image;
-  if (fs::exists(cubin)) {
-    image = read_file(cubin.string());
-    c.cached = true;
-  } else if (fs::exists(err)) {
-    c.log = read_file(err.string());
-    c.cached = true;
+  try {
+    image = read_file(req.object_path);
+  } catch (const std::exception& e) {
+    c.log = std::string("cannot read the compiled object: ") + e.what();
     return c;
+  }
+  if (hex64(fnv1a64(image)) != req.object_hash) {
+    c.log = "the compiled object's bytes differ from what the evaluator compiled; not loaded";
+    return c;
+  }
+  if (c.form == CudaCandidateForm::kernel) {
+    CUresult r = cuModuleLoadData(&c.module, image.data());
+    if (r != CUDA_SUCCESS) {
+      c.log = "cuModuleLoadData: " + driver_error(r);
+      return c;
+    }
+    r = cuModuleGetFunction(&c.kernel, c.module, "turnrl_kernel");
+    if (r != CUDA_SUCCESS) {
+      c.log = "the module defines no extern \"C\" __global__ void turnrl_kernel(...): " + driver_error(r);
+      cuModuleUnload(c.module);
+      c.module = nullptr;
+      return c;
+    }
+    if (c.shape.shared_bytes > 48 * 1024)
+      cuFuncSetAttribute(c.kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, c.shape.shared_bytes);
   } else {
-    const auto t0 = Clock::now();
-    nvrtcProgram prog;
-    if (nvrtcCreateProgram(&prog, source.c_str(), "candidate.cu", 0, nullptr, nullptr) != NVRTC_SUCCESS) {
-      c.log = "nvrtcCreateProgram failed";
+    void* handle = dlopen(req.object_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+      c.log = std::string("dlopen: ") + dlerror();
       return c;
     }
-    const std::string arch_opt = "--gpu-architecture=" + dev.arch;
-    // No fast math: the precision check compares against float32 within 1e-4.
-    const char* opts[] = {arch_opt.c_str(), "--std=c++17", "-lineinfo"};
-    const nvrtcResult r = nvrtcCompileProgram(prog, 3, opts);
-    size_t log_size = 0;
-    nvrtcGetProgramLogSize(prog, &log_size);
-    std::string log(log_size, '\0');
-    if (log_size) nvrtcGetProgramLog(prog, log.data());
-    while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-    c.log = trimmed(log);
-    if (r == NVRTC_SUCCESS) {
-      size_t n = 0;
-      nvrtcGetCUBINSize(prog, &n);
-      image.resize(n);
-      nvrtcGetCUBIN(prog, image.data());
-    }
-    nvrtcDestroyProgram(&prog);
-    c.seconds = since(t0);
-    if (r != NVRTC_SUCCESS) {
-      if (c.log.empty()) c.log = nvrtcGetErrorString(r);
-      write_file_atomically(err, c.log);
+    c.launch = reinterpret_cast<LaunchFn>(dlsym(handle, "turnrl_launch"));
+    if (!c.launch) {
+      c.log = "the shared object exports no extern \"C\" turnrl_launch";
       return c;
     }
-    write_file_atomically(cubin, image);
-  }
-  CUresult lr = cuModuleLoadData(&c.module, image.data());
-  if (lr != CUDA_SUCCESS) {
-    c.log = "cuModuleLoadData: " + driver_error(lr);
-    return c;
-  }
-  lr = cuModuleGetFunction(&c.kernel, c.module, "turnrl_kernel");
-  if (lr != CUDA_SUCCESS) {
-    c.log = "the module defines no extern \"C\" __global__ void turnrl_kernel(...): " + driver_error(lr);
-    cuModuleUnload(c.module);
-    c.module = nullptr;
-    return c;
   }
   c.ok = true;
   return c;
 }
 
-Compiled compile_launcher_form(Device& dev, const CudaWorkerRequest& req, const std::string& hash) {
-  Compiled c;
-  c.form = CudaCandidateForm::launcher;
-  const fs::path so = fs::path(req.cache_dir) / (hash + ".so"), err = fs::path(req.cache_dir) / (hash + ".err");
-  if (fs::exists(err)) {
-    c.log = read_file(err.string());
-    c.cached = true;
-    return c;
-  }
-  if (fs::exists(so)) {
-    c.cached = true;
-  } else {
-    if (req.nvcc.empty() || !fs::exists(req.nvcc)) {
-      c.log = "launcher-form candidates need nvcc, which was not found (set CUDA_HOME or put nvcc on PATH)";
-      return c;
-    }
-    const auto t0 = Clock::now();
-    const std::string dir = make_private_dir("turnrl-nvcc");
-    { std::ofstream(fs::path(dir) / "candidate.cu") << req.source; }
-    const std::string gpu = "-arch=" + dev.arch;
-    std::vector<std::string> args = {"-O3", "-std=c++17", gpu, "-shared", "-Xcompiler", "-fPIC", "-lineinfo",
-                                     "candidate.cu", "-o", "candidate.so", "-lcublas", "-lcublasLt"};
-    SandboxLimits lim;
-    lim.wall_seconds = lim.cpu_seconds = req.compile_seconds;
-    lim.address_space_bytes = int64_t(16) << 30;
-    lim.file_bytes = int64_t(256) << 20;
-    lim.output_bytes = 64 << 10;
-    lim.isolate_network = false;
-    lim.isolation = SandboxIsolation::rlimits_only;  // already inside the worker's namespaces
-    lim.environment = {"PATH=" + fs::path(req.nvcc).parent_path().string() + ":/usr/bin:/bin"};
-    CommandResult r = run_sandboxed(req.nvcc, args, lim, dir);
-    std::string out = r.output;
-    for (size_t p; (p = out.find(dir + "/")) != std::string::npos;) out.erase(p, dir.size() + 1);
-    c.log = trimmed(out);
-    c.seconds = since(t0);
-    const bool built = r.status == SandboxStatus::ok && r.exit_code == 0 && fs::exists(fs::path(dir) / "candidate.so");
-    if (!built) {
-      if (r.status != SandboxStatus::ok) c.log = "nvcc " + r.message + "\n" + c.log;
-      write_file_atomically(err, c.log);
-      remove_private_dir(dir);
-      return c;
-    }
-    write_file_atomically(so, read_file((fs::path(dir) / "candidate.so").string()));
-    remove_private_dir(dir);
-  }
-  void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    c.log = std::string("dlopen: ") + dlerror();
-    return c;
-  }
-  c.launch = reinterpret_cast<LaunchFn>(dlsym(handle, "turnrl_launch"));
-  if (!c.launch) {
-    c.log = "the shared object exports no extern \"C\" turnrl_launch";
-    return c;
-  }
-  c.ok = true;
-  return c;
-}
-
-std::string compile_hash(const Device& dev, const std::string& source) {
-  const CudaCandidateForm form = cuda_candidate_form(source);
-  return hex64(fnv1a64(source, fnv1a64(dev.arch + (form == CudaCandidateForm::kernel ? "k1" : "l1"))));
-}
-
-// A kernel-form module is loaded afresh for every evaluation (from the cubin cache: about a
-// millisecond), so `__device__` state a candidate kept from an earlier evaluation of the same
-// source cannot replay old results. Launcher-form shared objects stay loaded: dlopen of the same
-// file returns the same handle anyway, and their function statics are within one evaluation
-// caught by the cache trial.
-void forget_kernel_module(Device& dev, const std::string& source) {
-  auto it = dev.compiled.find(compile_hash(dev, source));
+void forget_kernel_module(Device& dev, const CudaWorkerRequest& req) {
+  auto it = dev.compiled.find(req.object_path);
   if (it == dev.compiled.end() || !it->second.module) return;
   cuModuleUnload(it->second.module);
   dev.compiled.erase(it);
 }
 
-Compiled& compile(Device& dev, const CudaWorkerRequest& req) {
-  const CudaCandidateForm form = cuda_candidate_form(req.source);
-  const std::string hash = compile_hash(dev, req.source);
-  auto it = dev.compiled.find(hash);
-  if (it != dev.compiled.end()) {
-    it->second.cached = true;
-    it->second.seconds = 0;
-    return it->second;
-  }
-  Compiled c;
-  try {
-    if (form == CudaCandidateForm::kernel) c.shape = parse_launch_shape(req.source);
-  } catch (const Error& e) {
-    c.log = e.what();
-    return dev.compiled[hash] = c;
-  }
-  fs::create_directories(req.cache_dir);
-  const CudaLaunchShape shape = c.shape;
-  c = form == CudaCandidateForm::kernel ? compile_kernel_form(dev, req.source, req.cache_dir, hash)
-                                        : compile_launcher_form(dev, req, hash);
-  c.shape = shape;
-  c.kernel_names = cuda_kernel_names(req.source);
-  if (c.ok && c.kernel && shape.shared_bytes > 48 * 1024)
-    cuFuncSetAttribute(c.kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shape.shared_bytes);
-  return dev.compiled[hash] = c;
+Compiled& load(Device& dev, const CudaWorkerRequest& req) {
+  auto it = dev.compiled.find(req.object_path);
+  if (it != dev.compiled.end() && it->second.ok) return it->second;
+  return dev.compiled[req.object_path] = load_object(req);
 }
 
 // ---- buffers -------------------------------------------------------------------------------
@@ -483,16 +379,10 @@ void correctness(Device& dev, const CudaTask& task, const CudaWorkerRequest& req
     tr.reference = run_reference(task, tr.inputs);
     trials.push_back(std::move(tr));
   }
-  forget_kernel_module(dev, req.source);
-  Compiled& c = compile(dev, req);
-  reply.compile_log = c.log;
-  reply.compile_seconds = c.seconds;
-  reply.compile_cached = c.cached;
+  forget_kernel_module(dev, req);
+  Compiled& c = load(dev, req);
   if (!c.ok) {
-    reply.status = c.module || c.launch ? CudaWorkerStatus::load_failed : CudaWorkerStatus::compile_failed;
-    if (c.log.find("turnrl_kernel") != std::string::npos || c.log.find("dlopen") != std::string::npos ||
-        c.log.find("turnrl_launch") != std::string::npos || c.log.find("cuModuleLoadData") != std::string::npos)
-      reply.status = CudaWorkerStatus::load_failed;
+    reply.status = CudaWorkerStatus::load_failed;
     reply.message = c.log;
     return;
   }
@@ -673,7 +563,7 @@ constexpr int kPrecisionChecks = 3;
 void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerRequest& req, CudaWorkerReply& reply) {
   std::vector<at::Tensor> in = make_inputs(dev, task, 0, req.timing_seed);
   const std::vector<at::Tensor> first_reference = run_reference(task, in);
-  Compiled& c = compile(dev, req);  // loaded by the correctness call: a cache hit
+  Compiled& c = load(dev, req);  // loaded by the correctness call
   if (!c.ok) {
     reply.status = CudaWorkerStatus::load_failed;
     reply.message = c.log;

@@ -11,9 +11,24 @@
 #include "turnrl/core/hash.h"
 #include "turnrl/kernels/cpu_backend.h"  // object_hash
 #include "turnrl/kernels/sandbox.h"
+#include "worker_round_trip.h"
 
 namespace turnrl::eval_detail {
 namespace fs = std::filesystem;
+
+CompileOutcome compile_outcome(const CommandResult& run, const std::string& compiler, const std::vector<std::string>& dirs,
+                               size_t message_chars) {
+  std::string log = run.output;
+  for (const std::string& dir : dirs) {
+    const std::string prefix = dir + "/";
+    for (size_t p = log.find(prefix); p != std::string::npos; p = log.find(prefix, p)) log.erase(p, prefix.size());
+  }
+  CompileOutcome out;
+  out.ok = run.status == SandboxStatus::ok && run.exit_code == 0;
+  out.log = trim_message(log, message_chars);
+  if (run.status != SandboxStatus::ok) out.log = compiler + " " + run.message + "\n" + out.log;
+  return out;
+}
 
 ObjectCache::ObjectCache(std::string dir, std::string source_name, std::string object_name, std::string object_extension)
     : dir_(std::move(dir)),

@@ -16,6 +16,9 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <vector>
+
+#include "turnrl/kernels/sandbox.h"
 
 namespace turnrl::eval_detail {
 
@@ -35,6 +38,12 @@ struct CompileOutcome {
 };
 // Compiles `dir`/<source_name> into `dir`/<object_name>.
 using CompileStep = std::function<CompileOutcome(const std::string& dir)>;
+
+// A sandboxed compiler's run as a CompileOutcome: compiled when it exited 0; its messages with
+// every `dirs` prefix cut (they name the candidate's file only, never a host or sandbox path) and
+// trimmed to message_chars, after the sandbox's own message when the sandbox stopped it.
+CompileOutcome compile_outcome(const CommandResult& run, const std::string& compiler, const std::vector<std::string>& dirs,
+                               size_t message_chars);
 
 class ObjectCache {
  public:

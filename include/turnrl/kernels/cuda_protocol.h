@@ -27,11 +27,11 @@ struct CudaTrialPlan {
   void read(Reader& r) { r.get(shape_set), r.get(seed), r.get(reuse), r.get(tail_seed); }
 };
 
-// correctness: compile, load and run `trials`; timing: warm-up, then timing_trials + profile_calls
-// calls of each side, profile_calls of them (chosen at random by the worker) profiled; ping:
-// nothing, the reply only echoes the nonce (the parent's proof that nothing else is queued on the
-// channel); reference_timing: the reference alone, timed as in a timing request, in a worker that
-// never loads a candidate.
+// correctness: load the compiled candidate and run `trials`; timing: warm-up, then timing_trials
+// + profile_calls calls of each side, profile_calls of them (chosen at random by the worker)
+// profiled; ping: nothing, the reply only echoes the nonce (the parent's proof that nothing else is
+// queued on the channel); reference_timing: the reference alone, timed as in a timing request, in
+// a worker that never loads a candidate.
 enum class CudaRequestKind : uint8_t { correctness = 0, timing = 1, ping = 2, reference_timing = 3 };
 
 struct CudaWorkerRequest {
@@ -39,10 +39,11 @@ struct CudaWorkerRequest {
   uint64_t nonce = 0;           // echoed by the reply; fresh for every request
   std::string task;
   std::string source;
-  std::string cache_dir;        // compiled cubins / shared objects, keyed by source hash + arch
-  std::string nvcc;             // absolute path (launcher form)
-  std::string include_dir;      // CUDA include directory for nvcc
-  double compile_seconds = 60;
+  // The candidate compiled by the parent (cuda_compile.h): a cubin (kernel form) or a shared
+  // object (launcher form) in the parent's cache, read-only here, and the FNV-1a (hex) its bytes
+  // must have: the worker checks it before loading.
+  std::string object_path;
+  std::string object_hash;
   std::vector<CudaTrialPlan> trials;
   int32_t warmup = 3;
   int32_t timing_trials = 0;    // timed calls of each side (timing, reference_timing)
@@ -50,14 +51,12 @@ struct CudaWorkerRequest {
   int32_t profile_calls = 3;    // further calls of the candidate, profiled, among the timed ones
   double l2_flush_mib = 0;      // 0: twice the device's L2
   void write(Writer& w) const {
-    w.put(kind), w.put(nonce), w.put(task), w.put(source), w.put(cache_dir), w.put(nvcc), w.put(include_dir),
-        w.put(compile_seconds), w.put(trials), w.put(warmup), w.put(timing_trials), w.put(timing_seed),
-        w.put(profile_calls), w.put(l2_flush_mib);
+    w.put(kind), w.put(nonce), w.put(task), w.put(source), w.put(object_path), w.put(object_hash), w.put(trials),
+        w.put(warmup), w.put(timing_trials), w.put(timing_seed), w.put(profile_calls), w.put(l2_flush_mib);
   }
   void read(Reader& r) {
-    r.get(kind), r.get(nonce), r.get(task), r.get(source), r.get(cache_dir), r.get(nvcc), r.get(include_dir),
-        r.get(compile_seconds), r.get(trials), r.get(warmup), r.get(timing_trials), r.get(timing_seed),
-        r.get(profile_calls), r.get(l2_flush_mib);
+    r.get(kind), r.get(nonce), r.get(task), r.get(source), r.get(object_path), r.get(object_hash), r.get(trials),
+        r.get(warmup), r.get(timing_trials), r.get(timing_seed), r.get(profile_calls), r.get(l2_flush_mib);
   }
 };
 
@@ -92,8 +91,7 @@ struct CudaProfiledKernel {
 
 enum class CudaWorkerStatus : int32_t {
   ok = 0,
-  compile_failed = 1,
-  load_failed = 2,
+  load_failed = 2,    // the object did not load (or its hash did not match), or no entry point
   runtime_error = 3,  // a launch was refused or the launcher returned non-zero (worker stays)
   device_fault = 4,   // a sticky CUDA error: the worker exits after this reply
   bad_request = 5,
@@ -104,9 +102,6 @@ struct CudaWorkerReply {
   CudaWorkerStatus status = CudaWorkerStatus::ok;
   std::string message;
   std::string device;          // name and sm_XY
-  std::string compile_log;
-  double compile_seconds = 0;  // 0 when served from the cache
-  uint8_t compile_cached = 0;
   std::vector<CudaCallReport> trials;
   std::vector<double> reference_us, candidate_us;  // CUDA-event times of the unprofiled timed calls
   // Every timed and profiled call of the candidate, its outputs copied as soon as its stop event
@@ -126,18 +121,18 @@ struct CudaWorkerReply {
   double fp32_flops = 0;             // the device's fp32 peak (SM count x clock x 256)
   double seconds_setup = 0, seconds_correctness = 0, seconds_timing = 0, seconds_profiling = 0;
   void write(Writer& w) const {
-    w.put(nonce), w.put(status), w.put(message), w.put(device), w.put(compile_log), w.put(compile_seconds),
-        w.put(compile_cached), w.put(trials), w.put(reference_us), w.put(candidate_us), w.put(recheck),
-        w.put(checked_calls), w.put(failing_call), w.put(profile), w.put(profiled_call_us), w.put(profiled_calls),
-        w.put(state_change), w.put(bandwidth_bytes_per_s), w.put(fp32_flops),
-        w.put(seconds_setup), w.put(seconds_correctness), w.put(seconds_timing), w.put(seconds_profiling);
+    w.put(nonce), w.put(status), w.put(message), w.put(device), w.put(trials), w.put(reference_us),
+        w.put(candidate_us), w.put(recheck), w.put(checked_calls), w.put(failing_call), w.put(profile),
+        w.put(profiled_call_us), w.put(profiled_calls), w.put(state_change), w.put(bandwidth_bytes_per_s),
+        w.put(fp32_flops), w.put(seconds_setup), w.put(seconds_correctness), w.put(seconds_timing),
+        w.put(seconds_profiling);
   }
   void read(Reader& r) {
-    r.get(nonce), r.get(status), r.get(message), r.get(device), r.get(compile_log), r.get(compile_seconds),
-        r.get(compile_cached), r.get(trials), r.get(reference_us), r.get(candidate_us), r.get(recheck),
-        r.get(checked_calls), r.get(failing_call), r.get(profile), r.get(profiled_call_us), r.get(profiled_calls),
-        r.get(state_change), r.get(bandwidth_bytes_per_s), r.get(fp32_flops),
-        r.get(seconds_setup), r.get(seconds_correctness), r.get(seconds_timing), r.get(seconds_profiling);
+    r.get(nonce), r.get(status), r.get(message), r.get(device), r.get(trials), r.get(reference_us),
+        r.get(candidate_us), r.get(recheck), r.get(checked_calls), r.get(failing_call), r.get(profile),
+        r.get(profiled_call_us), r.get(profiled_calls), r.get(state_change), r.get(bandwidth_bytes_per_s),
+        r.get(fp32_flops), r.get(seconds_setup), r.get(seconds_correctness), r.get(seconds_timing),
+        r.get(seconds_profiling);
   }
 };
 

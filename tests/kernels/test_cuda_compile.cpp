@@ -1,0 +1,134 @@
+// The CUDA backend's compiles (src/kernels/cuda_compile.h) wherever the CUDA toolkit is, GPU or
+// not: candidates compile in the sandbox (turnrl_nvrtc for the kernel form, nvcc for launchers)
+// into the parent's object cache, once per source and architecture; failures keep the compiler's
+// message; a refused launch shape compiles nothing; an #include of a host file fails without its
+// contents reaching the log. The CUDA tests (label cuda) load and run these objects on a GPU.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "kernels/cuda_candidates.h"
+#include "kernels/cuda_compile.h"
+#include "turnrl/core/filesystem.h"
+#include "turnrl/kernels/cpu_backend.h"  // object_hash
+#include "turnrl/kernels/sandbox.h"
+
+using namespace turnrl;
+using namespace turnrl::eval_detail;
+namespace fs = std::filesystem;
+
+#ifdef TURNRL_TEST_NVRTC
+namespace {
+
+constexpr const char* kArch = "sm_90a";
+
+std::string scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("turnrl-cuda-compile-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  return dir.string();
+}
+
+CudaCompiler compiler() {
+  CudaCompiler c;
+  c.nvrtc_program = find_helper_program("turnrl_nvrtc");
+  c.nvcc = TURNRL_TEST_NVCC;
+  c.seconds = 120;
+  return c;
+}
+
+const std::string& source_of(const char* task, const char* kind) {
+  const test::CudaCandidate* c = test::find_cuda_candidate(task, kind);
+  REQUIRE(c != nullptr);
+  static std::string held;
+  held = c->source;
+  return held;
+}
+
+}  // namespace
+
+TEST_CASE("cuda compile: a kernel-form candidate compiles once per source and architecture into the parent's cache") {
+  const std::string dir = scratch("kernel");
+  auto cache = make_cuda_object_cache(dir);
+  const std::string source = source_of("relu_bias", "honest");
+  const CachedObject first = compile_cuda_candidate(*cache, compiler(), source, kArch);
+  INFO(first.log);
+  REQUIRE(first.ok);
+  CHECK_FALSE(first.cached);
+  CHECK(first.seconds > 0);
+  CHECK(fs::path(first.path).parent_path() == fs::path(cache->objects_dir()));
+  CHECK(read_file(first.path).substr(0, 4) == std::string("\x7f" "ELF"));  // a cubin
+  CHECK(object_hash(first.path) == first.object_hash);
+  // The cache directory is the trainer's alone; objects are readable, not writable, by others.
+  CHECK((fs::status(dir).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
+  CHECK((fs::status(cache->objects_dir()).permissions() & (fs::perms::group_write | fs::perms::others_write)) == fs::perms::none);
+
+  const CachedObject again = compile_cuda_candidate(*cache, compiler(), source, kArch);
+  CHECK(again.cached);
+  CHECK(again.path == first.path);
+  CHECK(cache->compiles() == 1);
+  const CachedObject other_arch = compile_cuda_candidate(*cache, compiler(), source, "sm_80");
+  CHECK(other_arch.ok);
+  CHECK(other_arch.path != first.path);
+  CHECK(cache->compiles() == 2);
+  // A changed object is never handed out: it is compiled again.
+  { std::ofstream(first.path, std::ios::app) << "tampered"; }
+  const CachedObject checked = compile_cuda_candidate(*cache, compiler(), source, kArch);
+  CHECK(checked.ok);
+  CHECK(object_hash(checked.path) == checked.object_hash);
+  CHECK(cache->replaced() == 1);
+  CHECK(cache->compiles() == 3);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cuda compile: errors keep NVRTC's message and are cached, a refused launch shape compiles nothing") {
+  const std::string dir = scratch("errors");
+  auto cache = make_cuda_object_cache(dir);
+  const CachedObject broken = compile_cuda_candidate(*cache, compiler(), source_of("softmax_rows", "compile"), kArch);
+  CHECK_FALSE(broken.ok);
+  CHECK(broken.log.find("__shfl_xor_synk") != std::string::npos);
+  CHECK(broken.log.find(dir) == std::string::npos);
+  CHECK(broken.log.find(kSandboxWorkDir) == std::string::npos);
+  const CachedObject again = compile_cuda_candidate(*cache, compiler(), source_of("softmax_rows", "compile"), kArch);
+  CHECK(again.cached);
+  CHECK(again.log == broken.log);
+  CHECK(cache->compiles() == 1);
+  const CachedObject shape = compile_cuda_candidate(*cache, compiler(), source_of("swiglu", "launch_shape"), kArch);
+  CHECK_FALSE(shape.ok);
+  CHECK(shape.log.find("TURNRL_BLOCK") != std::string::npos);
+  CHECK(cache->compiles() == 1);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cuda compile: an #include of a host file fails in the sandbox and its contents never reach the log") {
+  const std::string dir = scratch("include");
+  const std::string secret_dir = scratch("secret");
+  fs::create_directories(secret_dir);
+  const std::string secret = secret_dir + "/secret.h";
+  { std::ofstream(secret) << "turnrl_secret_marker_4711 is not C++\n"; }
+  auto cache = make_cuda_object_cache(dir);
+  const std::string source = "#include \"" + secret + "\"\n" + source_of("relu_bias", "honest");
+  const CachedObject o = compile_cuda_candidate(*cache, compiler(), source, kArch);
+  INFO(o.log);
+  CHECK_FALSE(o.ok);
+  CHECK(o.log.find("turnrl_secret_marker_4711") == std::string::npos);
+  CHECK_FALSE(o.log.empty());
+  fs::remove_all(dir);
+  fs::remove_all(secret_dir);
+}
+
+TEST_CASE("cuda compile: a launcher-form candidate compiles with nvcc in the sandbox") {
+  const std::string dir = scratch("launcher");
+  auto cache = make_cuda_object_cache(dir);
+  const CachedObject o = compile_cuda_candidate(*cache, compiler(), source_of("relu_bias", "honest_launcher"), kArch);
+  INFO(o.log);
+  REQUIRE(o.ok);
+  CHECK(read_file(o.path).substr(0, 4) == std::string("\x7f" "ELF"));  // a shared object
+  CHECK(compile_cuda_candidate(*cache, compiler(), source_of("relu_bias", "honest_launcher"), kArch).cached);
+  fs::remove_all(dir);
+}
+#else
+TEST_CASE("cuda compile: skipped without the CUDA toolkit") { WARN("SKIPPED: no CUDA toolkit (NVRTC) at build time"); }
+#endif
