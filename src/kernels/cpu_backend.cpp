@@ -383,34 +383,12 @@ bool CpuEvaluator::Impl::exchange(SandboxWorker& worker, WorkerRequest& wreq, Wo
   if (worker.calls_since_start() >= 4 * opt.max_evals_per_worker) worker.stop();
   if (!worker.running()) worker.start();
   const double cpu_before = worker.billed_cpu_seconds();
-  const auto forged = [&](const std::string& why) {
-    worker.stop();
-    r.error = EvalError::hacking;
-    add_once(findings, kHackTampering, "the worker's channel carried a frame that is not its answer (" + why + ")");
-    return false;
-  };
-  const auto decode = [](const std::string& payload) { return cpu_detail::decode<WorkerReply>(payload); };
-  const int64_t no_restart = std::numeric_limits<int64_t>::max();
-  wreq.nonce = eval_detail::fresh_nonce();
-  auto got = eval_detail::round_trip(worker, cpu_detail::encode(wreq), no_restart, opt.message_chars, r);
-  if (!got) return false;
-  if (got->trailing_bytes > 0) return forged(fmt::format("{} byte(s) after the reply frame", got->trailing_bytes));
-  try {
-    reply = decode(got->payload);
-  } catch (const Error& e) {
-    return forged(e.what());
-  }
-  if (const std::string why = malformed_reply(wreq, reply); !why.empty()) return forged(why);
   WorkerRequest ping;
   ping.kind = RequestKind::ping;
-  ping.nonce = eval_detail::fresh_nonce();
-  auto pong = eval_detail::round_trip(worker, cpu_detail::encode(ping), no_restart, opt.message_chars, r);
-  if (!pong) return false;
-  try {
-    if (const std::string why = malformed_reply(ping, decode(pong->payload)); !why.empty()) return forged("ping: " + why);
-  } catch (const Error& e) {
-    return forged(std::string("ping: ") + e.what());
-  }
+  const auto got = eval_detail::checked_exchange(worker, wreq, reply, ping, opt.message_chars, r, malformed_reply,
+                                                 [](const WorkerReply&) { return true; });
+  if (!got) return false;
+  if (!got->forged.empty()) return eval_detail::reject_forged_frame(worker, r, findings, got->forged);
   if (billed_seconds) *billed_seconds = worker.billed_cpu_seconds() - cpu_before;
   if (worker.thread_count() > 1) {
     worker.stop();
@@ -420,7 +398,7 @@ bool CpuEvaluator::Impl::exchange(SandboxWorker& worker, WorkerRequest& wreq, Wo
     worker.stop();  // reset: the next candidate gets a fresh process
     add_once(findings, kHackTampering, "changed process-wide state: " + reply.state_change);
   }
-  const std::string tail = eval_detail::output_note(*got);
+  const std::string& tail = got->output;
   switch (reply.status) {
     case WorkerStatus::ok: return true;
     case WorkerStatus::load_failed: r.error = EvalError::load; break;

@@ -274,49 +274,23 @@ int CudaEvaluator::worker_starts() const {
 }
 const std::vector<CudaEvaluator::PhaseSeconds>& CudaEvaluator::last_phase_seconds() const { return impl_->phase_seconds; }
 
-// One request and its reply, then a ping whose fresh nonce must come straight back (as in the CPU
-// backend): the reply is this request's and nothing else is queued on the channel. A reply that
-// does not decode, answers another request, has the wrong number of trials or calls, or is
-// followed by anything but the pong is a forged or stray frame (a launcher-form candidate can
-// write() on the inherited channel): the worker is killed, the next call gets a fresh one, and the
-// result is tampering. False with r set when anything failed.
+// One request and its checked reply (checked_exchange: nonce, ping, strict counts): a frame that is
+// not the worker's answer (a launcher-form candidate can write() on the inherited channel) kills
+// the worker and is tampering. False with r set when anything failed.
 bool CudaEvaluator::Impl::call(SandboxWorker& worker, CudaWorkerRequest& wreq, CudaWorkerReply& reply, EvalResult& r,
                                std::vector<HackFinding>& findings) {
   // Restarts happen here, between evaluations' requests, never between a request and its ping.
   if (worker.calls_since_start() >= 4 * opt.max_evals_per_worker) worker.stop();
-  const auto forged = [&](const std::string& why) {
-    worker.stop();
-    r.error = EvalError::hacking;
-    add_once(findings, kHackTampering, "the worker's channel carried a frame that is not its answer (" + why + ")");
-    return false;
-  };
-  const auto decode = [](const std::string& payload) { return cuda_detail::decode<CudaWorkerReply>(payload); };
-  const int64_t no_restart = std::numeric_limits<int64_t>::max();
-  wreq.nonce = eval_detail::fresh_nonce();
-  auto got = eval_detail::round_trip(worker, cuda_detail::encode(wreq), no_restart, opt.message_chars, r);
+  CudaWorkerRequest ping;
+  ping.kind = CudaRequestKind::ping;
+  const auto got = eval_detail::checked_exchange(
+      worker, wreq, reply, ping, opt.message_chars, r, malformed_reply,
+      [](const CudaWorkerReply& answer) { return answer.status != CudaWorkerStatus::device_fault; });
   if (!got) return false;
-  if (got->trailing_bytes > 0) return forged(fmt::format("{} byte(s) after the reply frame", got->trailing_bytes));
-  try {
-    reply = decode(got->payload);
-  } catch (const Error& e) {
-    return forged(e.what());
-  }
-  if (const std::string why = malformed_reply(wreq, reply); !why.empty()) return forged(why);
-  if (reply.status == CudaWorkerStatus::device_fault) {
-    worker.stop();  // it exits after this reply; reap it now so the next request starts a fresh one
-  } else {
-    CudaWorkerRequest ping;
-    ping.kind = CudaRequestKind::ping;
-    ping.nonce = eval_detail::fresh_nonce();
-    auto pong = eval_detail::round_trip(worker, cuda_detail::encode(ping), no_restart, opt.message_chars, r);
-    if (!pong) return false;
-    try {
-      if (const std::string why = malformed_reply(ping, decode(pong->payload)); !why.empty()) return forged("ping: " + why);
-    } catch (const Error& e) {
-      return forged(std::string("ping: ") + e.what());
-    }
-  }
-  const std::string tail = eval_detail::output_note(*got);
+  if (!got->forged.empty()) return eval_detail::reject_forged_frame(worker, r, findings, got->forged);
+  // After a sticky error the worker exits: reap it now so the next request starts a fresh one.
+  if (reply.status == CudaWorkerStatus::device_fault) worker.stop();
+  const std::string& tail = got->output;
   switch (reply.status) {
     case CudaWorkerStatus::ok: return true;
     case CudaWorkerStatus::load_failed: r.error = EvalError::load, r.stage = EvalStage::compiled; break;

@@ -3,8 +3,10 @@
 // the sandbox's verdict on it, mapped onto an EvalResult. What the worker's own reply means is
 // each backend's business; this is the part they share.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <random>
+#include <vector>
 #include <string>
 #include <utility>
 
@@ -12,6 +14,7 @@
 
 #include "turnrl/core/error.h"
 #include "turnrl/kernels/evaluator.h"
+#include "turnrl/kernels/cpu_protocol.h"  // encode, decode
 #include "turnrl/kernels/sandbox.h"
 
 namespace turnrl::eval_detail {
@@ -52,6 +55,69 @@ inline std::optional<SandboxReply> round_trip(SandboxWorker& worker, const std::
   }
   r.message = trim_message(s.message + output_note(s), message_chars);
   return std::nullopt;
+}
+
+// What checked_exchange found when the worker answered.
+struct ExchangeOutcome {
+  // Why the channel carried a frame that is not the worker's answer to the request ("" when the
+  // reply is its answer): the caller rejects it (reject_forged_frame).
+  std::string forged;
+  std::string output;  // the worker's output note (output_note) for the reply
+};
+
+// One request and its reply, then a ping whose fresh nonce must come straight back: the reply is
+// this request's and nothing else is queued on the channel. A reply that does not decode, answers
+// another request (malformed(request, reply) says why it cannot be the answer, "" when it can), is
+// followed by stray bytes, or is followed by anything but the pong is forged or stray (a candidate
+// can write on the inherited channel). ping_after(reply) is false for a reply after which the
+// worker exits. Both requests get fresh nonces here. Nullopt with r set when the sandbox failed
+// (crash, timeout, limits). Restarts are the caller's, before the exchange: never between a
+// request and its ping.
+template <class Request, class Reply, class Malformed, class PingAfter>
+std::optional<ExchangeOutcome> checked_exchange(SandboxWorker& worker, Request& request, Reply& reply, Request ping,
+                                                size_t message_chars, EvalResult& r, const Malformed& malformed,
+                                                const PingAfter& ping_after) {
+  const int64_t no_restart = std::numeric_limits<int64_t>::max();
+  request.nonce = fresh_nonce();
+  std::optional<SandboxReply> got = round_trip(worker, cpu_detail::encode(request), no_restart, message_chars, r);
+  if (!got) return std::nullopt;
+  ExchangeOutcome out;
+  out.output = output_note(*got);
+  if (got->trailing_bytes > 0) {
+    out.forged = fmt::format("{} byte(s) after the reply frame", got->trailing_bytes);
+    return out;
+  }
+  try {
+    reply = cpu_detail::decode<Reply>(got->payload);
+  } catch (const Error& e) {
+    out.forged = e.what();
+    return out;
+  }
+  out.forged = malformed(request, reply);
+  if (!out.forged.empty() || !ping_after(reply)) return out;
+  ping.nonce = fresh_nonce();
+  std::optional<SandboxReply> pong = round_trip(worker, cpu_detail::encode(ping), no_restart, message_chars, r);
+  if (!pong) return std::nullopt;
+  try {
+    if (const std::string why = malformed(ping, cpu_detail::decode<Reply>(pong->payload)); !why.empty())
+      out.forged = "ping: " + why;
+  } catch (const Error& e) {
+    out.forged = std::string("ping: ") + e.what();
+  }
+  return out;
+}
+
+// A frame that is not the worker's answer: the worker is killed (the next call gets a fresh one,
+// and nothing it left on the channel reaches a later request) and the result is tampering. False,
+// for the caller to return.
+inline bool reject_forged_frame(SandboxWorker& worker, EvalResult& r, std::vector<HackFinding>& findings,
+                                const std::string& why) {
+  worker.stop();
+  r.error = EvalError::hacking;
+  for (const auto& f : findings)
+    if (f.flag == kHackTampering) return false;
+  findings.push_back({kHackTampering, "the worker's channel carried a frame that is not its answer (" + why + ")"});
+  return false;
 }
 
 }  // namespace turnrl::eval_detail
