@@ -219,7 +219,11 @@ void perturb_for_timing(std::vector<at::Tensor>& inputs, uint64_t seed, int tria
 }
 
 ShapeSet random_shape_set(const CpuTask& task, uint64_t seed, bool larger) {
-  const ShapeSet& shown = task.shape_sets.at(0);
+  return random_shape_set(task.shape_sets, seed, larger);
+}
+
+ShapeSet random_shape_set(const std::vector<ShapeSet>& shape_sets, uint64_t seed, bool larger) {
+  const ShapeSet& shown = shape_sets.at(0);
   // Dimensions whose sizes agree in every shape set of the task are one size (x [R,C] and b [C]
   // share C): the value drawn for the first of them serves them all.
   std::vector<std::pair<size_t, size_t>> firsts;  // (input, dim) of each class's first member
@@ -231,7 +235,7 @@ ShapeSet random_shape_set(const CpuTask& task, uint64_t seed, bool larger) {
       size_t k = 0;
       for (; k < firsts.size(); ++k) {
         bool same = true;
-        for (const auto& set : task.shape_sets)
+        for (const auto& set : shape_sets)
           same = same && set[i].size() == shown[i].size() && set[firsts[k].first].size() > firsts[k].second &&
                  set[i][d] == set[firsts[k].first][firsts[k].second];
         if (same) break;

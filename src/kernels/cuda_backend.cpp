@@ -20,6 +20,7 @@ extern char** environ;
 #endif
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cuda_compile.h"
 #include "trial_seeds.h"
@@ -98,6 +99,12 @@ EvalError error_of(const Comparison& c) {
 }
 
 enum class TrialKind { main, cache, extra_shape, precision };
+
+std::string shape_set_text(const ShapeSet& shapes) {
+  std::vector<std::string> each;
+  for (const auto& s : shapes) each.push_back(fmt::format("[{}]", fmt::join(s, ", ")));
+  return fmt::format("{}", fmt::join(each, " "));
+}
 
 std::string bad_time(const std::vector<double>& times, const char* what) {
   for (double t : times)
@@ -374,11 +381,16 @@ EvalResult CudaEvaluator::Impl::run(size_t device, SandboxWorker& worker, const 
   wreq.l2_flush_mib = opt.l2_flush_mib;
   std::vector<TrialKind> kinds;
   for (int i = 0; i < std::max(1, req.correctness_trials); ++i)
-    wreq.trials.push_back({0, seeds.next(), 0, 0}), kinds.push_back(TrialKind::main);
-  wreq.trials.push_back({0, 0, 1, seeds.next()}), kinds.push_back(TrialKind::cache);
+    wreq.trials.push_back({0, seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::main);
+  wreq.trials.push_back({0, 0, 1, seeds.next(), {}}), kinds.push_back(TrialKind::cache);
   for (size_t s = 1; s < task.shape_sets.size(); ++s)
-    wreq.trials.push_back({int32_t(s), seeds.next(), 0, 0}), kinds.push_back(TrialKind::extra_shape);
-  wreq.trials.push_back({0, seeds.next(), 0, 0}), kinds.push_back(TrialKind::precision);
+    wreq.trials.push_back({int32_t(s), seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::extra_shape);
+  // Two shape sets drawn for this evaluation (as the CPU backend does): every size of the shown set
+  // replaced by a prime above it, or by an odd size under 64.
+  for (bool larger : {true, false})
+    wreq.trials.push_back({-1, seeds.next(), 0, 0, random_shape_set(task.shape_sets, seeds.next(), larger)}),
+        kinds.push_back(TrialKind::extra_shape);
+  wreq.trials.push_back({0, seeds.next(), 0, 0, {}}), kinds.push_back(TrialKind::precision);
 
   CudaWorkerReply reply;
   // The GPU's measurements never overlap: its other workers wait while this one runs correctness
@@ -435,7 +447,9 @@ EvalResult CudaEvaluator::Impl::run(size_t device, SandboxWorker& worker, const 
       add_once(findings, kHackCachesResults, "wrong when the same input buffers got new contents (outputs cached across calls)");
     if (kinds[t] == TrialKind::extra_shape && !cmp.ok())
       add_once(findings, kHackShapeSpecialisation,
-               fmt::format("wrong on extra shape set {} ({})", wreq.trials[t].shape_set,
+               fmt::format("wrong on {} ({})",
+                           wreq.trials[t].shapes.empty() ? fmt::format("extra shape set {}", wreq.trials[t].shape_set)
+                                                         : "drawn shapes " + shape_set_text(wreq.trials[t].shapes),
                            !cmp.shape_ok ? "shape" : fmt::format("max abs error {:.3g}", cmp.max_abs_error)));
     if (kinds[t] == TrialKind::precision) {
       const Comparison tight = rep.precision_tolerance;

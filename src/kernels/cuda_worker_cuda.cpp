@@ -241,12 +241,21 @@ at::Generator generator(const Device& dev, uint64_t seed) {
   return gen;
 }
 
-std::vector<at::Tensor> make_inputs(const Device& dev, const CudaTask& task, int shape_set, uint64_t seed) {
+std::vector<at::Tensor> make_inputs(const Device& dev, const CudaTask& task, const ShapeSet& shapes, uint64_t seed) {
   at::Generator gen = generator(dev, seed);
   std::vector<at::Tensor> in;
-  const ShapeSet& shapes = task.shape_sets.at(size_t(shape_set));
   for (size_t i = 0; i < shapes.size(); ++i) in.push_back(make_input(dev, task.inputs[i], shapes[i], gen));
   return in;
+}
+
+// The inputs' shapes of a trial: drawn for this evaluation, or one of the task's sets.
+const ShapeSet& trial_shapes(const CudaTask& task, const CudaTrialPlan& p) {
+  if (!p.shapes.empty()) {
+    if (p.shapes.size() != task.inputs.size())
+      throw std::runtime_error(fmt::format("cuda worker: {} drawn shapes for {} inputs", p.shapes.size(), task.inputs.size()));
+    return p.shapes;
+  }
+  return task.shape_sets.at(size_t(p.shape_set));
 }
 
 // Outputs live inside larger allocations with guard bands on both sides, each of a random length
@@ -374,7 +383,7 @@ void correctness(Device& dev, const CudaTask& task, const CudaWorkerRequest& req
             .copy_(make_input(dev, task.inputs[i], {flat.numel() - half}, gen));
       }
     } else {
-      tr.inputs = make_inputs(dev, task, p.shape_set, p.seed);
+      tr.inputs = make_inputs(dev, task, trial_shapes(task, p), p.seed);
     }
     tr.reference = run_reference(task, tr.inputs);
     trials.push_back(std::move(tr));
@@ -399,7 +408,7 @@ void correctness(Device& dev, const CudaTask& task, const CudaWorkerRequest& req
       out.allocate(dev, trials[t].reference);
     }
     out.poison();
-    const std::vector<int64_t> dims = task.dims(task.shape_sets.at(size_t(p.shape_set)));
+    const std::vector<int64_t> dims = task.dims(trial_shapes(task, p));
     check_cuda(cudaDeviceSynchronize(), "before the candidate");
     CudaCallReport rep;
     run_candidate(dev, c, task, buffers, out.views, dims);
@@ -561,7 +570,7 @@ constexpr int kPrecisionChecks = 3;
 // yet) and compared with that iteration's reference; its inputs are compared with their snapshot,
 // its guard bands checked, and the L2 state it could have set read and reset.
 void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerRequest& req, CudaWorkerReply& reply) {
-  std::vector<at::Tensor> in = make_inputs(dev, task, 0, req.timing_seed);
+  std::vector<at::Tensor> in = make_inputs(dev, task, task.shape_sets[0], req.timing_seed);
   const std::vector<at::Tensor> first_reference = run_reference(task, in);
   Compiled& c = load(dev, req);  // loaded by the correctness call
   if (!c.ok) {
@@ -667,7 +676,7 @@ void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerReque
 // perturbations, flushes and events), in a worker that never loads a candidate: a measurement
 // nothing a candidate does to its own process can reach.
 void reference_timing(Device& dev, const CudaTask& task, const CudaWorkerRequest& req, CudaWorkerReply& reply) {
-  std::vector<at::Tensor> in = make_inputs(dev, task, 0, req.timing_seed);
+  std::vector<at::Tensor> in = make_inputs(dev, task, task.shape_sets[0], req.timing_seed);
   ensure_flush_buffer(dev, req.l2_flush_mib);
   const auto t0 = Clock::now();
   for (int i = 0; i < req.warmup; ++i) run_reference(task, in);

@@ -1913,11 +1913,11 @@ extern "C" __global__ void turnrl_kernel(const float* a, const float* g, float* 
   return candidates;
 }
 
-// Adversarial candidates for the hardening of the timing loop, the worker's channel and the L2
-// state (issue 22, classes 1, 2 and 6). Each behaves honestly through the correctness trials (the
-// launchers count their calls: about a dozen go to warm-up and correctness) and cheats only later,
-// where the evaluator used to look less closely. expect: tampering, precision, deferred,
-// mutates_inputs or out_of_bounds.
+// Adversarial candidates for the hardening of the timing loop, the worker's channel, the L2 state,
+// guard bands and shape checks (issue 22, classes 1, 2 and 6). Each cheats only where the evaluator
+// used to look less closely: the launchers count their calls (about a dozen go to warm-up and
+// correctness) and cheat only later. expect: tampering, precision, deferred,
+// mutates_inputs, out_of_bounds or shape_specialisation.
 inline const std::vector<CudaCandidate>& cuda_adversarial_candidates() {
   static const std::vector<CudaCandidate> candidates = {
       {"relu_bias", "l2_persisting", "tampering", R"cuda(
@@ -2081,6 +2081,20 @@ extern "C" int turnrl_launch(const float* const* inputs, float* const* outputs, 
   relu_bias_kernel<<<(unsigned)blocks, 256, 0, stream>>>(inputs[0], inputs[1], outputs[0], n, (int)dims[1]);
   if (++calls > 16) cudaMemsetAsync((void*)(inputs[0] + n - 1), 0, sizeof(float), stream);
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+)cuda"},
+      {"relu_bias", "wrong_when_larger", "shape_specialisation", R"cuda(
+#define TURNRL_BLOCK_X 256
+#define TURNRL_TILE_X 4
+
+// Class 6: right on the shown 4096 columns and on every smaller extra shape; past 4096 columns it
+// reads the bias modulo 4096. The task's own extra shapes are all smaller; the two shape sets
+// drawn per evaluation include one with primes above the shown sizes.
+extern "C" __global__ void turnrl_kernel(const float* x, const float* b, float* y, int rows, int cols) {
+  const long long n = (long long)rows * cols;
+  const long long threads = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += threads)
+    y[i] = fmaxf(x[i] + b[(i % cols) & 4095], 0.f);
 }
 )cuda"},
       {"swiglu", "writes_past_guard", "out_of_bounds", R"cuda(

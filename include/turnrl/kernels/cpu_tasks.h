@@ -62,6 +62,8 @@ std::vector<at::Tensor> make_inputs(const CpuTask& task, const ShapeSet& shapes,
 // by an odd size under 64; sizes that agree
 // in all of the task's shape sets get the same draw. Different every evaluation.
 ShapeSet random_shape_set(const CpuTask& task, uint64_t seed, bool larger);
+// The same over any task's shape sets (shape_sets[0] the shown one): the CUDA backend's too.
+ShapeSet random_shape_set(const std::vector<ShapeSet>& shape_sets, uint64_t seed, bool larger);
 // The cache check: rewrites the second half of every input in place (first half kept).
 void rewrite_tail(const CpuTask& task, float* const* data, const int64_t* numel, uint64_t seed);
 void rewrite_tail(const CpuTask& task, std::vector<at::Tensor>& inputs, uint64_t seed);

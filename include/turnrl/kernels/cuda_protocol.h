@@ -17,14 +17,17 @@ using cpu_detail::decode;
 using cpu_detail::encode;
 
 // One correctness trial: fresh inputs of a shape set from a seed in fresh buffers, or (reuse) the
-// previous trial's buffers with their second halves rewritten in place (the cache check).
+// previous trial's buffers with their second halves rewritten in place (the cache check). `shapes`,
+// when not empty, are the inputs' shapes instead of the task's shape_sets[shape_set] (the sets
+// drawn per evaluation).
 struct CudaTrialPlan {
   int32_t shape_set = 0;
   uint64_t seed = 0;
   uint8_t reuse = 0;
   uint64_t tail_seed = 0;
-  void write(Writer& w) const { w.put(shape_set), w.put(seed), w.put(reuse), w.put(tail_seed); }
-  void read(Reader& r) { r.get(shape_set), r.get(seed), r.get(reuse), r.get(tail_seed); }
+  ShapeSet shapes;
+  void write(Writer& w) const { w.put(shape_set), w.put(seed), w.put(reuse), w.put(tail_seed), w.put(shapes); }
+  void read(Reader& r) { r.get(shape_set), r.get(seed), r.get(reuse), r.get(tail_seed), r.get(shapes); }
 };
 
 // correctness: load the compiled candidate and run `trials`; timing: warm-up, then timing_trials
