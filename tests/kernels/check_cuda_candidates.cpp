@@ -303,7 +303,8 @@ std::vector<std::string> check_table() {
     if (!names.insert(file_name(c)).second) problems.push_back("duplicate " + file_name(c));
   }
   static const std::set<std::string> adversarial_expect = {"tampering",      "precision",     "deferred",
-                                                          "mutates_inputs", "out_of_bounds", "shape_specialisation"};
+                                                          "mutates_inputs", "out_of_bounds", "shape_specialisation",
+                                                          "lazy"};
   for (const auto& c : turnrl::test::cuda_adversarial_candidates()) {
     if (!kernel_types().count(c.task)) problems.push_back(std::string("unknown task ") + c.task);
     if (!adversarial_expect.count(c.expect)) problems.push_back(std::string("unknown adversarial expect ") + c.expect);

@@ -2097,6 +2097,60 @@ extern "C" __global__ void turnrl_kernel(const float* x, const float* b, float* 
     y[i] = fmaxf(x[i] + b[(i % cols) & 4095], 0.f);
 }
 )cuda"},
+      {"matmul_bias_relu", "lazy_pumped", "lazy", R"cuda(
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+
+// Class 5: the lazy cuBLAS product, plus a busy kernel of its own that spins for about the GEMM's
+// time, so that its own kernels hold half the device time (an own share of ~0.5 passed the old
+// laziness rule). Coverage is judged against the reference's time now: the library still does
+// all of the reference's work.
+static cublasHandle_t turnrl_cublas() {
+  static cublasHandle_t handle = [] {
+    cublasHandle_t h = nullptr;
+    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return (cublasHandle_t) nullptr;
+    cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+    return h;
+  }();
+  return handle;
+}
+
+__global__ void turnrl_bias_relu(float* __restrict__ y, const float* __restrict__ b, long long n, long long cols) {
+  const long long threads = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += threads) y[i] = fmaxf(y[i] + b[i % cols], 0.f);
+}
+
+// Busy work whose result is never used but that the compiler cannot drop: a long dependent chain
+// per thread, stored to a scratch word only when it happens to hit an impossible value.
+__global__ void turnrl_busy(float* sink, int steps) {
+  float v = (float)threadIdx.x * 1e-3f;
+  for (int s = 0; s < steps; ++s) v = fmaf(v, 0.999999f, 1e-7f);
+  if (v == -1.f) sink[threadIdx.x] = v;
+}
+
+extern "C" int turnrl_launch(const float* const* inputs, float* const* outputs, const long long* dims,
+                             cudaStream_t stream) {
+  const float* x = inputs[0];
+  const float* w = inputs[1];
+  const float* b = inputs[2];
+  float* y = outputs[0];
+  const long long M = dims[0], N = dims[1], K = dims[2], n = M * N;
+  cublasHandle_t h = turnrl_cublas();
+  if (!h || cublasSetStream(h, stream) != CUBLAS_STATUS_SUCCESS) return 1;
+  const float one = 1.f, zero = 0.f;
+  if (cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, w, (int)N, x, (int)K, &zero, y, (int)N) !=
+      CUBLAS_STATUS_SUCCESS)
+    return 2;
+  long long blocks = (n + 255) / 256;
+  if (blocks > 1048576) blocks = 1048576;
+  turnrl_bias_relu<<<(unsigned)blocks, 256, 0, stream>>>(y, b, n, N);
+  // 2 M N K flops of GEMM at ~60 TFLOP/s, against a dependent fma chain of ~4-8 cycles a step at
+  // ~2 GHz on every SM: about the GEMM's time, or twice it.
+  const long long steps = 2 * M * N * K / 120000;
+  turnrl_busy<<<132, 1024, 0, stream>>>(y, (int)(steps > 1 ? steps : 1));
+  return cudaGetLastError() == cudaSuccess ? 0 : 3;
+}
+)cuda"},
       {"swiglu", "writes_past_guard", "out_of_bounds", R"cuda(
 #define TURNRL_BLOCK_X 256
 #define TURNRL_TILE_X 4
