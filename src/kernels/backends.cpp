@@ -88,7 +88,7 @@ std::shared_ptr<KernelEvaluator> make_evaluator(const EvaluatorConfig& c) {
   if (c.backend == "cuda") {
     CudaEvalOptions o;
     for (int64_t d : c.cuda.devices) o.devices.push_back(int(d));
-    o.workers_per_device = c.workers > 0 ? int(c.workers) : 1;
+    if (c.workers > 0) o.workers_per_device = int(c.workers);
     o.cache_dir = c.cache_dir.empty() ? "" : c.cache_dir + "/cuda";
     o.compile_seconds = c.compile_seconds;
     o.warmup = int(c.warmup);

@@ -22,7 +22,9 @@ namespace turnrl {
 
 struct CudaEvalOptions {
   std::vector<int> devices;        // GPU ordinals (as this process sees them); [] = every visible GPU
-  int workers_per_device = 1;
+  // Workers share their GPU's measurement lock: their compiles (in the parent's sandbox) run in
+  // parallel on the CPU cores, their correctness and timed calls take turns on the GPU.
+  int workers_per_device = 4;
   SandboxLimits limits = default_limits();  // per worker process
   std::string cache_dir;           // "" = $TURNRL_EVAL_CACHE/cuda, else $TMPDIR/turnrl-cuda-cache-<uid>
   std::string nvcc;                // launcher form; "" = $CUDA_HOME/bin/nvcc, /usr/local/cuda/bin/nvcc, PATH
