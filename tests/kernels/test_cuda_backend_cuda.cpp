@@ -32,8 +32,8 @@ bool have_gpu() {
 }
 
 CudaEvaluator& evaluator() {
-  // Four workers share the GPU: verdicts do not depend on exclusive timing, and the launcher-form
-  // candidates' nvcc compiles run in parallel.
+  // Four workers share the GPU (their measurements take turns under its lock), and the
+  // launcher-form candidates' nvcc compiles run in parallel.
   static CudaEvaluator e([] {
     CudaEvalOptions o;
     o.workers_per_device = 4;
@@ -146,6 +146,7 @@ TEST_CASE("cuda backend: a sticky error costs one result, the worker restarts, a
   o.limits.wall_seconds = o.limits.cpu_seconds = 8;
   o.compile_seconds = 30;
   o.devices = {0};
+  o.workers_per_device = 1;  // one worker, restarted after each fault
   CudaEvaluator e(o);
   const auto r = e.evaluate({request(*crash, 5), request(*honest, 5), request(*hang, 5), request(*honest, 5)});
   INFO(describe(*crash, r[0]));
