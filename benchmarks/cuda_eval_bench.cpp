@@ -1,8 +1,10 @@
 // CUDA evaluator throughput (device only): the 8 tasks' honest kernel-form candidates
 // (tests/kernels/cuda_candidates.h), each evaluated as KernelGYM does (5 correctness trials, 100
-// timed trials) by one worker on one GPU. Rows:
+// timed trials) on one GPU, by one worker and by the default pool (4 workers sharing the GPU's
+// measurement lock, compiles in parallel). Rows:
 //   cold    every source new (a training step's case): NVRTC compile in the evaluation
-//   cached  the same sources again: compile served from the worker's loaded modules
+//   cached  the same sources again: compile served from the parent's object cache
+//   launchers, cold   the honest launcher-form candidates with new sources: nvcc compiles
 // Per-candidate overhead = wall time of an evaluation minus its timed GPU work (100 x (reference +
 // candidate) medians), i.e. everything the evaluator adds. Baseline, same run: the same candidates
 // through benchmarks/device/cuda_eval_baseline.py (a fresh Python process per evaluation,
@@ -13,6 +15,8 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "bench_util.h"
 #include "kernels/cuda_candidates.h"
@@ -51,7 +55,7 @@ Row measure(const std::string& name, CudaEvaluator& e, const std::vector<EvalReq
       std::printf("  note: %s not correct: %s %s%s\n", reqs[i].task.c_str(), to_string(r.error), r.message.substr(0, 200).c_str(),
                   r.hacking_reason.substr(0, 300).c_str());
   }
-  row.evals_per_gpu_s = double(row.n) / row.wall_s;  // one worker on one GPU
+  row.evals_per_gpu_s = double(row.n) / row.wall_s;  // all on one GPU
   row.overhead_ms = 1e3 * overhead / double(row.n);
   row.compile_ms = 1e3 * compile / double(row.n);
   return row;
@@ -87,27 +91,44 @@ int main(int argc, char** argv) {
     r.timing_trials = args.quick ? 20 : 100;
     honest.push_back(r);
   }
-  CudaEvalOptions o;
-  o.devices = {0};
-  o.cache_dir = "/tmp/turnrl-cuda-bench-cache";
-  std::system(("rm -rf " + o.cache_dir).c_str());
-  CudaEvaluator e(o);
-  const auto start = std::chrono::steady_clock::now();
-  e.evaluate({honest[0]});  // worker start-up (CUDA context, LibTorch) is paid once per worker
-  std::printf("worker ready and first evaluation done in %.1f s; %zu honest candidates\n",
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), honest.size());
+  std::vector<EvalRequest> launchers;
+  for (const auto& c : test::cuda_candidates())
+    if (std::string(c.kind) == "honest_launcher") {
+      EvalRequest r = honest.front();
+      r.task = c.task;
+      r.candidate = c.source;
+      launchers.push_back(r);
+    }
   const int rounds = args.quick ? 1 : 3;
   std::vector<Row> rows;
-  for (int round = 0; round < rounds; ++round) {
-    std::vector<EvalRequest> fresh = honest;
-    for (auto& r : fresh) r.candidate += "\n// round " + std::to_string(round) + ": a new source\n";
-    rows.push_back(measure("cold (new sources, NVRTC)", e, fresh));
-    std::printf("round %d: %d/%d correct in %.2f s (per evaluation: correctness %.1f ms, timing %.1f ms, profiling %.1f ms)\n",
-                round, rows.back().correct, rows.back().n, rows.back().wall_s, rows.back().correctness_ms,
-                rows.back().timing_ms, rows.back().profiling_ms);
+  for (int workers : {1, CudaEvalOptions().workers_per_device}) {
+    CudaEvalOptions o;
+    o.devices = {0};
+    o.workers_per_device = workers;
+    o.cache_dir = "/tmp/turnrl-cuda-bench-cache";
+    std::system(("rm -rf " + o.cache_dir).c_str());
+    CudaEvaluator e(o);
+    const auto start = std::chrono::steady_clock::now();
+    e.evaluate(std::vector<EvalRequest>(size_t(workers), honest[0]));  // worker start-up (CUDA context, LibTorch)
+    std::printf("%d worker(s) ready and first evaluations done in %.1f s; %zu honest candidates\n", workers,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), honest.size());
+    const std::string pool = fmt::format(", {} worker(s)", workers);
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<EvalRequest> fresh = honest;
+      for (auto& r : fresh) r.candidate += "\n// round " + std::to_string(round) + ": a new source\n";
+      rows.push_back(measure("cold (new sources, NVRTC)" + pool, e, fresh));
+      std::printf("round %d: %d/%d correct in %.2f s (per evaluation: correctness %.1f ms, timing %.1f ms, profiling %.1f ms)\n",
+                  round, rows.back().correct, rows.back().n, rows.back().wall_s, rows.back().correctness_ms,
+                  rows.back().timing_ms, rows.back().profiling_ms);
+    }
+    rows.push_back(measure("cached (same sources)" + pool, e, honest));
+    std::printf("cached: %d/%d correct in %.2f s\n", rows.back().correct, rows.back().n, rows.back().wall_s);
+    std::vector<EvalRequest> fresh_launchers = launchers;
+    for (auto& r : fresh_launchers) r.candidate += fmt::format("\n// {} worker(s): a new source\n", workers);
+    rows.push_back(measure("launchers, cold (new sources, nvcc)" + pool, e, fresh_launchers));
+    std::printf("launchers: %d/%d correct in %.2f s, compile %.0f ms each\n", rows.back().correct, rows.back().n,
+                rows.back().wall_s, rows.back().compile_ms);
   }
-  rows.push_back(measure("cached (same sources)", e, honest));
-  std::printf("cached: %d/%d correct in %.2f s\n", rows.back().correct, rows.back().n, rows.back().wall_s);
 
   auto print_table_head = [] {
     std::printf("\n| run | evaluations | correct | evals / GPU-second | evals / GPU-hour | overhead / eval (ms) | compile / eval (ms) |\n");
