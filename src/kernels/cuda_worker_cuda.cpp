@@ -146,11 +146,6 @@ struct Device {
   std::map<std::string, Compiled> compiled;  // by object path: kernel modules until the next evaluation of their source, launchers for the worker's life
 };
 
-std::string trimmed(std::string s, size_t n = 4000) {
-  if (s.size() > n) s = s.substr(0, n) + fmt::format("\n[... {} more bytes]", s.size() - n);
-  return s;
-}
-
 // The candidate the parent compiled (cuda_compile.h), loaded from its read-only cache once its
 // bytes hash to what the parent recorded. A kernel-form module is loaded afresh for every
 // evaluation (about a millisecond), so `__device__` state a candidate kept from an earlier
