@@ -193,6 +193,12 @@ TEST_CASE("python backend: the interpreter probe and the factory say what is mis
   CHECK_THROWS_WITH(PythonEvaluator(PythonTaskSet{}, o), Catch::Contains("evaluator.python.executable"));
   o.device = "tpu";
   CHECK_THROWS_WITH(PythonEvaluator(PythonTaskSet{}, o), Catch::Contains("allowed: cpu, cuda, auto"));
+  o.device = "cpu";
+  CHECK_THROWS_WITH(PythonEvaluator(PythonTaskSet{}, PythonEvalOptions(o).per_device(-2)),
+                    Catch::Contains("evaluator.python.workers_per_device: -2") && Catch::Contains("allowed"));
+  CHECK_THROWS_WITH(PythonEvaluator(PythonTaskSet{}, PythonEvalOptions(o).exclusive("always")),
+                    Catch::Contains("evaluator.python.exclusive_measurement: 'always'") &&
+                        Catch::Contains("allowed: auto, on, off"));
   const auto built = built_evaluator_backends();
   CHECK(std::find(built.begin(), built.end(), "python") != built.end());
   EvaluatorConfig c;
@@ -233,13 +239,22 @@ TEST_CASE("python backend: honest candidates of every task are correct, timed an
     CHECK(r.wall_seconds > 0);
     // The phases: every request the evaluation made, the worker's time inside its round trip.
     const std::map<std::string, double>& phases = e.last_phase_seconds().at(i);
-    for (const char* op : {"reference", "candidate", "timing"}) {
+    for (const char* op : {"reference", "candidate", "timing.reference", "timing.candidate", "profile.candidate"}) {
       INFO(op);
       REQUIRE(phases.count(op + std::string("/round_trip")));
       CHECK(phases.at(op) > 0);
       CHECK(phases.at(op) <= phases.at(op + std::string("/round_trip")));
     }
-    double parts = 0;
+    // The worker's parts of its requests, each inside the request it belongs to.
+    for (const char* part : {"reference.exec", "reference.trials", "candidate.exec", "candidate.first_call",
+                             "candidate.trials", "ship"}) {
+      INFO(part);
+      REQUIRE(phases.count(part));
+      CHECK(phases.at(part) > 0);
+    }
+    CHECK(phases.at("candidate.exec") + phases.at("candidate.first_call") + phases.at("candidate.trials") <=
+          phases.at("candidate"));
+    double parts = phases.at("parent");
     for (const auto& [name, seconds] : phases)
       if (name.find("/round_trip") != std::string::npos) parts += seconds;
     CHECK(parts <= r.wall_seconds);
@@ -416,4 +431,71 @@ TEST_CASE("python backend: call times rewritten inside the worker are caught by 
   INFO(test::verdict_of(honest) << " " << honest.hacking_reason << " | " << honest.message);
   CHECK(honest.correct);
   CHECK(honest.speedup > 0);
+}
+
+TEST_CASE("python backend: with several workers no two measurements overlap, and verdicts equal a serial run's") {
+  if (skip_without_torch()) return;
+  // Honest candidates, a wrong one and planted hacks of every kind the timing and profile see.
+  std::vector<test::PythonCandidate> cands = candidates("honest");
+  for (const char* name : {"wrong", "hack_patch_timer", "hack_cache", "hack_precision", "hack_mutates_inputs",
+                           "hack_calls_reference", "hack_thread"})
+    for (auto& c : candidates(name))
+      if (c.name == name) cands.push_back(c);
+  REQUIRE(cands.size() >= 11);
+  std::vector<EvalRequest> reqs;
+  for (const auto& c : cands) reqs.push_back(test::python_request(c));
+  PythonEvalOptions o;
+  o.executable = python_with_torch();
+  o.device = "cpu";
+  o.warmup = 1;
+  o.limits.wall(3).cpu(3);
+  // The reference: one fresh interpreter per evaluation, one evaluation at a time.
+  PythonEvalOptions fresh = PythonEvalOptions(o).num_workers(1).exclusive("off");
+  fresh.fresh_worker_per_eval = true;
+  PythonEvaluator baseline(test_tasks(), fresh);
+  const auto expected = baseline.evaluate(reqs);
+  PythonEvaluator pool(test_tasks(), PythonEvalOptions(o).num_workers(3).exclusive("on"));
+  REQUIRE(pool.exclusive_measurement());
+  const auto got = pool.evaluate(reqs);
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO(cands[i].name << ": pool " << test::verdict_of(got[i]) << " " << got[i].hacking_reason << got[i].message
+                       << " | serial " << test::verdict_of(expected[i]) << " " << expected[i].hacking_reason
+                       << expected[i].message);
+    std::string why;
+    CHECK(test::meets(got[i], cands[i].expect, &why));
+    CHECK(got[i].correct == expected[i].correct);
+    CHECK(got[i].error == expected[i].error);
+    CHECK(got[i].stage == expected[i].stage);
+    CHECK(got[i].hacking_flags == expected[i].hacking_flags);
+  }
+  // Every timing and profile request of every evaluation, on the workers' common clock: sorted by
+  // start, each ends before the next starts.
+  std::vector<PhaseInterval> measured;
+  size_t other = 0;
+  for (const auto& evaluation : pool.last_phase_intervals())
+    for (const PhaseInterval& p : evaluation) {
+      CHECK(p.end_seconds >= p.start_seconds);
+      if (p.phase.rfind("timing.", 0) == 0 || p.phase.rfind("profile.", 0) == 0) measured.push_back(p);
+      else ++other;
+    }
+  REQUIRE(measured.size() >= 8);
+  REQUIRE(other >= cands.size());
+  std::sort(measured.begin(), measured.end(),
+            [](const PhaseInterval& a, const PhaseInterval& b) { return a.start_seconds < b.start_seconds; });
+  for (size_t k = 1; k < measured.size(); ++k) {
+    INFO(measured[k - 1].phase << " [" << measured[k - 1].start_seconds << ", " << measured[k - 1].end_seconds
+                               << "] then " << measured[k].phase << " [" << measured[k].start_seconds << ", "
+                               << measured[k].end_seconds << "]");
+    CHECK(measured[k - 1].end_seconds <= measured[k].start_seconds);
+  }
+  // The workers did run side by side: requests of two evaluations overlapped (not measurements).
+  bool parallel = false;
+  const auto& spans = pool.last_phase_intervals();
+  for (size_t a = 0; a < spans.size() && !parallel; ++a)
+    for (size_t b = a + 1; b < spans.size() && !parallel; ++b)
+      for (const PhaseInterval& x : spans[a])
+        for (const PhaseInterval& y : spans[b])
+          parallel |= x.start_seconds < y.end_seconds && y.start_seconds < x.end_seconds;
+  CHECK(parallel);
 }

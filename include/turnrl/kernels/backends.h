@@ -27,6 +27,10 @@ struct PythonEvaluatorConfig {
   std::string device = "auto";         // cpu | cuda | auto (cuda when torch.cuda.is_available())
   std::string tasks_file;              // JSON Lines task file the backend checks against
   double startup_seconds = 120;        // interpreter + torch import of a fresh worker
+  int64_t workers_per_device = 0;      // 0 = 4 per GPU (cuda), one per core (cpu); evaluator.workers > 0 = total
+  std::string exclusive_measurement = "auto";  // on | off | auto (PythonEvalOptions::exclusive_measurement)
+  bool spare_worker = true;            // a worker per device started ahead to replace one
+  bool reuse_reference_timing = true;  // reference timed once per (task text, device, timing plan)
 };
 
 // evaluator.remote: requests go to a Redis stream served by `turnrl eval-worker` processes.
