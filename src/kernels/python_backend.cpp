@@ -611,6 +611,7 @@ void PythonEvaluator::Impl::start_spare(size_t device_index) {
 }
 
 void PythonEvaluator::Impl::start_worker(Slot& slot) {
+  slot.evals = 0;  // (an evaluation whose worker died counted for none)
   Reply reply;
   EvalResult r;
   if (!call(slot, "info", "", reply, r)) fail("python evaluator: the worker did not start: {}", r.message);

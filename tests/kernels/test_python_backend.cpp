@@ -499,3 +499,89 @@ TEST_CASE("python backend: with several workers no two measurements overlap, and
           parallel |= x.start_seconds < y.end_seconds && y.start_seconds < x.end_seconds;
   CHECK(parallel);
 }
+
+TEST_CASE("python backend: the reference is timed once per task and reused, its checked calls recomputed per evaluation") {
+  if (skip_without_torch()) return;
+  test::PythonCandidate honest;
+  for (const auto& c : candidates("honest"))
+    if (c.task == "softmax_rows") honest = c;
+  REQUIRE(!honest.source.empty());
+  // Right in its correctness trials, bfloat16 on its timed calls: caught only by the timed calls'
+  // outputs against the reference's same calls, which a reused timing must still provide.
+  test::PythonCandidate timed_only{"softmax_rows", "precision_when_timed",
+                                   test::read_text(std::string(TURNRL_TEST_DATA_DIR) +
+                                                   "/python_tasks/adversarial/softmax_rows/precision_when_timed.py"),
+                                   ""};
+  timed_only.expect = test::expectation_of(timed_only.source);
+  const std::vector<test::PythonCandidate> cands = {honest, timed_only, honest, timed_only};
+  std::vector<EvalRequest> reqs;
+  for (size_t i = 0; i < cands.size(); ++i) reqs.push_back(test::python_request(cands[i], 3, 10, 1000 + i));
+  PythonEvalOptions o;
+  o.executable = python_with_torch();
+  o.device = "cpu";
+  o.workers = 1;
+  o.warmup = 1;
+  o.limits.wall(3).cpu(3);
+  for (const bool reuse : {true, false}) {
+    INFO("reuse_reference_timing " << reuse);
+    PythonEvaluator e(test_tasks(), PythonEvalOptions(o).reuse_reference(reuse));
+    const auto res = e.evaluate(reqs);
+    const auto& phases = e.last_phase_seconds();
+    for (size_t i = 0; i < res.size(); ++i) {
+      INFO(i << " " << cands[i].name << ": " << test::verdict_of(res[i]) << " " << res[i].hacking_reason << res[i].message);
+      std::string why;
+      CHECK(test::meets(res[i], cands[i].expect, &why));
+      // Timed in the first evaluation only (one worker: evaluations run in order) when reused.
+      const bool timed_here = !reuse || i == 0;
+      CHECK(phases[i].count("timing.reference") == size_t(timed_here));
+      CHECK(phases[i].count("reference.checks") == size_t(!timed_here));
+    }
+    REQUIRE(res[0].correct);
+    REQUIRE(res[2].correct);
+    // The same measurement serves both honest evaluations when reused.
+    if (reuse) CHECK(res[2].reference_time.median_us == res[0].reference_time.median_us);
+  }
+}
+
+TEST_CASE("python backend: a worker that crashed or retired is replaced by the spare started ahead") {
+  if (skip_without_torch()) return;
+  test::PythonCandidate honest, crash;
+  for (const auto& c : candidates("honest"))
+    if (c.task == "softmax_rows") honest = c;
+  for (const auto& c : candidates("crash_abort")) crash = c;
+  REQUIRE(!honest.source.empty());
+  REQUIRE(!crash.source.empty());
+  // One worker retired after 2 evaluations: evaluation 1 kills it, 2 needs a new one, 3 retires it, 4
+  // needs a new one.
+  const std::vector<test::PythonCandidate> cands = {honest, crash, honest, honest, honest};
+  std::vector<EvalRequest> reqs;
+  for (const auto& c : cands) reqs.push_back(test::python_request(c));
+  PythonEvalOptions o;
+  o.executable = python_with_torch();
+  o.device = "cpu";
+  o.workers = 1;
+  o.warmup = 1;
+  o.max_evals_per_worker = 2;
+  o.limits.wall(3).cpu(3);
+  for (const bool spare : {true, false}) {
+    INFO("spare_worker " << spare);
+    PythonEvaluator e(test_tasks(), PythonEvalOptions(o).spare(spare));
+    const auto res = e.evaluate(reqs);
+    for (size_t i = 0; i < res.size(); ++i) {
+      std::string why;
+      INFO(i << ": " << test::verdict_of(res[i]) << " " << res[i].message);
+      CHECK(test::meets(res[i], cands[i].expect, &why));
+    }
+    const auto& phases = e.last_phase_seconds();
+    // The pool's first worker starts here (its info request in this evaluation); a replacement is
+    // the spare, already started and confined in the background, or, without one, a start here.
+    CHECK(phases[0].count("info/round_trip") == 1);
+    for (const size_t i : {size_t(2), size_t(4)}) {
+      INFO("evaluation " << i);
+      CHECK(phases[i].count("worker_wait") == 1);
+      CHECK(phases[i].count("info/round_trip") == size_t(!spare));
+    }
+    CHECK(phases[3].count("worker_wait") == 0);
+    CHECK(e.worker_starts() == 3);
+  }
+}
