@@ -263,7 +263,9 @@ int main(int argc, char** argv) {
     for (const auto& r : rows)
       for (const auto& entry : r.phase_median_s) names.insert(entry.first);
     for (const std::string& name : names) {
-      const auto ms = [&](const Row& r) { return r.phase_median_s.count(name) ? 1e3 * r.phase_median_s.at(name) : 0.0; };
+      const auto ms = [&](const Row& r) {
+        return r.phase_median_s.count(name) ? 1e3 * r.phase_median_s.at(name) : 0.0;
+      };
       std::printf("| %-32s | %12.1f | %12.1f |\n", name.c_str(), ms(rows[0]), ms(rows[1]));
     }
 

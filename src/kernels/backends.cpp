@@ -33,7 +33,8 @@ template <typename V>
 static void describe(V& v, EvaluatorConfig& o) {
   v.choice("backend", o.backend, {"cpu", "cuda", "python", "remote"},
            fmt::format("cpu | cuda | python | remote (built here: {})", fmt::join(built_evaluator_backends(), ", ")));
-  v.integer("workers", o.workers, 0, 4096, "worker processes; 0 = one per core (cpu, python on cpu) or per GPU");
+  v.integer("workers", o.workers, 0, 4096,
+            "worker processes; 0 = one per core (cpu, python on cpu), per GPU (cuda) or python.workers_per_device");
   v.text("cache_dir", o.cache_dir, "compiled-candidate cache; \"\" = default");
   v.number("compile_seconds", o.compile_seconds, 0.1, 1e5, "compiler time limit");
   v.integer("warmup", o.warmup, 0, 1000, "untimed runs before timing");

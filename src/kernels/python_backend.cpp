@@ -900,7 +900,8 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   if (reused) {
     ref_timing = *reused;
     for (const Field t : ref.head()["checks"].items()) ref_checks.push_back(decode_outputs(t, ref.blob));
-    require(ref_checks.size() == checks.size(), "python worker protocol: the reference's checked calls do not match the plan");
+    require(ref_checks.size() == checks.size(),
+            "python worker protocol: the reference's checked calls do not match the plan");
   } else if (timing_trials > 0) {
     std::string failure;
     if (!time_reference(slot, *task, reference_key, timing_json("reference", ""), timing_trials, checks.size(),

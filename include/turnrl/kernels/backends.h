@@ -55,7 +55,8 @@ struct RemoteEvaluatorConfig {
 
 struct EvaluatorConfig {
   std::string backend = "cpu";  // cpu | cuda | python | remote
-  int64_t workers = 0;          // worker processes; 0 = one per core (cpu, python on cpu) or per GPU
+  // worker processes; 0 = one per core (cpu, python on cpu), per GPU (cuda) or python.workers_per_device
+  int64_t workers = 0;
   std::string cache_dir;        // compiled-candidate cache; "" = $TURNRL_EVAL_CACHE or $TMPDIR
   double compile_seconds = 60;
   int64_t warmup = 3;           // untimed runs before timing

@@ -2,12 +2,15 @@
 // The Python backend of the kernel evaluator: KernelBench/KernelGYM-format tasks (python_tasks.h)
 // whose candidates are Python `ModelNew` modules calling Triton kernels, CUDA through load_inline, or
 // PyTorch. A pool of persistent Python workers (python/turnrl_eval_worker.py; 4 per GPU, or one per
-// core on CPU, plus a spare started ahead), each a SandboxWorker, serves every evaluation as these requests, each carrying a
-// fresh nonce that its reply must echo:
+// core on CPU, plus a spare started ahead), each a SandboxWorker, serves every evaluation as these
+// requests, each carrying a fresh nonce that its reply must echo:
 //   reference  the reference's outputs for a fresh trial plan, computed before the candidate is
-//              imported into that interpreter, shipped to this process as raw bytes;
-//   timing     each side alone, the same loop: the reference's before the candidate is imported,
-//              the candidate's only when it is correct and unflagged; every timed call profiled,
+//              imported into that interpreter, shipped to this process as raw bytes (with a reused
+//              reference timing, also its outputs for this evaluation's checked timed calls);
+//   timing     each side alone, the same loop, holding the device's measurement lock (cuda): the
+//              reference's before the candidate is imported (once per task text, device and timing
+//              plan when reused), the candidate's only when it is correct and unflagged; every
+//              timed call profiled,
 //              CUDA events on the worker's stream with an L2 flush (or the monotonic clock on CPU),
 //              outputs of randomly chosen timed calls shipped back; the parent bills both requests
 //              from outside (worker CPU time, or its own clock on CUDA) and compares;
