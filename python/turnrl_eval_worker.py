@@ -1018,6 +1018,17 @@ def _finish_time(marks):
 
 
 def _reference_request(req, blob):
+    try:
+        return _reference_trials(req, blob)
+    except BaseException as e:
+        if not _memory_error(e) or isinstance(e, _NotEnoughMemory):
+            raise
+        avail = _available_bytes()
+        raise _NotEnoughMemory("%s (%d bytes, %.2f GiB, are available on %s)"
+                               % (str(e).strip(), avail, avail / 2.0 ** 30, _state["device"]))
+
+
+def _reference_trials(req, blob):
     """The reference's outputs for the trial plan. Each trial's inputs are made once, on the device,
     and kept for the candidate's same trial (it gets these bytes, the reference ran on a copy). A trial
     whose inputs and outputs exceed large_bytes makes the problem large: extra shape sets are skipped

@@ -168,12 +168,13 @@ at::Tensor decode_tensor(Field desc, const std::string& blob, std::vector<int64_
   return t;
 }
 
+// [finite, within, max abs error, max rel error, first failing index or -1], as the worker sends it.
 Comparison verdict_of(Field v) {
-  const std::vector<double> x = v.numbers();
-  require(x.size() == 5, "python worker protocol: a device verdict has 5 numbers");
+  const std::vector<Field> x = v.items();
+  require(x.size() == 5, "python worker protocol: a device verdict has 5 items");
   Comparison c;
-  c.finite = x[0] != 0, c.within = x[1] != 0, c.max_abs_error = x[2], c.max_rel_error = x[3];
-  c.failing_index = int64_t(x[4]);
+  c.finite = x[0].truthy(), c.within = x[1].truthy(), c.max_abs_error = x[2].num(), c.max_rel_error = x[3].num();
+  c.failing_index = x[4].integer();
   return c;
 }
 

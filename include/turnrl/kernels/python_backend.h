@@ -5,14 +5,16 @@
 // core on CPU), each a SandboxWorker, serves every evaluation as these requests, each carrying a
 // fresh nonce that its reply must echo:
 //   reference  the reference's outputs for a fresh trial plan, computed before the candidate is
-//              imported into that interpreter, shipped to this process as raw bytes;
+//              imported into that interpreter, shipped to this process as raw bytes (or, too large,
+//              kept on the worker's device under a one-time pad);
 //   timing     each side alone, the same loop: the reference's before the candidate is imported,
 //              the candidate's only when it is correct and unflagged; every timed call profiled,
 //              CUDA events on the worker's stream with an L2 flush (or the monotonic clock on CPU),
 //              outputs of randomly chosen timed calls shipped back; the parent bills both requests
 //              from outside (worker CPU time, or its own clock on CUDA) and compares;
 //   candidate  static checks, import into a fresh module, correctness trials (outputs as raw bytes,
-//              compared here, never in Python), per-call observations;
+//              compared here; outputs too large to ship are compared on the worker's device and
+//              checked here at places drawn after the call: ProblemScaling), per-call observations;
 //   release    the candidate is dropped and the process state checked once more; then a ping whose
 //              reply must come straight back (nothing else may be left on the channel).
 // A fresh CPU worker first gets the candidate seccomp profile ("confine"). A worker that crashes,
