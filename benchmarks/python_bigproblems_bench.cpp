@@ -141,6 +141,10 @@ int main(int argc, char** argv) {
                 test::verdict_of(r).substr(0, 26).c_str(), naive,
                 base_ok ? (base["correct"].get<bool>() ? "yes" : "no") : "failed", 3600.0 / ours, 3600.0 / naive,
                 naive / ours);
+    std::string phases;
+    for (const auto& [name, seconds] : evaluator.last_phase_seconds().at(0))
+      phases += fmt::format(" {} {:.2f}", name, seconds);
+    std::printf("  turnrl: worker seconds per request:%s\n", phases.c_str());
     if (!right) std::printf("  turnrl: %s %s\n", r.message.c_str(), r.hacking_reason.c_str());
     if (!base_ok) std::printf("  baseline: exit %d: %s\n", status, out.c_str());
     else std::printf("  baseline: %.2f s of it building inputs on the host\n", base["input_seconds"].get<double>());

@@ -765,7 +765,7 @@ class _NotEnoughMemory(MemoryError):
 
 # What the parent sends with every reference request (PythonEvalOptions::scaling); these are for the
 # worker's own warm-up.
-_DEFAULT_LARGE = {"ship_bytes": 64 << 20, "large_bytes": 256 << 20, "hold_fraction": 0.3, "spot_checks": 1024,
+_DEFAULT_LARGE = {"ship_bytes": 16 << 20, "large_bytes": 256 << 20, "hold_fraction": 0.3, "spot_checks": 1024,
                   "tolerances": [[1e-2, 1e-2]]}
 
 

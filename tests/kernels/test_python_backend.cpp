@@ -433,9 +433,9 @@ PythonTaskSet large_tasks() {
   return set;
 }
 
-// The large problems of data/python_tasks/large.jsonl (32 MiB inputs) on a pool that keeps outputs over
-// 1 MiB on the device, treats trials over 8 MiB as large, and times 4 calls per side (a budget no
-// call fits).
+// The large problems of data/python_tasks/large.jsonl (16 MiB inputs; 4 MiB for the GEMM) on a pool
+// that keeps outputs over 1 MiB on the device, treats trials over 2 MiB as large, and times 4 calls
+// per side (a budget no call fits).
 PythonEvalOptions large_options() {
   PythonEvalOptions o;
   o.executable = python_with_torch();
@@ -443,7 +443,7 @@ PythonEvalOptions large_options() {
   o.workers = 2;
   o.warmup = 1;
   o.limits.wall(60).cpu(60);
-  o.scaling = ProblemScaling().ship_up_to(int64_t(1) << 20).large_from(int64_t(8) << 20).spots(256).timing_budget(1e-6)
+  o.scaling = ProblemScaling().ship_up_to(int64_t(1) << 20).large_from(int64_t(2) << 20).spots(256).timing_budget(1e-6)
                   .at_least_timed(4);
   return o;
 }
@@ -459,7 +459,7 @@ std::vector<test::PythonCandidate> large_candidates() {
 
 const std::string kShapeSpecialisedSigmoid =
     "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-    "        return torch.sigmoid(x) if x.shape[0] == 2048 else torch.zeros_like(x)\n";
+    "        return torch.sigmoid(x) if x.shape[0] == 1024 else torch.zeros_like(x)\n";
 
 }  // namespace
 
@@ -468,7 +468,7 @@ TEST_CASE("python backend: large problems get their right verdict, outputs compa
   const auto cands = large_candidates();
   REQUIRE(cands.size() >= 9);
   std::vector<EvalRequest> reqs;
-  for (const auto& c : cands) reqs.push_back(test::python_request(c, 2, 10));
+  for (const auto& c : cands) reqs.push_back(test::python_request(c, 1, 10));
   const auto res = large_evaluator().evaluate(reqs);
   check_expectations(cands, res);
   for (size_t i = 0; i < cands.size(); ++i) {
@@ -500,7 +500,7 @@ TEST_CASE("python backend: a large problem skips its extra shape sets, a small o
   req.correctness_trials = 1;
   req.timing_trials = 0;
   req.seed = 7;
-  // Large (trials over 8 MiB): only the shown shape runs, so the specialisation goes unseen.
+  // Large (trials over 2 MiB): only the shown shape runs, so the specialisation goes unseen.
   const EvalResult large = large_evaluator().evaluate({req}).at(0);
   INFO(large.message << large.hacking_reason);
   CHECK(large.correct);

@@ -42,7 +42,7 @@ struct ProblemScaling {
   // A call's outputs up to this many bytes travel whole to the parent and are compared there; larger
   // ones stay on the worker's device (the reference's under a one-time pad), are compared there, and
   // spot_checks elements per output at places drawn after the call are compared here as well.
-  int64_t ship_bytes = int64_t(64) << 20;
+  int64_t ship_bytes = int64_t(16) << 20;
   int spot_checks = 1024;
   // A problem whose first trial's inputs and outputs exceed this is large: its extra shape sets are
   // skipped (each would multiply a GB problem), its main correctness trials stop where the kept trials
