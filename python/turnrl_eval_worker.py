@@ -638,36 +638,43 @@ def _tensors(inputs):
 
 
 def _permute_tail(inputs, seed):
-    """The cache trial: same buffers, second halves shuffled in place (values stay in their domain)."""
+    """The cache trial: same buffers, second halves shuffled in place (values stay in their domain).
+    The permutation is drawn on the tensor's device (a GB input's would take seconds on the host)."""
     T = _state["T"]
-    g = T.Generator()
-    g.manual_seed(seed)
+    g = None
     for t in _tensors(inputs):
         n = t.numel()
         if n < 2 or not t.is_contiguous():
             continue
+        if g is None:
+            g = T.Generator(device=t.device)
+            g.manual_seed(seed)
         flat = T.reshape(t, (-1,))
         half = n // 2
-        perm = T.randperm(n - half, generator=g)
-        T.copy_(flat[half:], T.to(T.clone(flat[half:])[perm], t.device))
+        perm = T.randperm(n - half, generator=g, device=t.device)
+        T.copy_(flat[half:], T.clone(flat[half:])[perm])
 
 
 def _perturb(inputs, i, seed):
-    """Timing trial i: in every floating input, 1 to n/64 + 1 elements change, at places and by amounts
+    """Timing trial i: in every floating input, 1 to n/64 + 1 places change, at places and by amounts
     drawn from (seed, i), so that result caches miss and recomputing only what a kept copy says changed
     saves nothing. The reference's and the candidate's timing walk through the same sequence."""
     T = _state["T"]
     for k, t in enumerate(_tensors(inputs)):
         if not (t.is_floating_point() and t.numel() >= 1 and t.is_contiguous()):
             continue
-        g = T.Generator()
+        # Drawn on the tensor's device: a GB input changes in millions of places per call.
+        g = T.Generator(device=t.device)
         g.manual_seed((int(seed) * 1000003 + i * 7919 + k * 104729) % (1 << 62))
         flat = T.reshape(t, (-1,))
         n = flat.numel()
-        count = 1 + int(T.randint(0, n // 64 + 1, (1,), generator=g)[0])
-        where = T.to(T.randint(0, n, (count,), generator=g), t.device)
-        scale = T.to(T.rand((count,), generator=g) + 0.5, t.device, t.dtype)
-        shift = T.to(T.rand((count,), generator=g) * 0.5 - 0.25, t.device, t.dtype)
+        count = 1 + int(T.randint(0, n // 64 + 1, (1,), generator=g, device=t.device)[0])
+        # Unique places: a place drawn twice would get one of two new values, which one depending on
+        # the device's write order, and the two sides' inputs could differ there.
+        where = T.torch.unique(T.randint(0, n, (count,), generator=g, device=t.device))
+        count = where.numel()
+        scale = T.to(T.rand((count,), generator=g, device=t.device) + 0.5, t.dtype)
+        shift = T.to(T.rand((count,), generator=g, device=t.device) * 0.5 - 0.25, t.dtype)
         flat[where] = flat[where] * scale + shift
 
 
@@ -843,8 +850,15 @@ def _pad(words, seed, high):
     return key
 
 
-def _xor_pad(t, seed):
-    """t ^= a one-time pad drawn from seed, in place (applied twice it restores t)."""
+def _padded_copy(t, seed):
+    """A copy of contiguous t XORed with a one-time pad drawn from seed (one pass, no plain copy)."""
+    T = _state["T"]
+    words, high = _words(t)
+    return T.view_dtype(T.torch.bitwise_xor(words, _pad(words, seed, high)), t.dtype).view(t.shape)
+
+
+def _remove_pad(t, seed):
+    """Undoes _padded_copy in place."""
     words, high = _words(t)
     words.bitwise_xor_(_pad(words, seed, high))
 
@@ -927,10 +941,8 @@ def _keep_or_ship(outs, key, blob):
         place = _spot_indices(o.numel(), large["spot_checks"], o.device)
         desc = {"dtype": str(o.dtype).replace("torch.", ""), "shape": [int(s) for s in o.shape], "kept": True,
                 "spot_index": blob.add_tensor(place), "spot_ref": blob.add_tensor(_flat_at(o, place))}
-        copy = T.clone(o)
         seed = int.from_bytes(_urandom(8), "little") >> 1
-        _xor_pad(copy, seed)
-        kept.append((copy, seed, place))
+        kept.append((_padded_copy(o, seed), seed, place))
         descs.append(desc)
     _state["kept"][key] = kept
     return descs
@@ -951,7 +963,7 @@ def _compare_kept(outs, key, blob):
         if i >= len(kept):
             continue
         ref, seed, place = kept[i]
-        _xor_pad(ref, seed)
+        _remove_pad(ref, seed)
         if ref.dtype != o.dtype or ref.shape != o.shape:
             continue  # the parent reports the shapes
         desc["verdicts"] = _compare_on_device(o, ref, large["tolerances"])

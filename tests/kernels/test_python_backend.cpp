@@ -48,18 +48,21 @@ PythonTaskSet test_tasks() {
   return set;
 }
 
+// Two CPU workers with one warm-up call per side and `seconds` per request.
+PythonEvalOptions cpu_options(double seconds) {
+  PythonEvalOptions o;
+  o.executable = python_with_torch();
+  o.device = "cpu";
+  o.workers = 2;
+  o.warmup = 1;
+  o.limits.wall(seconds).cpu(seconds);
+  return o;
+}
+
 // One pool shared by every case: each worker start costs an interpreter, the torch import and a
 // warm-up (about 3 s here).
 PythonEvaluator& evaluator() {
-  static PythonEvaluator e(test_tasks(), [] {
-    PythonEvalOptions o;
-    o.executable = python_with_torch();
-    o.device = "cpu";
-    o.workers = 2;
-    o.warmup = 1;
-    o.limits.wall(3).cpu(3);
-    return o;
-  }());
+  static PythonEvaluator e(test_tasks(), cpu_options(3));
   return e;
 }
 
@@ -437,12 +440,7 @@ PythonTaskSet large_tasks() {
 // that keeps outputs over 1 MiB on the device, treats trials over 2 MiB as large, and times 4 calls
 // per side (a budget no call fits).
 PythonEvalOptions large_options() {
-  PythonEvalOptions o;
-  o.executable = python_with_torch();
-  o.device = "cpu";
-  o.workers = 2;
-  o.warmup = 1;
-  o.limits.wall(60).cpu(60);
+  PythonEvalOptions o = cpu_options(60);
   o.scaling = ProblemScaling().ship_up_to(int64_t(1) << 20).large_from(int64_t(2) << 20).spots(256).timing_budget(1e-6)
                   .at_least_timed(4);
   return o;
