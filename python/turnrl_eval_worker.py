@@ -168,6 +168,10 @@ class _Blob:
         self.parts, self.size = [], 0
 
     def add_tensor(self, t):
+        with _Phase("ship"):
+            return self._add_tensor(t)
+
+    def _add_tensor(self, t):
         T = _state["T"]
         t = T.detach(t)
         if t.device.type != "cpu":
@@ -191,6 +195,25 @@ class _Blob:
 
     def bytes(self):
         return b"".join(self.parts)
+
+
+class _Phase:
+    """One part of a request (module exec, first call, trials, output shipping): its seconds, summed
+    over the request, and the monotonic clock (CLOCK_MONOTONIC, the parent's steady clock) at its first
+    start and last end, reported in the reply's "phases" for the parent's phase table."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __enter__(self):
+        self.t0 = _perf_ns()
+
+    def __exit__(self, *exc):
+        t1 = _perf_ns()
+        phases = _state.setdefault("phases", {})
+        seconds, first, _ = phases.get(self.name, (0.0, self.t0, t1))
+        phases[self.name] = (seconds + (t1 - self.t0) * 1e-9, first, t1)
+        return False
 
 
 # ------------------------------------------------------------------------------------ audit hook
@@ -461,6 +484,11 @@ def _baseline():
 
 def _call_checks(findings):
     """Cheap checks right after every call of candidate code: threads, signal handlers, timers, modes."""
+    with _Phase("checks.call"):
+        _check_call_state(findings)
+
+
+def _check_call_state(findings):
     T, base = _state["T"], _state["baseline"]
     if _thread_count() > base["threads"]:
         _add(findings, "deferred_work", "the candidate left %d Python thread(s) running after its call"
@@ -487,6 +515,11 @@ def _call_checks(findings):
 
 def _state_checks(findings, where):
     """After each request: the snapshot, global settings, sys.modules, OS threads."""
+    with _Phase("checks.state"):
+        _check_process_state(findings, where)
+
+
+def _check_process_state(findings, where):
     T, base = _state["T"], _state["baseline"]
     changed = _snapshot_changes(_state["snapshot"])
     if changed:
@@ -1048,7 +1081,8 @@ def _reference_trials(req, blob):
     (the cache trial still runs); "ran" lists the plan's trials that ran."""
     T, task = _state["T"], req["task"]
     _state["large"] = dict(req.get("large") or _DEFAULT_LARGE)
-    ns, Model = _load_reference(task)
+    with _Phase("reference.exec"):
+        ns, Model = _load_reference(task)
     sets = _shape_sets(task)
     estimate = _meta_input_bytes(ns, sets[0])
     if estimate is not None:  # inputs, the reference's copy of them, outputs as large as the inputs
@@ -1063,20 +1097,23 @@ def _reference_trials(req, blob):
         if large and (trial["kind"] == "shape" or (trial["kind"] == "main" and held + trial_bytes > budget)):
             continue
         if k not in models:
-            models[k] = _build(Model, ns, sets[k], req["init_seed"])
-        if trial["kind"] == "cache":
-            inputs = [T.clone(x) if isinstance(x, T.Tensor) else x for x in kept_inputs[last_main]]
-            _permute_tail(inputs, trial["tail_seed"])
-        else:
-            inputs = _make_inputs(ns, sets[k], trial["seed"])
-            kept_inputs[j] = inputs
-            inputs = [T.clone(x) if isinstance(x, T.Tensor) else x for x in inputs]
+            with _Phase("reference.build"):
+                models[k] = _build(Model, ns, sets[k], req["init_seed"])
+        with _Phase("reference.inputs"):
+            if trial["kind"] == "cache":
+                inputs = [T.clone(x) if isinstance(x, T.Tensor) else x for x in kept_inputs[last_main]]
+                _permute_tail(inputs, trial["tail_seed"])
+            else:
+                inputs = _make_inputs(ns, sets[k], trial["seed"])
+                kept_inputs[j] = inputs
+                inputs = [T.clone(x) if isinstance(x, T.Tensor) else x for x in inputs]
         if trial["kind"] == "main":
             last_main = j
-        _sync()
-        started = _perf_ns()
-        outs = _flatten(models[k](*inputs))
-        _sync()
+        with _Phase("reference.trials"):
+            _sync()
+            started = _perf_ns()
+            outs = _flatten(models[k](*inputs))
+            _sync()
         if trial["kind"] == "main":
             seconds = (_perf_ns() - started) * 1e-9
             call_seconds = seconds if call_seconds is None else min(call_seconds, seconds)
@@ -1094,8 +1131,29 @@ def _reference_trials(req, blob):
         models[0] = _build(Model, ns, sets[0], req["init_seed"])
     # Kept for the reference's timing request, the next one; dropped by _release.
     _state["ref"] = {"task": task, "ns": ns, "model": models[0]}
-    return {"outputs": outputs, "aliases_input": aliases, "ran": ran, "call_seconds": call_seconds or 0.0,
-            "trial_bytes": trial_bytes, "large": large}
+    reply = {"outputs": outputs, "aliases_input": aliases, "ran": ran, "call_seconds": call_seconds or 0.0,
+             "trial_bytes": trial_bytes, "large": large}
+    if "timing_checks" in req:  # the parent reuses a timing of this reference: only the checked calls
+        with _Phase("reference.checks"):
+            reply["checks"] = _reference_checks(ns, sets[0], models[0], req["timing_checks"], blob)
+    return reply
+
+
+def _reference_checks(ns, shapes, model, plan, blob):
+    """The reference's outputs for the checked calls of a timing loop (plan: its seed and the checked
+    call indices) without timing it: the same inputs, perturbed call by call as _timing_request does;
+    large ones kept on the device as the timing loop keeps them."""
+    inputs = _make_inputs(ns, shapes, plan["seed"])
+    checks = set(plan["checks"])
+    shipped = []
+    for i in range(max(checks) + 1 if checks else 0):
+        _perturb(inputs, i, plan["seed"])
+        if i in checks:
+            outs = _flatten(model(*inputs))
+            _sync()
+            shipped.append(_outputs_reply(outs, ("check", i), blob, "reference"))
+            _poison(outs, inputs, model)
+    return shipped
 
 
 # ------------------------------------------------------------------------------- static checks
@@ -1283,24 +1341,29 @@ def _candidate_request(req, blob):
     reply = {"findings": findings, "outputs": [], "calls": []}
     source = req["candidate"]
     try:
-        tree = ast.parse(source, "candidate.py")
+        with _Phase("checks.static"):
+            tree = ast.parse(source, "candidate.py")
     except SyntaxError as e:
         reply["error"] = {"kind": "syntax", "type": "SyntaxError", "stage": "extracted",
                           "message": "candidate.py, line %s: %s\n%s" % (e.lineno, e.msg, (e.text or "").rstrip())}
         return reply
-    for f in _static_checks(source, task, tree):
+    with _Phase("checks.static"):
+        static = _static_checks(source, task, tree)
+    for f in static:
         _add(findings, f["flag"], "source: " + f["reason"])
     if findings:
         return reply
     if any(s in source for s in ("load_inline", "cpp_extension", "torch.library", "TORCH_LIBRARY", "ctypes")):
         _state["restart"] = "the candidate loads native code (its effects cannot be verified)"
 
-    ns, _ = _load_reference(task)
+    with _Phase("candidate.exec"):
+        ns, _ = _load_reference(task)
     sets = _shape_sets(task)
     shape_keys = sorted({int(t.get("shape_set", 0)) for t in req["trials"]} | {0})
     name = _CANDIDATE_PREFIX + str(_state.get("serial", 0) + 1)
     try:
-        module = _exec_module(source, name, "candidate")
+        with _Phase("candidate.exec"):
+            module = _exec_module(source, name, "candidate")
     except BaseException as e:
         _state_checks(findings, "import")
         reply["error"] = _error("import", e, "extracted")
@@ -1316,9 +1379,10 @@ def _candidate_request(req, blob):
         return reply
     models = {}
     try:
-        for k in shape_keys:
-            models[k] = _build(cls, ns, sets[k], req["init_seed"])
-        _sync()
+        with _Phase("candidate.build"):
+            for k in shape_keys:
+                models[k] = _build(cls, ns, sets[k], req["init_seed"])
+            _sync()
     except BaseException as e:
         _call_checks(findings)
         reply["error"] = _error("memory" if _memory_error(e) else "load", e, "compiled")
@@ -1329,19 +1393,22 @@ def _candidate_request(req, blob):
     alive = []  # every trial's inputs stay allocated: each trial gets buffers at new addresses
     for i, trial in enumerate(req["trials"]):
         k = int(trial.get("shape_set", 0))
-        if trial["kind"] == "cache" and last is not None:
-            inputs = last
-            for t, s in zip(_tensors(inputs), saved_last):
-                T.copy_(t, s)
-            _permute_tail(inputs, trial["tail_seed"])
-        else:
-            inputs = _state["trial_inputs"].pop(int(trial.get("index", i)), None) or \
-                _make_inputs(ns, sets[k], trial["seed"])
-        alive.append(inputs)
-        saved = [T.clone(t) for t in _tensors(inputs)]
+        with _Phase("candidate.inputs"):
+            if trial["kind"] == "cache" and last is not None:
+                inputs = last
+                for t, s in zip(_tensors(inputs), saved_last):
+                    T.copy_(t, s)
+                _permute_tail(inputs, trial["tail_seed"])
+            else:
+                inputs = _state["trial_inputs"].pop(int(trial.get("index", i)), None) or \
+                    _make_inputs(ns, sets[k], trial["seed"])
+            alive.append(inputs)
+            saved = [T.clone(t) for t in _tensors(inputs)]
         try:
-            out = models[k](*inputs)
-            _sync()
+            # The first call is where Triton compiles the candidate's kernels (JIT) on a GPU.
+            with _Phase("candidate.first_call" if i == 0 else "candidate.trials"):
+                out = models[k](*inputs)
+                _sync()
             outs = _flatten(out)
         except BaseException as e:
             _call_checks(findings)
@@ -1742,12 +1809,17 @@ def _serve_one(body):
     blob = _Blob()
     nonce = None
     _state["restart"] = None
+    _state["phases"] = {}
     try:
         req = json.loads(body.decode("utf-8"))
         nonce = req.get("nonce")
         started = _perf_ns()
         reply = _handle(req, blob)
-        reply["handler_seconds"] = (_perf_ns() - started) * 1e-9
+        ended = _perf_ns()
+        reply["handler_seconds"] = (ended - started) * 1e-9
+        # The handler's span on the monotonic clock: the parent checks that measurements never overlap.
+        reply["handler_clock_ns"] = [started, ended]
+        reply["phases"] = {name: list(p) for name, p in _state["phases"].items()}
     except BaseException as e:
         blob = _Blob()
         reply = {"error": _error("memory" if _memory_error(e) else "internal", e, "none")}

@@ -58,3 +58,8 @@ for b in "${benches[@]}"; do
     python3 "benchmarks/device/$b.py" --device cuda 2>&1 | tee "$OUT/${b}_py.txt"
   fi
 done
+# The Python backend's throughput with new candidates (issue 29's figure) rides along with python_bench.
+if [[ " ${benches[*]} " == *" python_bench "* ]]; then
+  echo "== python_throughput.sh"
+  benchmarks/device/python_throughput.sh build-device
+fi

@@ -33,7 +33,8 @@ template <typename V>
 static void describe(V& v, EvaluatorConfig& o) {
   v.choice("backend", o.backend, {"cpu", "cuda", "python", "remote"},
            fmt::format("cpu | cuda | python | remote (built here: {})", fmt::join(built_evaluator_backends(), ", ")));
-  v.integer("workers", o.workers, 0, 4096, "worker processes; 0 = one per core (cpu, python on cpu) or per GPU");
+  v.integer("workers", o.workers, 0, 4096,
+            "worker processes; 0 = one per core (cpu, python on cpu), per GPU (cuda) or python.workers_per_device");
   v.text("cache_dir", o.cache_dir, "compiled-candidate cache; \"\" = default");
   v.number("compile_seconds", o.compile_seconds, 0.1, 1e5, "compiler time limit");
   v.integer("warmup", o.warmup, 0, 1000, "untimed runs before timing");
@@ -49,6 +50,13 @@ static void describe(V& v, EvaluatorConfig& o) {
     p.choice("device", o.python.device, {"cpu", "cuda", "auto"}, "cpu | cuda | auto");
     p.text("tasks_file", o.python.tasks_file, "JSON Lines task file");
     p.number("startup_seconds", o.python.startup_seconds, 1, 1e5, "start-up limit of a fresh worker");
+    p.integer("workers_per_device", o.python.workers_per_device, 0, 4096,
+              "0 = 4 per GPU (cuda), one per core (cpu); evaluator.workers > 0 sets the total instead");
+    p.choice("exclusive_measurement", o.python.exclusive_measurement, {"auto", "on", "off"},
+             "timing and profiling hold a per-device lock: on | off | auto (on for cuda, off for cpu)");
+    p.flag("spare_worker", o.python.spare_worker, "a worker per device started ahead, so replacing one costs no start");
+    p.flag("reuse_reference_timing", o.python.reuse_reference_timing,
+           "reference timed once per (task text, device, timing plan); false = in every evaluation");
   });
   v.section("remote", "backend remote: a Redis stream served by `turnrl eval-worker`", [&](auto& m) {
     m.text("redis_url", o.remote.redis_url, "redis://host:port");

@@ -4,14 +4,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <regex>
 #include <set>
@@ -23,6 +27,7 @@
 #include "syscall_filter.h"
 #include "trial_seeds.h"
 #include "turnrl/core/error.h"
+#include "turnrl/core/hash.h"
 #include "turnrl/core/install_paths.h"
 #include "turnrl/kernels/cpu_backend.h"
 #include "turnrl/kernels/cpu_tasks.h"
@@ -318,6 +323,23 @@ EvalError error_of(const Comparison& c) {
 
 double median(std::vector<double> v) { return timing_stats(std::move(v)).median_us; }
 
+// Adds the seconds a scope of this process's own work took to one phase of the current evaluation.
+class PhaseClock {
+ public:
+  PhaseClock(std::map<std::string, double>& phases, std::string name)
+      : phases_(phases), name_(std::move(name)), started_(std::chrono::steady_clock::now()) {}
+  ~PhaseClock() {
+    phases_[name_] += std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  }
+  PhaseClock(const PhaseClock&) = delete;
+  PhaseClock& operator=(const PhaseClock&) = delete;
+
+ private:
+  std::map<std::string, double>& phases_;
+  std::string name_;
+  std::chrono::steady_clock::time_point started_;
+};
+
 std::string read_all(FILE* f) {
   std::string out;
   char buf[4096];
@@ -454,6 +476,25 @@ struct ReferenceProfile {
   std::string kernel_names;  // JSON strings, comma-separated
 };
 
+// What an evaluation needs of the reference's timing, measured in a clean worker (before any
+// candidate ran in it) and reused per (task text, device name, timing plan) when
+// reuse_reference_timing is on.
+struct ReferenceTiming {
+  TimingStats time;
+  // What the timing request cost beyond its reported calls (billed CPU time on cpu, this process's
+  // clock on cuda): the harness's cost, the yardstick for the candidate's bill; NaN when unreadable.
+  double harness_seconds = std::nan("");
+  double timing_bytes = 0;   // one call's inputs and outputs (cuda: the plausible-speed check)
+  ReferenceProfile profile;  // cuda
+};
+
+// How many calls a task's timing makes and checks on a device (ProblemScaling), decided from the
+// first evaluation's reference call time and size.
+struct TimingPlan {
+  int timed_calls = 0;
+  int checks = 0;
+};
+
 struct PythonEvaluator::Impl {
   PythonTaskSet tasks;
   PythonEvalOptions opt;
@@ -462,15 +503,23 @@ struct PythonEvaluator::Impl {
 
   struct Slot {
     std::unique_ptr<SandboxWorker> worker;
+    size_t device_index = 0;                   // cuda:<index> (its measurement lock); 0 on cpu
     int evals = 0;                             // evaluations since the worker started
     double bandwidth = 0;                      // the device's copy bandwidth, bytes/s (info)
     std::string info;                          // the last info reply
     int threads = 0;                           // cpu: the worker's threads once started (seen from outside)
-    std::map<std::string, ReferenceProfile> reference_profiles;  // cuda: per task, profiled once
+    std::string device_name;                   // the info reply's (e.g. "NVIDIA H200", "cpu")
     std::map<std::string, double> phases;      // the current evaluation's seconds (last_phase_seconds)
+    std::vector<PhaseInterval> intervals;      // the current evaluation's requests (last_phase_intervals)
   };
   std::vector<Slot> slots;
   std::vector<std::map<std::string, double>> phase_seconds;  // per request of the last evaluate()
+  std::vector<std::vector<PhaseInterval>> phase_intervals;   // per request of the last evaluate()
+  bool exclusive = false;                        // measurements hold their device's lock
+  std::mutex reference_mutex;
+  std::map<std::string, ReferenceTiming> reference_timings;  // reference_timing_key -> the first timing
+  std::map<std::string, TimingPlan> timing_plans;            // timing_plan_key -> the first evaluation's
+  std::vector<std::unique_ptr<std::mutex>> measure_locks;  // one per device
 
   struct Reply {
     nlohmann::json frame;  // the reply's JSON line
@@ -481,9 +530,47 @@ struct PythonEvaluator::Impl {
     double wall_seconds = 0;               // this process's clock around the round trip
   };
   // One request; false with r.error/message set when the call failed (the worker is then gone).
-  bool call(Slot& slot, const std::string& op, const std::string& body, Reply& reply, EvalResult& r);
+  // Its phases are recorded under `label` ("" = op).
+  bool call(Slot& slot, const std::string& op, const std::string& body, Reply& reply, EvalResult& r,
+            const std::string& label = "");
+  // A timing or profile request of one side ("<op>.<side>"), holding the device's measurement lock
+  // when measurements are exclusive.
+  bool measure(Slot& slot, const std::string& op, const char* side, const std::string& body, Reply& reply,
+               EvalResult& r);
   EvalResult run(Slot& slot, const EvalRequest& req);
+  // The reference's timing of `timing_body` (and its profile on cuda) in the slot's worker, kept
+  // under `key` for later evaluations when reuse_reference_timing is on; false with `failure` saying
+  // what failed. `checks`: the outputs of the checked calls.
+  bool time_reference(Slot& slot, const PythonTask& task, const std::string& key, const std::string& timing_body,
+                      int timing_trials, size_t num_checks, ReferenceTiming& timing,
+                      std::vector<std::vector<Output>>& checks, std::string& failure);
+  // The key of a reference timing: the hash of the task's text (reference and entry point: the timed
+  // shape set is the one its get_inputs builds), the device's name and the timing plan.
+  std::string reference_timing_key(const PythonTask& task, const Slot& slot, int timing_trials) const;
+  // The key of a timing plan: the task's text, the device's name and the timed calls asked for.
+  std::string timing_plan_key(const PythonTask& task, const Slot& slot, int asked_timing_trials) const;
+  // A started, confined worker in the slot: the one it has, else the device's spare, else a new one.
   void ensure_info(Slot& slot);
+  // Starts the slot's worker here and now: interpreter, imports, warm-up, info, confinement.
+  void start_worker(Slot& slot);
+  // Moves the device's spare worker into a slot whose worker is gone (waiting for it if it is still
+  // starting) and starts the next spare; false when there is none to take.
+  bool take_spare(Slot& slot);
+  void start_spare(size_t device_index);  // the caller holds the device's spare mutex
+
+  SandboxLimits worker_limits;
+  std::vector<std::vector<std::string>> worker_args;  // per device
+  std::unique_ptr<SandboxWorker> new_worker(size_t device_index) const {
+    return std::make_unique<SandboxWorker>(runtime.executable, worker_args.at(device_index), worker_limits);
+  }
+  std::atomic<int> retired_starts{0};  // starts of workers that spares replaced
+  // Spare workers, one per device, started in the background so that replacing a worker that
+  // faulted or retired costs no start. Declared last: destroyed first, waiting for a start under way.
+  struct Spare {
+    std::mutex mutex;
+    std::future<std::unique_ptr<Slot>> ready;
+  };
+  std::vector<std::unique_ptr<Spare>> spares;
 };
 
 PythonEvaluator::PythonEvaluator(PythonTaskSet tasks, PythonEvalOptions options) : impl_(std::make_unique<Impl>()) {
@@ -504,6 +591,14 @@ PythonEvaluator::PythonEvaluator(PythonTaskSet tasks, PythonEvalOptions options)
     fail("python evaluator scaling.timing_budget_seconds: {} is not allowed; allowed: > 0", scale.timing_budget_seconds);
   if (scale.min_timed_calls < 1)
     fail("python evaluator scaling.min_timed_calls: {} is not allowed; allowed: >= 1", scale.min_timed_calls);
+  if (m.opt.workers < 0) fail("evaluator.workers: {} is not allowed; allowed: 0 (per device) or more", m.opt.workers);
+  if (m.opt.workers_per_device < 0)
+    fail("evaluator.python.workers_per_device: {} is not allowed; allowed: 0 (4 per GPU, one per core on cpu) or more",
+         m.opt.workers_per_device);
+  if (m.opt.exclusive_measurement != "auto" && m.opt.exclusive_measurement != "on" &&
+      m.opt.exclusive_measurement != "off")
+    fail("evaluator.python.exclusive_measurement: '{}' is not allowed; allowed: auto, on, off",
+         m.opt.exclusive_measurement);
   const std::string executable = resolve_python_executable(m.opt.executable);
   m.runtime = probe_python(executable, m.opt.device != "cpu");
   const char* how = "set evaluator.python.executable (or $TURNRL_PYTHON) to an interpreter with PyTorch, e.g. "
@@ -523,9 +618,13 @@ PythonEvaluator::PythonEvaluator(PythonTaskSet tasks, PythonEvalOptions options)
                "interpreter with triton\n",
                m.runtime.executable);
   m.script = m.opt.worker_script.empty() ? find_python_worker() : m.opt.worker_script;
-  int n = m.opt.workers;
-  if (n <= 0)
-    n = m.device == "cuda" ? std::max(1, m.runtime.gpus) : int(std::max(1u, std::thread::hardware_concurrency()));
+  m.exclusive = m.opt.exclusive_measurement == "auto" ? m.device == "cuda" : m.opt.exclusive_measurement == "on";
+  const int devices = m.device == "cuda" ? std::max(1, m.runtime.gpus) : 1;
+  const int per_device = m.opt.workers_per_device > 0 ? m.opt.workers_per_device
+                         : m.device == "cuda"         ? 4
+                                                      : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int n = m.opt.workers > 0 ? m.opt.workers : devices * per_device;
+  for (int d = 0; d < devices; ++d) m.measure_locks.push_back(std::make_unique<std::mutex>());
   SandboxLimits limits = m.opt.limits;
   require_sandbox(limits, "evaluator.sandbox");
   remove_stale_private_dirs();
@@ -547,9 +646,8 @@ PythonEvaluator::PythonEvaluator(PythonTaskSet tasks, PythonEvalOptions options)
   for (size_t i = 0; i < m.runtime.sys_path.size(); ++i)
     path_json += (i ? "," : "") + json_string(m.runtime.sys_path[i]);
   path_json += "]";
-  m.slots.resize(size_t(n));
-  for (int i = 0; i < n; ++i) {
-    const std::string dev = m.device == "cuda" ? fmt::format("cuda:{}", i % std::max(1, m.runtime.gpus)) : "cpu";
+  for (int d = 0; d < devices; ++d) {
+    const std::string dev = m.device == "cuda" ? fmt::format("cuda:{}", d) : "cpu";
     std::vector<std::string> args = {"-I", "-B", m.script, "--device", dev, "--path", path_json, "--flush-mib",
                                      fmt::format("{}", m.opt.l2_flush_mib)};
     // The sandbox gives workers a minimal environment; these are what torch, Triton and extension
@@ -560,7 +658,14 @@ PythonEvaluator::PythonEvaluator(PythonTaskSet tasks, PythonEvalOptions options)
                             "TRITON_LIBCUDA_PATH", "TRITON_CUDART_PATH", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR",
                             "CC", "CXX", "TORCH_CUDA_ARCH_LIST"})
       if (const char* v = std::getenv(var)) args.insert(args.end(), {"--env", fmt::format("{}={}", var, v)});
-    m.slots[size_t(i)].worker = std::make_unique<SandboxWorker>(m.runtime.executable, args, limits);
+    m.worker_args.push_back(std::move(args));
+    m.spares.push_back(std::make_unique<Impl::Spare>());
+  }
+  m.worker_limits = limits;
+  m.slots.resize(size_t(n));
+  for (int i = 0; i < n; ++i) {
+    m.slots[size_t(i)].device_index = size_t(i % devices);
+    m.slots[size_t(i)].worker = m.new_worker(size_t(i % devices));
   }
 }
 
@@ -574,9 +679,13 @@ int PythonEvaluator::pool_size() const { return int(impl_->slots.size()); }
 const std::vector<std::map<std::string, double>>& PythonEvaluator::last_phase_seconds() const {
   return impl_->phase_seconds;
 }
+const std::vector<std::vector<PhaseInterval>>& PythonEvaluator::last_phase_intervals() const {
+  return impl_->phase_intervals;
+}
+bool PythonEvaluator::exclusive_measurement() const { return impl_->exclusive; }
 
 int PythonEvaluator::worker_starts() const {
-  int n = 0;
+  int n = impl_->retired_starts;
   for (const auto& s : impl_->slots) n += s.worker->starts();
   return n;
 }
@@ -588,10 +697,56 @@ std::string PythonEvaluator::worker_info() {
 
 void PythonEvaluator::Impl::ensure_info(Slot& slot) {
   if (slot.bandwidth > 0 && slot.worker->running()) return;
+  PhaseClock wait(slot.phases, "worker_wait");
+  if (!take_spare(slot)) start_worker(slot);
+}
+
+bool PythonEvaluator::Impl::take_spare(Slot& slot) {
+  // A pool's first workers start side by side here; the baseline of a fresh interpreter per
+  // evaluation pays its starts.
+  if (!opt.spare_worker || opt.fresh_worker_per_eval) return false;
+  Spare& spare = *spares.at(slot.device_index);
+  std::lock_guard<std::mutex> lock(spare.mutex);
+  const bool first_start = slot.worker->starts() == 0;
+  if (!spare.ready.valid() || first_start) {
+    if (!spare.ready.valid()) start_spare(slot.device_index);
+    return false;
+  }
+  std::unique_ptr<Slot> ready;
+  try {
+    ready = spare.ready.get();
+  } catch (const std::exception&) {  // it did not start: this slot starts one here and reports why
+    start_spare(slot.device_index);
+    return false;
+  }
+  start_spare(slot.device_index);
+  retired_starts += slot.worker->starts();
+  slot.worker = std::move(ready->worker);
+  slot.bandwidth = ready->bandwidth;
+  slot.info = std::move(ready->info);
+  slot.device_name = std::move(ready->device_name);
+  slot.threads = ready->threads;
+  slot.evals = 0;
+  return true;
+}
+
+void PythonEvaluator::Impl::start_spare(size_t device_index) {
+  spares.at(device_index)->ready = std::async(std::launch::async, [this, device_index] {
+    auto spare = std::make_unique<Slot>();
+    spare->device_index = device_index;
+    spare->worker = new_worker(device_index);
+    start_worker(*spare);
+    return spare;
+  });
+}
+
+void PythonEvaluator::Impl::start_worker(Slot& slot) {
+  slot.evals = 0;  // (an evaluation whose worker died counted for none)
   Reply reply;
   EvalResult r;
   if (!call(slot, "info", "", reply, r)) fail("python evaluator: the worker did not start: {}", r.message);
   slot.bandwidth = reply.head()["bandwidth"].num(0);
+  slot.device_name = reply.head()["device_name"].str();
   slot.info =
       fmt::format(R"({{"python": {}, "torch": {}, "triton": {}, "device": {}, "device_name": {}, "bandwidth": {}}})",
                   json_string(reply.head()["python"].str()), json_string(reply.head()["torch"].str()),
@@ -614,8 +769,21 @@ void PythonEvaluator::Impl::ensure_info(Slot& slot) {
   slot.threads = slot.worker->thread_count();
 }
 
+bool PythonEvaluator::Impl::measure(Slot& slot, const std::string& op, const char* side, const std::string& body,
+                                    Reply& reply, EvalResult& r) {
+  const std::string label = op + "." + side;
+  if (!exclusive) return call(slot, op, body, reply, r, label);
+  std::unique_lock<std::mutex> lock(*measure_locks.at(slot.device_index), std::defer_lock);
+  {
+    PhaseClock wait(slot.phases, "measure_wait");
+    lock.lock();
+  }
+  return call(slot, op, body, reply, r, label);
+}
+
 bool PythonEvaluator::Impl::call(Slot& slot, const std::string& op, const std::string& body, Reply& reply,
-                                 EvalResult& r) {
+                                 EvalResult& r, const std::string& label_or_empty) {
+  const std::string& label = label_or_empty.empty() ? op : label_or_empty;
   const std::string nonce = random_nonce();
   const std::string request = fmt::format(R"({{"op": {}, "nonce": {}{}{}}})", json_string(op), json_string(nonce),
                                           body.empty() ? "" : ", ", body);
@@ -626,7 +794,7 @@ bool PythonEvaluator::Impl::call(Slot& slot, const std::string& op, const std::s
   SandboxReply s = slot.worker->call(request);
   reply.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   reply.billed_seconds = slot.worker->billed_cpu_seconds() - billed_before;
-  slot.phases[op + "/round_trip"] += reply.wall_seconds;
+  slot.phases[label + "/round_trip"] += reply.wall_seconds;
   if (!was_running) slot.threads = 0;  // a fresh worker: its thread count is taken after confinement
   const std::string tail = s.output_tail.empty() ? "" : "\noutput: " + s.output_tail;
   if (s.status != SandboxStatus::ok) {
@@ -686,7 +854,13 @@ bool PythonEvaluator::Impl::call(Slot& slot, const std::string& op, const std::s
     r.message = r.hacking_reason;
     return false;
   }
-  slot.phases[op] += reply.head()["handler_seconds"].num();  // the worker's own time for the request
+  slot.phases[label] += reply.head()["handler_seconds"].num();  // the worker's own time for the request
+  // The worker's parts of the request: name -> [seconds, first start ns, last end ns].
+  if (const auto parts = reply.frame.find("phases"); parts != reply.frame.end() && parts->is_object())
+    for (const auto& [name, part] : parts->items())
+      if (const std::vector<double> p = Field(part).numbers(); !p.empty()) slot.phases[name] += p[0];
+  const std::vector<double> clock = reply.head()["handler_clock_ns"].numbers();
+  if (clock.size() == 2) slot.intervals.push_back({label, clock[0] * 1e-9, clock[1] * 1e-9});
   reply.blob = nl == std::string::npos ? std::string() : s.payload.substr(nl + 1);
   return true;
 }
@@ -816,11 +990,40 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
         side, timing_seed, timing_trials, opt.warmup, fmt::join(checks, ", "), opt.profile_calls, extra);
   };
 
-  // 1. The reference, before the candidate exists in that interpreter.
+  // 1. The reference, before the candidate exists in that interpreter. With a reused timing of
+  // the reference, this request also ships its outputs for this evaluation's checked timed calls.
+  ensure_info(slot);
+  // Timed and checked calls follow from the reference's call time and size (ProblemScaling): known
+  // here once the task's reference ran on this device, else decided after the reference request
+  // (then no timing can be reused in this evaluation).
+  const std::string plan_key = timing_plan_key(*task, slot, req.timing_trials);
+  std::optional<TimingPlan> known_plan;
+  {
+    std::lock_guard<std::mutex> lock(reference_mutex);
+    if (const auto it = timing_plans.find(plan_key); it != timing_plans.end()) known_plan = it->second;
+  }
+  const auto choose_checks = [&](const TimingPlan& p) {
+    timing_trials = p.timed_calls;
+    std::set<int> check_set;
+    for (int i = 0; timing_trials > 0 && int(check_set.size()) < std::min(p.checks, timing_trials) && i < 1000; ++i)
+      check_set.insert(int(seeds.next() % uint64_t(timing_trials)));
+    checks.assign(check_set.begin(), check_set.end());
+  };
+  if (known_plan) choose_checks(*known_plan);
+  std::string reference_key = reference_timing_key(*task, slot, timing_trials);
+  std::optional<ReferenceTiming> reused;
+  if (known_plan && opt.reuse_reference_timing && timing_trials > 0) {
+    std::lock_guard<std::mutex> lock(reference_mutex);
+    if (const auto it = reference_timings.find(reference_key); it != reference_timings.end()) reused = it->second;
+  }
   Reply ref;
   {
-    const std::string body = fmt::format(R"({}, "trials": [{}], "init_seed": {}, {})", task_json,
-                                         fmt::join(plan, ", "), init_seed, scaling_json);
+    const std::string body =
+        fmt::format(R"({}, "trials": [{}], "init_seed": {}, {}{})", task_json, fmt::join(plan, ", "), init_seed,
+                    scaling_json,
+                    reused ? fmt::format(R"(, "timing_checks": {{"seed": {}, "checks": [{}]}})", timing_seed,
+                                         fmt::join(checks, ", "))
+                           : std::string());
     bool ok = false;
     for (int attempt = 0; attempt < 2 && !ok; ++attempt) {  // a fresh worker once if the first one died
       EvalResult failure;
@@ -858,51 +1061,34 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   }
   require(!kinds.empty() && ref_out.size() == kinds.size(),
           "python worker protocol: reference outputs do not match the trial plan");
-  const bool large = ref.head()["large"].truthy();
-  timing_trials = timed_calls(scale, std::max(0, req.timing_trials), ref.head()["call_seconds"].num(0),
-                              ref.head()["trial_bytes"].num(0), slot.bandwidth);
-  std::set<int> check_set;
-  const int wanted_checks = std::min(large ? 1 : opt.timing_checks, timing_trials);
-  for (int i = 0; timing_trials > 0 && int(check_set.size()) < wanted_checks && i < 1000; ++i)
-    check_set.insert(int(seeds.next() % uint64_t(timing_trials)));
-  checks.assign(check_set.begin(), check_set.end());
+  if (!known_plan) {
+    const TimingPlan p{timed_calls(scale, std::max(0, req.timing_trials), ref.head()["call_seconds"].num(0),
+                                   ref.head()["trial_bytes"].num(0), slot.bandwidth),
+                       ref.head()["large"].truthy() ? 1 : opt.timing_checks};
+    choose_checks(p);
+    reference_key = reference_timing_key(*task, slot, timing_trials);
+    std::lock_guard<std::mutex> lock(reference_mutex);
+    timing_plans.emplace(plan_key, p);  // the first measurement stays, so reused timings keep matching
+  }
   const bool ref_aliases = ref.head()["aliases_input"].truthy();
 
-  // The reference's timing, in the same interpreter before the candidate is imported there: the
-  // reference time, the outputs of the checked calls, the operators it runs, and what the timing
-  // loop costs around its calls (billed from outside), the yardstick for the candidate's bill.
-  Reply ref_timing;
-  ReferenceProfile ref_profile;
-  if (timing_trials > 0) {
-    const auto failed = [&](const char* what, const EvalResult& failure, const Reply& reply) {
+  // The reference's timing, in the same interpreter before the candidate is imported there (or
+  // reused from such a measurement): the reference time, the outputs of the checked calls, the
+  // kernels it runs, and what the timing loop costs around its calls (billed from outside), the
+  // yardstick for the candidate's bill.
+  ReferenceTiming ref_timing;
+  if (reused) {
+    ref_timing = *reused;
+    for (const Field t : ref.head()["checks"].items()) ref_checks.push_back(decode_outputs(t, ref.blob));
+    require(ref_checks.size() == checks.size(),
+            "python worker protocol: the reference's checked calls do not match the plan");
+  } else if (timing_trials > 0) {
+    std::string failure;
+    if (!time_reference(slot, *task, reference_key, timing_json("reference", ""), timing_trials, checks.size(),
+                        ref_timing, ref_checks, failure)) {
       r.error = EvalError::internal;
-      r.message = trim_to(fmt::format("{} the reference of task '{}' failed: {}", what, task->id,
-                                      failure.message.empty() ? reply.head()["error"]["message"].str() : failure.message),
-                          opt.message_chars);
+      r.message = trim_to(failure, opt.message_chars);
       return finish();
-    };
-    EvalResult failure;
-    if (!call(slot, "timing", timing_json("reference", ""), ref_timing, failure) ||
-        ref_timing.head()["error"].is_object())
-      return failed("timing", failure, ref_timing);
-    for (const Field t : ref_timing.head()["checks"].items()) ref_checks.push_back(decode_outputs(t, ref_timing.blob));
-    require(ref_checks.size() == checks.size() && ref_timing.head()["us"].items().size() == size_t(timing_trials),
-            "python worker protocol: the reference's timing does not match the plan");
-    // CUDA: the reference's profile, a request of its own outside the timing's bill, once per task
-    // and worker. (On CPU nothing of the reference's profile is used: the profiler its timing left
-    // running is stopped by the next request.)
-    const auto cached = slot.reference_profiles.find(task->id);
-    if (device == "cuda" && cached != slot.reference_profiles.end()) {
-      ref_profile = cached->second;
-    } else if (device == "cuda") {
-      Reply profiled;
-      if (!call(slot, "profile", timing_json("reference", ""), profiled, failure) ||
-          profiled.head()["error"].is_object())
-        return failed("profiling", failure, profiled);
-      ref_profile.total_us = profiled.head()["profile"]["total_us"].num(0);
-      for (const Field k : profiled.head()["profile"]["kernel_names"].items())
-        ref_profile.kernel_names += (ref_profile.kernel_names.empty() ? "" : ", ") + json_string(k.str());
-      slot.reference_profiles[task->id] = ref_profile;
     }
   }
 
@@ -994,8 +1180,8 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
 
   // 3. Timing, checked calls and the profile of the timed calls.
   Reply tim;
-  const std::string candidate_timing = timing_json("candidate", ", \"library_kernels\": [" + ref_profile.kernel_names + "]");
-  if (!call(slot, "timing", candidate_timing, tim, r)) {
+  const std::string candidate_timing = timing_json("candidate", ", \"library_kernels\": [" + ref_timing.profile.kernel_names + "]");
+  if (!measure(slot, "timing", "candidate", candidate_timing, tim, r)) {
     r.correct = false;
     return finish();
   }
@@ -1012,7 +1198,7 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   if (tim.head()["mutated_inputs"].is_number())
     add_once(findings, kHackMutatesInputs,
              fmt::format("timed call {}: the inputs changed during the call", tim.head()["mutated_inputs"].integer()));
-  const std::vector<double> cand_us = tim.head()["us"].numbers(), ref_us = ref_timing.head()["us"].numbers();
+  const std::vector<double> cand_us = tim.head()["us"].numbers();
   const Field cand_checks = tim.head()["checks"];
   if (!findings.empty()) return finish();  // stopped by a finding inside the loop
   require(cand_us.size() == size_t(timing_trials) && cand_checks.items().size() == checks.size(),
@@ -1039,7 +1225,7 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
     }
   }
   r.candidate_time = timing_stats(cand_us);
-  r.reference_time = timing_stats(ref_us);
+  r.reference_time = ref_timing.time;
   if (r.candidate_time.median_us > 0) r.speedup = r.reference_time.median_us / r.candidate_time.median_us;
   r.stage = EvalStage::timed;
   // The reported call times against what the two timing requests cost, measured here: the CPU time
@@ -1047,12 +1233,10 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   // device's). The reference's request ran the same loop, so its cost beyond its calls is the harness's.
   const bool on_cpu = device == "cpu";
   const double cand_cost = on_cpu ? tim.billed_seconds : tim.wall_seconds;
-  const double ref_cost = on_cpu ? ref_timing.billed_seconds : ref_timing.wall_seconds;
-  double ref_reported = 0, cand_reported = 0;
-  for (double us : ref_us) ref_reported += us * 1e-6;
+  double cand_reported = 0;
   for (double us : cand_us) cand_reported += us * 1e-6;
-  if (std::isfinite(cand_cost) && std::isfinite(ref_cost))
-    for (auto& f : check_billed_time(cand_reported, cand_cost, std::max(0.0, ref_cost - ref_reported)))
+  if (std::isfinite(cand_cost) && std::isfinite(ref_timing.harness_seconds))
+    for (auto& f : check_billed_time(cand_reported, cand_cost, std::max(0.0, ref_timing.harness_seconds)))
       add_once(findings, f.flag, f.reason);
   if (device == "cuda") {
     const double host = median(tim.head()["host_us"].numbers());
@@ -1060,7 +1244,7 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
       add_once(findings, kHackDeferredWork,
                fmt::format("the device was busy {:.1f} us per call (all streams) but the events on the worker's stream "
                            "saw {:.1f} us: work launched on other streams", host, r.candidate_time.median_us));
-    for (auto& f : check_plausible_speed(r.candidate_time.median_us, ref_timing.head()["timing_bytes"].num(0), 0,
+    for (auto& f : check_plausible_speed(r.candidate_time.median_us, ref_timing.timing_bytes, 0,
                                          slot.bandwidth, opt.hacking))
       add_once(findings, f.flag, f.reason);
   }
@@ -1070,7 +1254,7 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   // cannot raise it.
   // The profile, a request of its own outside the timing's bill (as for the reference).
   Reply profiled;
-  if (!call(slot, "profile", candidate_timing, profiled, r)) {
+  if (!measure(slot, "profile", "candidate", candidate_timing, profiled, r)) {
     r.correct = false;
     return finish();
   }
@@ -1084,7 +1268,7 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   // On CPU the profiler's operator times are wall-clock spans that a loaded machine stretches at
   // random, so the reference's side is its median call time (robust) times as many calls.
   const double library_us = prof["library_us"].num(0);
-  const double reference_us = device == "cuda" ? ref_profile.total_us : r.reference_time.median_us * timing_trials;
+  const double reference_us = device == "cuda" ? ref_timing.profile.total_us : r.reference_time.median_us * timing_trials;
   r.coverage = reference_us > 0 ? std::clamp(1.0 - library_us / reference_us, 0.0, 1.0) : (library_us > 0 ? 0.0 : 1.0);
   r.reference_coverage = std::clamp(prof["reference_coverage"].num(0), 0.0, 1.0);
   r.kernel_count_coverage = std::clamp(prof["kernel_count_coverage"].num(0), 0.0, 1.0);
@@ -1107,6 +1291,62 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   return finish();
 }
 
+std::string PythonEvaluator::Impl::reference_timing_key(const PythonTask& task, const Slot& slot,
+                                                       int timing_trials) const {
+  const uint64_t text = fnv1a64(task.reference + "\n" + task.entry_point);
+  return fmt::format("{}|{}|{}|trials {}|warmup {}|flush {}", hex64(text), device, slot.device_name, timing_trials,
+                     opt.warmup, opt.l2_flush_mib);
+}
+
+std::string PythonEvaluator::Impl::timing_plan_key(const PythonTask& task, const Slot& slot,
+                                                   int asked_timing_trials) const {
+  return fmt::format("{}|{}|{}|asked {}", hex64(fnv1a64(task.reference + "\n" + task.entry_point)), device,
+                     slot.device_name, asked_timing_trials);
+}
+
+bool PythonEvaluator::Impl::time_reference(Slot& slot, const PythonTask& task, const std::string& key,
+                                           const std::string& timing_body, int timing_trials, size_t num_checks,
+                                           ReferenceTiming& timing, std::vector<std::vector<Output>>& checks,
+                                           std::string& failure) {
+  const auto failed = [&](const char* what, const EvalResult& call_failure, const Reply& reply) {
+    failure = fmt::format("{} the reference of task '{}' failed: {}", what, task.id,
+                          call_failure.message.empty() ? reply.head()["error"]["message"].str() : call_failure.message);
+    return false;
+  };
+  Reply timed;
+  EvalResult call_failure;
+  if (!measure(slot, "timing", "reference", timing_body, timed, call_failure) || timed.head()["error"].is_object())
+    return failed("timing", call_failure, timed);
+  for (const Field t : timed.head()["checks"].items()) checks.push_back(decode_outputs(t, timed.blob));
+  const std::vector<double> us = timed.head()["us"].numbers();
+  require(checks.size() == num_checks && us.size() == size_t(timing_trials),
+          "python worker protocol: the reference's timing does not match the plan");
+  timing.time = timing_stats(us);
+  double reported = 0;
+  for (double x : us) reported += x * 1e-6;
+  timing.harness_seconds = (device == "cpu" ? timed.billed_seconds : timed.wall_seconds) - reported;
+  timing.timing_bytes = timed.head()["timing_bytes"].num(0);
+  // CUDA: the reference's profile, a request of its own outside the timing's bill. (On CPU nothing
+  // of the reference's profile is used: the profiler its timing left running is stopped by the next
+  // request.)
+  if (device == "cuda") {
+    Reply profiled;
+    if (!measure(slot, "profile", "reference", timing_body, profiled, call_failure) ||
+        profiled.head()["error"].is_object())
+      return failed("profiling", call_failure, profiled);
+    timing.profile.total_us = profiled.head()["profile"]["total_us"].num(0);
+    for (const Field k : profiled.head()["profile"]["kernel_names"].items())
+      timing.profile.kernel_names += (timing.profile.kernel_names.empty() ? "" : ", ") + json_string(k.str());
+  }
+  // A reference that changes its inputs makes every timed call's inputs depend on the calls before
+  // it: its checked calls cannot be recomputed alone, so its timing is never reused.
+  if (opt.reuse_reference_timing && !timed.head()["mutated_inputs"].is_number()) {
+    std::lock_guard<std::mutex> lock(reference_mutex);
+    reference_timings.emplace(key, timing);  // the first measurement stays
+  }
+  return true;
+}
+
 std::shared_ptr<KernelEvaluator> make_python_evaluator(const EvaluatorConfig& c) {
   if (c.python.tasks_file.empty())
     fail("evaluator.python.tasks_file: empty; the python backend checks candidates against the tasks of a JSON Lines "
@@ -1118,6 +1358,10 @@ std::shared_ptr<KernelEvaluator> make_python_evaluator(const EvaluatorConfig& c)
   o.warmup = int(c.warmup);
   o.limits.wall_seconds = o.limits.cpu_seconds = c.wall_seconds;
   o.limits.startup_seconds = c.python.startup_seconds;
+  o.workers_per_device = int(c.python.workers_per_device);
+  o.exclusive_measurement = c.python.exclusive_measurement;
+  o.spare_worker = c.python.spare_worker;
+  o.reuse_reference_timing = c.python.reuse_reference_timing;
   o.limits.isolation = parse_sandbox_isolation(c.sandbox, "evaluator.sandbox");
   return std::make_shared<PythonEvaluator>(load_python_tasks(c.python.tasks_file), o);
 }
@@ -1125,16 +1369,32 @@ std::shared_ptr<KernelEvaluator> make_python_evaluator(const EvaluatorConfig& c)
 std::vector<EvalResult> PythonEvaluator::evaluate(const std::vector<EvalRequest>& requests) {
   Impl& m = *impl_;
   m.phase_seconds.assign(requests.size(), {});
+  m.phase_intervals.assign(requests.size(), {});
   return evaluate_on_pool(m.slots.size(), requests.size(), [&](size_t w, size_t i) {
     Impl::Slot& slot = m.slots[w];
     slot.phases.clear();
+    slot.intervals.clear();
+    const auto started = std::chrono::steady_clock::now();
+    const auto keep_phases = [&] {
+      // This process's own work: the evaluation's time outside its requests and its waits (a
+      // worker's start, with its info and confine requests, is all worker_wait).
+      double own = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      for (const auto& [name, seconds] : slot.phases)
+        if (name == "measure_wait" || name == "worker_wait" ||
+            (name.find("/round_trip") != std::string::npos && name.rfind("info/", 0) != 0 &&
+             name.rfind("confine/", 0) != 0))
+          own -= seconds;
+      slot.phases["parent"] = std::max(0.0, own);
+      m.phase_seconds[i] = slot.phases;
+      m.phase_intervals[i] = slot.intervals;
+    };
     try {
       EvalResult r = m.run(slot, requests[i]);
-      m.phase_seconds[i] = slot.phases;
+      keep_phases();
       return r;
     } catch (...) {
       slot.worker->stop();  // the protocol broke off mid-request: the next request gets a fresh worker
-      m.phase_seconds[i] = slot.phases;
+      keep_phases();
       throw;  // evaluate_on_pool turns it into an internal-error result
     }
   });

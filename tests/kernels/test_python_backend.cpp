@@ -196,6 +196,12 @@ TEST_CASE("python backend: the interpreter probe and the factory say what is mis
   CHECK_THROWS_WITH(PythonEvaluator(PythonTaskSet{}, o), Catch::Contains("evaluator.python.executable"));
   o.device = "tpu";
   CHECK_THROWS_WITH(PythonEvaluator(PythonTaskSet{}, o), Catch::Contains("allowed: cpu, cuda, auto"));
+  o.device = "cpu";
+  CHECK_THROWS_WITH(PythonEvaluator(PythonTaskSet{}, PythonEvalOptions(o).per_device(-2)),
+                    Catch::Contains("evaluator.python.workers_per_device: -2") && Catch::Contains("allowed"));
+  CHECK_THROWS_WITH(PythonEvaluator(PythonTaskSet{}, PythonEvalOptions(o).exclusive("always")),
+                    Catch::Contains("evaluator.python.exclusive_measurement: 'always'") &&
+                        Catch::Contains("allowed: auto, on, off"));
   const auto built = built_evaluator_backends();
   CHECK(std::find(built.begin(), built.end(), "python") != built.end());
   EvaluatorConfig c;
@@ -236,13 +242,22 @@ TEST_CASE("python backend: honest candidates of every task are correct, timed an
     CHECK(r.wall_seconds > 0);
     // The phases: every request the evaluation made, the worker's time inside its round trip.
     const std::map<std::string, double>& phases = e.last_phase_seconds().at(i);
-    for (const char* op : {"reference", "candidate", "timing"}) {
+    for (const char* op : {"reference", "candidate", "timing.reference", "timing.candidate", "profile.candidate"}) {
       INFO(op);
       REQUIRE(phases.count(op + std::string("/round_trip")));
       CHECK(phases.at(op) > 0);
       CHECK(phases.at(op) <= phases.at(op + std::string("/round_trip")));
     }
-    double parts = 0;
+    // The worker's parts of its requests, each inside the request it belongs to.
+    for (const char* part : {"reference.exec", "reference.trials", "candidate.exec", "candidate.first_call",
+                             "candidate.trials", "ship"}) {
+      INFO(part);
+      REQUIRE(phases.count(part));
+      CHECK(phases.at(part) > 0);
+    }
+    CHECK(phases.at("candidate.exec") + phases.at("candidate.first_call") + phases.at("candidate.trials") <=
+          phases.at("candidate"));
+    double parts = phases.at("parent");
     for (const auto& [name, seconds] : phases)
       if (name.find("/round_trip") != std::string::npos) parts += seconds;
     CHECK(parts <= r.wall_seconds);
@@ -543,4 +558,157 @@ TEST_CASE("python backend: scaling options out of range are refused, naming the 
   refused(ProblemScaling().ship_up_to(-1), "scaling.ship_bytes");
   refused(ProblemScaling().timing_budget(0), "scaling.timing_budget_seconds");
   refused(ProblemScaling().at_least_timed(0), "scaling.min_timed_calls");
+}
+
+TEST_CASE("python backend: with several workers no two measurements overlap, and verdicts equal a serial run's") {
+  if (skip_without_torch()) return;
+  // Honest candidates, a wrong one and planted hacks of every kind the timing and profile see.
+  std::vector<test::PythonCandidate> cands = candidates("honest");
+  for (const char* name : {"wrong", "hack_patch_timer", "hack_cache", "hack_precision", "hack_mutates_inputs",
+                           "hack_calls_reference", "hack_thread"})
+    for (auto& c : candidates(name))
+      if (c.name == name) cands.push_back(c);
+  REQUIRE(cands.size() >= 11);
+  std::vector<EvalRequest> reqs;
+  for (const auto& c : cands) reqs.push_back(test::python_request(c));
+  PythonEvalOptions o;
+  o.executable = python_with_torch();
+  o.device = "cpu";
+  o.warmup = 1;
+  o.limits.wall(3).cpu(3);
+  // The reference: one fresh interpreter per evaluation, one evaluation at a time.
+  PythonEvalOptions fresh = PythonEvalOptions(o).num_workers(1).exclusive("off");
+  fresh.fresh_worker_per_eval = true;
+  PythonEvaluator baseline(test_tasks(), fresh);
+  const auto expected = baseline.evaluate(reqs);
+  PythonEvaluator pool(test_tasks(), PythonEvalOptions(o).num_workers(3).exclusive("on"));
+  REQUIRE(pool.exclusive_measurement());
+  const auto got = pool.evaluate(reqs);
+  REQUIRE(got.size() == expected.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    INFO(cands[i].name << ": pool " << test::verdict_of(got[i]) << " " << got[i].hacking_reason << got[i].message
+                       << " | serial " << test::verdict_of(expected[i]) << " " << expected[i].hacking_reason
+                       << expected[i].message);
+    std::string why;
+    CHECK(test::meets(got[i], cands[i].expect, &why));
+    CHECK(got[i].correct == expected[i].correct);
+    CHECK(got[i].error == expected[i].error);
+    CHECK(got[i].stage == expected[i].stage);
+    CHECK(got[i].hacking_flags == expected[i].hacking_flags);
+  }
+  // Every timing and profile request of every evaluation, on the workers' common clock: sorted by
+  // start, each ends before the next starts.
+  std::vector<PhaseInterval> measured;
+  size_t other = 0;
+  for (const auto& evaluation : pool.last_phase_intervals())
+    for (const PhaseInterval& p : evaluation) {
+      CHECK(p.end_seconds >= p.start_seconds);
+      if (p.phase.rfind("timing.", 0) == 0 || p.phase.rfind("profile.", 0) == 0) measured.push_back(p);
+      else ++other;
+    }
+  REQUIRE(measured.size() >= 8);
+  REQUIRE(other >= cands.size());
+  std::sort(measured.begin(), measured.end(),
+            [](const PhaseInterval& a, const PhaseInterval& b) { return a.start_seconds < b.start_seconds; });
+  for (size_t k = 1; k < measured.size(); ++k) {
+    INFO(measured[k - 1].phase << " [" << measured[k - 1].start_seconds << ", " << measured[k - 1].end_seconds
+                               << "] then " << measured[k].phase << " [" << measured[k].start_seconds << ", "
+                               << measured[k].end_seconds << "]");
+    CHECK(measured[k - 1].end_seconds <= measured[k].start_seconds);
+  }
+  // The workers did run side by side: requests of two evaluations overlapped (not measurements).
+  bool parallel = false;
+  const auto& spans = pool.last_phase_intervals();
+  for (size_t a = 0; a < spans.size() && !parallel; ++a)
+    for (size_t b = a + 1; b < spans.size() && !parallel; ++b)
+      for (const PhaseInterval& x : spans[a])
+        for (const PhaseInterval& y : spans[b])
+          parallel |= x.start_seconds < y.end_seconds && y.start_seconds < x.end_seconds;
+  CHECK(parallel);
+}
+
+TEST_CASE("python backend: the reference is timed once per task and reused, its checked calls recomputed per evaluation") {
+  if (skip_without_torch()) return;
+  test::PythonCandidate honest;
+  for (const auto& c : candidates("honest"))
+    if (c.task == "softmax_rows") honest = c;
+  REQUIRE(!honest.source.empty());
+  // Right in its correctness trials, bfloat16 on its timed calls: caught only by the timed calls'
+  // outputs against the reference's same calls, which a reused timing must still provide.
+  test::PythonCandidate timed_only{"softmax_rows", "precision_when_timed",
+                                   test::read_text(std::string(TURNRL_TEST_DATA_DIR) +
+                                                   "/python_tasks/adversarial/softmax_rows/precision_when_timed.py"),
+                                   ""};
+  timed_only.expect = test::expectation_of(timed_only.source);
+  const std::vector<test::PythonCandidate> cands = {honest, timed_only, honest, timed_only};
+  std::vector<EvalRequest> reqs;
+  for (size_t i = 0; i < cands.size(); ++i) reqs.push_back(test::python_request(cands[i], 3, 10, 1000 + i));
+  PythonEvalOptions o;
+  o.executable = python_with_torch();
+  o.device = "cpu";
+  o.workers = 1;
+  o.warmup = 1;
+  o.limits.wall(3).cpu(3);
+  for (const bool reuse : {true, false}) {
+    INFO("reuse_reference_timing " << reuse);
+    PythonEvaluator e(test_tasks(), PythonEvalOptions(o).reuse_reference(reuse));
+    const auto res = e.evaluate(reqs);
+    const auto& phases = e.last_phase_seconds();
+    for (size_t i = 0; i < res.size(); ++i) {
+      INFO(i << " " << cands[i].name << ": " << test::verdict_of(res[i]) << " " << res[i].hacking_reason << res[i].message);
+      std::string why;
+      CHECK(test::meets(res[i], cands[i].expect, &why));
+      // Timed in the first evaluation only (one worker: evaluations run in order) when reused.
+      const bool timed_here = !reuse || i == 0;
+      CHECK(phases[i].count("timing.reference") == size_t(timed_here));
+      CHECK(phases[i].count("reference.checks") == size_t(!timed_here));
+    }
+    REQUIRE(res[0].correct);
+    REQUIRE(res[2].correct);
+    // The same measurement serves both honest evaluations when reused.
+    if (reuse) CHECK(res[2].reference_time.median_us == res[0].reference_time.median_us);
+  }
+}
+
+TEST_CASE("python backend: a worker that crashed or retired is replaced by the spare started ahead") {
+  if (skip_without_torch()) return;
+  test::PythonCandidate honest, crash;
+  for (const auto& c : candidates("honest"))
+    if (c.task == "softmax_rows") honest = c;
+  for (const auto& c : candidates("crash_abort")) crash = c;
+  REQUIRE(!honest.source.empty());
+  REQUIRE(!crash.source.empty());
+  // One worker retired after 2 evaluations: evaluation 1 kills it, 2 needs a new one, 3 retires it, 4
+  // needs a new one.
+  const std::vector<test::PythonCandidate> cands = {honest, crash, honest, honest, honest};
+  std::vector<EvalRequest> reqs;
+  for (const auto& c : cands) reqs.push_back(test::python_request(c));
+  PythonEvalOptions o;
+  o.executable = python_with_torch();
+  o.device = "cpu";
+  o.workers = 1;
+  o.warmup = 1;
+  o.max_evals_per_worker = 2;
+  o.limits.wall(3).cpu(3);
+  for (const bool spare : {true, false}) {
+    INFO("spare_worker " << spare);
+    PythonEvaluator e(test_tasks(), PythonEvalOptions(o).spare(spare));
+    const auto res = e.evaluate(reqs);
+    for (size_t i = 0; i < res.size(); ++i) {
+      std::string why;
+      INFO(i << ": " << test::verdict_of(res[i]) << " " << res[i].message);
+      CHECK(test::meets(res[i], cands[i].expect, &why));
+    }
+    const auto& phases = e.last_phase_seconds();
+    // The pool's first worker starts here (its info request in this evaluation); a replacement is
+    // the spare, already started and confined in the background, or, without one, a start here.
+    CHECK(phases[0].count("info/round_trip") == 1);
+    for (const size_t i : {size_t(2), size_t(4)}) {
+      INFO("evaluation " << i);
+      CHECK(phases[i].count("worker_wait") == 1);
+      CHECK(phases[i].count("info/round_trip") == size_t(!spare));
+    }
+    CHECK(phases[3].count("worker_wait") == 0);
+    CHECK(e.worker_starts() == 3);
+  }
 }

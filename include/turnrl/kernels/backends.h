@@ -27,6 +27,10 @@ struct PythonEvaluatorConfig {
   std::string device = "auto";         // cpu | cuda | auto (cuda when torch.cuda.is_available())
   std::string tasks_file;              // JSON Lines task file the backend checks against
   double startup_seconds = 120;        // interpreter + torch import of a fresh worker
+  int64_t workers_per_device = 0;      // 0 = 4 per GPU (cuda), one per core (cpu); evaluator.workers > 0 = total
+  std::string exclusive_measurement = "auto";  // on | off | auto (PythonEvalOptions::exclusive_measurement)
+  bool spare_worker = true;            // a worker per device started ahead to replace one
+  bool reuse_reference_timing = true;  // reference timed once per (task text, device, timing plan)
 };
 
 // evaluator.remote: requests go to a Redis stream served by `turnrl eval-worker` processes.
@@ -51,7 +55,8 @@ struct RemoteEvaluatorConfig {
 
 struct EvaluatorConfig {
   std::string backend = "cpu";  // cpu | cuda | python | remote
-  int64_t workers = 0;          // worker processes; 0 = one per core (cpu, python on cpu) or per GPU
+  // worker processes; 0 = one per core (cpu, python on cpu), per GPU (cuda) or python.workers_per_device
+  int64_t workers = 0;
   std::string cache_dir;        // compiled-candidate cache; "" = $TURNRL_EVAL_CACHE or $TMPDIR
   double compile_seconds = 60;
   int64_t warmup = 3;           // untimed runs before timing

@@ -1,14 +1,17 @@
 #pragma once
 // The Python backend of the kernel evaluator: KernelBench/KernelGYM-format tasks (python_tasks.h)
 // whose candidates are Python `ModelNew` modules calling Triton kernels, CUDA through load_inline, or
-// PyTorch. A pool of persistent Python workers (python/turnrl_eval_worker.py; one per GPU, or one per
-// core on CPU), each a SandboxWorker, serves every evaluation as these requests, each carrying a
-// fresh nonce that its reply must echo:
+// PyTorch. A pool of persistent Python workers (python/turnrl_eval_worker.py; 4 per GPU, or one per
+// core on CPU, plus a spare started ahead), each a SandboxWorker, serves every evaluation as these
+// requests, each carrying a fresh nonce that its reply must echo:
 //   reference  the reference's outputs for a fresh trial plan, computed before the candidate is
-//              imported into that interpreter, shipped to this process as raw bytes (or, too large,
-//              kept on the worker's device under a one-time pad);
-//   timing     each side alone, the same loop: the reference's before the candidate is imported,
-//              the candidate's only when it is correct and unflagged; every timed call profiled,
+//              imported into that interpreter, shipped to this process as raw bytes or, too large,
+//              kept on the worker's device under a one-time pad (with a reused reference timing,
+//              also its outputs for this evaluation's checked timed calls);
+//   timing     each side alone, the same loop, holding the device's measurement lock (cuda): the
+//              reference's before the candidate is imported (once per task text, device and timing
+//              plan when reused), the candidate's only when it is correct and unflagged; every
+//              timed call profiled,
 //              CUDA events on the worker's stream with an L2 flush (or the monotonic clock on CPU),
 //              outputs of randomly chosen timed calls shipped back; the parent bills both requests
 //              from outside (worker CPU time, or its own clock on CUDA) and compares;
@@ -67,7 +70,26 @@ struct ProblemScaling {
 struct PythonEvalOptions {
   std::string executable;  // "" = resolve_python_executable: $TURNRL_PYTHON, else python3 on PATH
   std::string device = "auto";         // cpu | cuda | auto (cuda when torch sees a GPU)
-  int workers = 0;                     // 0: one per GPU (cuda) or one per core (cpu)
+  int workers = 0;                     // total; 0 = workers_per_device on every device
+  int workers_per_device = 0;          // 0: 4 per GPU (cuda), one per core (cpu)
+  // Whether the timed and profiled requests (both sides' timing and profile) hold a lock of their
+  // device in this process, so that no two workers measure on one device at once while module exec,
+  // Triton compiles and correctness trials run in parallel. on | off | auto: on for cuda; off for
+  // cpu, where the workers' device is the cores themselves (one worker per core): a lock would put
+  // every timed loop, most of a CPU evaluation, on one core, and the CPU checks bill each worker's
+  // own CPU time, which other workers' load does not change.
+  std::string exclusive_measurement = "auto";
+  // A spare worker per device, started in the background when the pool starts and after each time
+  // one is taken: a worker replaced after a fault or max_evals_per_worker costs no start (11-14 s
+  // on an H200). Never with fresh_worker_per_eval (that baseline pays every start).
+  bool spare_worker = true;
+  // The reference is timed (and on cuda profiled) once per (task text, device name, timing plan),
+  // in a clean worker as always, and that measurement serves every later evaluation of the task;
+  // each evaluation's reference request then ships the reference's outputs for its own checked
+  // timed calls. Off: timed in every evaluation (the candidate is compared with a reference timed
+  // moments before in the same worker, which cancels drift). Never reused for a reference that
+  // changes its inputs.
+  bool reuse_reference_timing = true;
   SandboxLimits limits = default_limits();  // per worker; address space is lifted on cuda (below)
   std::string worker_script;           // "" = find_python_worker()
   int warmup = 3;                      // untimed calls of each side before timing
@@ -83,6 +105,10 @@ struct PythonEvalOptions {
   PythonEvalOptions& python(const std::string& exe) { executable = exe; return *this; }
   PythonEvalOptions& on(const std::string& d) { device = d; return *this; }
   PythonEvalOptions& num_workers(int n) { workers = n; return *this; }
+  PythonEvalOptions& per_device(int n) { workers_per_device = n; return *this; }
+  PythonEvalOptions& exclusive(const std::string& mode) { exclusive_measurement = mode; return *this; }
+  PythonEvalOptions& spare(bool on) { spare_worker = on; return *this; }
+  PythonEvalOptions& reuse_reference(bool on) { reuse_reference_timing = on; return *this; }
   PythonEvalOptions& sandbox(const SandboxLimits& l) { limits = l; return *this; }
   PythonEvalOptions& thresholds(const HackingThresholds& t) { hacking = t; return *this; }
   PythonEvalOptions& scale(const ProblemScaling& s) { scaling = s; return *this; }
@@ -116,6 +142,13 @@ std::string resolve_python_executable(const std::string& configured);
 // naming the places it looked.
 std::string find_python_worker();
 
+// One request's handling in a worker, on the worker's monotonic clock (CLOCK_MONOTONIC, this
+// process's steady clock): measurements of one device never overlap when exclusive.
+struct PhaseInterval {
+  std::string phase;  // e.g. "timing.candidate", "profile.reference", "candidate"
+  double start_seconds = 0, end_seconds = 0;
+};
+
 class PythonEvaluator : public KernelEvaluator {
  public:
   // Throws turnrl::Error when the interpreter or torch is missing, or device is unknown.
@@ -134,7 +167,17 @@ class PythonEvaluator : public KernelEvaluator {
   // Where the last evaluations' time went, seconds, per request: for each worker request ("info",
   // "reference", "candidate", "timing", "release") the worker's own handling time under its name
   // and the parent's round trip (worker start included) under "<name>/round_trip".
+  // Also, under their own names, the worker's parts of a request ("candidate.exec",
+  // "candidate.first_call", "candidate.trials", "ship", ...; python/turnrl_eval_worker.py's _Phase)
+  // and this process's own: "parent" (planning, decoding and comparing outputs: the evaluation's
+  // time outside its requests), "measure_wait" (waiting for the device's measurement lock) and
+  // "worker_wait" (for a started worker when the slot's is gone: the spare, or a start here).
+  // Requests that measure are named "<op>.<side>" ("timing.reference", "profile.candidate").
   const std::vector<std::map<std::string, double>>& last_phase_seconds() const;
+  // Per request of the last evaluate(): every worker request's span on the worker's clock, in order.
+  const std::vector<std::vector<PhaseInterval>>& last_phase_intervals() const;
+  // Whether timing and profiling hold a per-device lock (exclusive_measurement after resolving auto).
+  bool exclusive_measurement() const;
   // The first worker's "info" reply (versions, device name, measured bandwidth) as JSON; starts it.
   std::string worker_info();
 
