@@ -493,6 +493,7 @@ struct ReferenceTiming {
 struct TimingPlan {
   int timed_calls = 0;
   int checks = 0;
+  bool large = false;
 };
 
 struct PythonEvaluator::Impl {
@@ -520,6 +521,9 @@ struct PythonEvaluator::Impl {
   std::map<std::string, ReferenceTiming> reference_timings;  // reference_timing_key -> the first timing
   std::map<std::string, TimingPlan> timing_plans;            // timing_plan_key -> the first evaluation's
   std::vector<std::unique_ptr<std::mutex>> measure_locks;  // one per device
+  // One per device: large problems (ProblemScaling) evaluate one at a time there, since each one's
+  // kept trials hold a share of the device's memory that several at once would exceed.
+  std::vector<std::unique_ptr<std::mutex>> large_problem_locks;
 
   struct Reply {
     nlohmann::json frame;  // the reply's JSON line
@@ -624,7 +628,10 @@ PythonEvaluator::PythonEvaluator(PythonTaskSet tasks, PythonEvalOptions options)
                          : m.device == "cuda"         ? 4
                                                       : int(std::max(1u, std::thread::hardware_concurrency()));
   const int n = m.opt.workers > 0 ? m.opt.workers : devices * per_device;
-  for (int d = 0; d < devices; ++d) m.measure_locks.push_back(std::make_unique<std::mutex>());
+  for (int d = 0; d < devices; ++d) {
+    m.measure_locks.push_back(std::make_unique<std::mutex>());
+    m.large_problem_locks.push_back(std::make_unique<std::mutex>());
+  }
   SandboxLimits limits = m.opt.limits;
   require_sandbox(limits, "evaluator.sandbox");
   remove_stale_private_dirs();
@@ -997,10 +1004,19 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   // here once the task's reference ran on this device, else decided after the reference request
   // (then no timing can be reused in this evaluation).
   const std::string plan_key = timing_plan_key(*task, slot, req.timing_trials);
-  std::optional<TimingPlan> known_plan;
-  {
+  const auto known = [&]() -> std::optional<TimingPlan> {
     std::lock_guard<std::mutex> lock(reference_mutex);
-    if (const auto it = timing_plans.find(plan_key); it != timing_plans.end()) known_plan = it->second;
+    const auto it = timing_plans.find(plan_key);
+    return it == timing_plans.end() ? std::nullopt : std::optional<TimingPlan>(it->second);
+  };
+  std::optional<TimingPlan> known_plan = known();
+  // A large problem's evaluation holds its device's large-problem lock to the end; a task's first
+  // evaluation on a device holds it until its reference says whether the task is large.
+  std::unique_lock<std::mutex> large_lock;
+  if (!known_plan || known_plan->large) {
+    large_lock = std::unique_lock<std::mutex>(*large_problem_locks.at(slot.device_index));
+    if (!known_plan) known_plan = known();  // decided while this evaluation waited
+    if (known_plan && !known_plan->large) large_lock.unlock();
   }
   const auto choose_checks = [&](const TimingPlan& p) {
     timing_trials = p.timed_calls;
@@ -1064,8 +1080,9 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   if (!known_plan) {
     const TimingPlan p{timed_calls(scale, std::max(0, req.timing_trials), ref.head()["call_seconds"].num(0),
                                    ref.head()["trial_bytes"].num(0), slot.bandwidth),
-                       ref.head()["large"].truthy() ? 1 : opt.timing_checks};
+                       ref.head()["large"].truthy() ? 1 : opt.timing_checks, ref.head()["large"].truthy()};
     choose_checks(p);
+    if (!p.large) large_lock.unlock();
     reference_key = reference_timing_key(*task, slot, timing_trials);
     std::lock_guard<std::mutex> lock(reference_mutex);
     timing_plans.emplace(plan_key, p);  // the first measurement stays, so reused timings keep matching
