@@ -69,7 +69,7 @@ _POISON = {"float32": (0x7FC07E57, "int32"), "float16": (0x7E57, "int16"),
 _CANDIDATE_PREFIX = "turnrl_candidate_"
 
 # Bound when this namespace is created (before any candidate runs) and only used through these names.
-_os_read, _os_write, _os_exit, _os_listdir = os.read, os.write, os._exit, os.listdir
+_os_read, _os_write, _os_exit, _os_listdir, _urandom = os.read, os.write, os._exit, os.listdir, os.urandom
 _perf_ns = time.perf_counter_ns
 _thread_count = _thread._count
 _gc_collect, _gc_disable, _gc_enable = gc.collect, gc.disable, gc.enable
@@ -635,9 +635,19 @@ def _init_args(init):
     return init, {}
 
 
+def _device_default(device):
+    """Where torch has one (2.0 on: `with torch.device(...)`), a context under which the tensors
+    get_inputs() creates are made on `device` directly: a GB-scale input is then generated there from
+    the seed instead of on the host and copied. Older torch builds them on the host (then moved)."""
+    T = _state["T"]
+    if device.type == "cpu" or not hasattr(T.torch.device, "__enter__"):
+        return _NoProfile()
+    return device
+
+
 def _make_inputs(ref_ns, overrides, seed):
     T = _state["T"]
-    with _Overrides(ref_ns, overrides):
+    with _Overrides(ref_ns, overrides), _device_default(_state["device"]):
         T.manual_seed(seed)
         inputs = list(ref_ns["get_inputs"]())
     return [_to_device(x) for x in inputs]
@@ -661,36 +671,43 @@ def _tensors(inputs):
 
 
 def _permute_tail(inputs, seed):
-    """The cache trial: same buffers, second halves shuffled in place (values stay in their domain)."""
+    """The cache trial: same buffers, second halves shuffled in place (values stay in their domain).
+    The permutation is drawn on the tensor's device (a GB input's would take seconds on the host)."""
     T = _state["T"]
-    g = T.Generator()
-    g.manual_seed(seed)
+    g = None
     for t in _tensors(inputs):
         n = t.numel()
         if n < 2 or not t.is_contiguous():
             continue
+        if g is None:
+            g = T.Generator(device=t.device)
+            g.manual_seed(seed)
         flat = T.reshape(t, (-1,))
         half = n // 2
-        perm = T.randperm(n - half, generator=g)
-        T.copy_(flat[half:], T.to(T.clone(flat[half:])[perm], t.device))
+        perm = T.randperm(n - half, generator=g, device=t.device)
+        T.copy_(flat[half:], T.clone(flat[half:])[perm])
 
 
 def _perturb(inputs, i, seed):
-    """Timing trial i: in every floating input, 1 to n/64 + 1 elements change, at places and by amounts
+    """Timing trial i: in every floating input, 1 to n/64 + 1 places change, at places and by amounts
     drawn from (seed, i), so that result caches miss and recomputing only what a kept copy says changed
     saves nothing. The reference's and the candidate's timing walk through the same sequence."""
     T = _state["T"]
     for k, t in enumerate(_tensors(inputs)):
         if not (t.is_floating_point() and t.numel() >= 1 and t.is_contiguous()):
             continue
-        g = T.Generator()
+        # Drawn on the tensor's device: a GB input changes in millions of places per call.
+        g = T.Generator(device=t.device)
         g.manual_seed((int(seed) * 1000003 + i * 7919 + k * 104729) % (1 << 62))
         flat = T.reshape(t, (-1,))
         n = flat.numel()
-        count = 1 + int(T.randint(0, n // 64 + 1, (1,), generator=g)[0])
-        where = T.to(T.randint(0, n, (count,), generator=g), t.device)
-        scale = T.to(T.rand((count,), generator=g) + 0.5, t.device, t.dtype)
-        shift = T.to(T.rand((count,), generator=g) * 0.5 - 0.25, t.device, t.dtype)
+        count = 1 + int(T.randint(0, n // 64 + 1, (1,), generator=g, device=t.device)[0])
+        # Unique places: a place drawn twice would get one of two new values, which one depending on
+        # the device's write order, and the two sides' inputs could differ there.
+        where = T.torch.unique(T.randint(0, n, (count,), generator=g, device=t.device))
+        count = where.numel()
+        scale = T.to(T.rand((count,), generator=g, device=t.device) + 0.5, t.dtype)
+        shift = T.to(T.rand((count,), generator=g, device=t.device) * 0.5 - 0.25, t.dtype)
         flat[where] = flat[where] * scale + shift
 
 
@@ -772,6 +789,241 @@ def _shape_sets(task):
     return [{}] + [dict(s) for s in task.get("extra_shapes", [])]
 
 
+# --------------------------------------------------------------------------------- large problems
+# KernelBench problems reach GB-scale inputs and outputs (docs/evaluator.md, "Large problems"). Outputs
+# larger than the parent's ship_bytes stay on the device: the reference's are kept there, encrypted
+# with a one-time pad (a candidate's kernel can read and write any device address, so it must find
+# neither the answers nor a place to write a forged reference), and each candidate output is compared
+# with them on the device right after its call, before the candidate runs again. The parent does not
+# take that comparison's word for it: elements at places drawn after the call travel too, with the
+# reference's elements at places drawn when the reference ran (its integrity), and the parent compares
+# them itself.
+
+class _NotEnoughMemory(MemoryError):
+    pass
+
+
+# What the parent sends with every reference request (PythonEvalOptions::scaling); these are for the
+# worker's own warm-up.
+_DEFAULT_LARGE = {"ship_bytes": 16 << 20, "large_bytes": 256 << 20, "hold_fraction": 0.3, "spot_checks": 1024,
+                  "tolerances": [[1e-2, 1e-2]]}
+
+
+def _nbytes(tensors):
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _meminfo(path, key):
+    try:
+        with open(path, encoding="ascii") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _available_bytes():
+    """What the next allocations may use: on CUDA the device's free memory plus what torch's caching
+    allocator holds unused; on CPU the machine's MemAvailable, bounded by the sandbox's address-space
+    limit less what this process already maps."""
+    T = _state["T"]
+    if _state["cuda"]:
+        cuda = T.torch.cuda
+        free, _ = cuda.mem_get_info(_state["device"])
+        return int(free + cuda.memory_reserved(_state["device"]) - cuda.memory_allocated(_state["device"]))
+    avail = _meminfo("/proc/meminfo", "MemAvailable")
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    mapped = _meminfo("/proc/self/status", "VmSize")
+    if soft != resource.RLIM_INFINITY and mapped is not None:
+        avail = soft - mapped if avail is None else min(avail, soft - mapped)
+    return avail if avail is not None else 1 << 62
+
+
+def _check_memory(need, what):
+    avail = _available_bytes()
+    if need > avail:
+        raise _NotEnoughMemory("%s needs %d bytes (%.2f GiB) on %s, %d bytes (%.2f GiB) are available"
+                               % (what, need, need / 2.0 ** 30, _state["device"], avail, avail / 2.0 ** 30))
+
+
+def _meta_input_bytes(ref_ns, overrides):
+    """The bytes get_inputs() will allocate, from a run on the meta device (no memory), where torch has
+    a device default; None where it has not or get_inputs() needs real values."""
+    T = _state["T"]
+    if not hasattr(T.torch.device, "__enter__"):
+        return None
+    try:
+        with _Overrides(ref_ns, overrides), T.torch.device("meta"):
+            return _nbytes(_tensors(list(ref_ns["get_inputs"]())))
+    except Exception:
+        return None
+
+
+def _words(t):
+    """The bytes of a contiguous tensor as the widest integer words that tile it."""
+    T = _state["T"]
+    flat = T.reshape(t, (-1,))
+    n = flat.numel() * flat.element_size()
+    if flat.element_size() == 8 or (flat.element_size() < 8 and n % 8 == 0 and flat.numel() % (8 // flat.element_size()) == 0):
+        return T.view_dtype(flat, T.torch.int64), None
+    return T.view_dtype(flat, T.torch.uint8), 256
+
+
+def _pad(words, seed, high):
+    T = _state["T"]
+    g = T.Generator(device=words.device)
+    g.manual_seed(seed)
+    key = T.empty(words.shape, dtype=words.dtype, device=words.device)
+    if high is None:
+        key.random_(-2 ** 63, None, generator=g)
+    else:
+        key.random_(0, high, generator=g)
+    return key
+
+
+def _padded_copy(t, seed):
+    """A copy of contiguous t XORed with a one-time pad drawn from seed (one pass, no plain copy)."""
+    T = _state["T"]
+    words, high = _words(t)
+    return T.view_dtype(T.torch.bitwise_xor(words, _pad(words, seed, high)), t.dtype).view(t.shape)
+
+
+def _remove_pad(t, seed):
+    """Undoes _padded_copy in place."""
+    words, high = _words(t)
+    words.bitwise_xor_(_pad(words, seed, high))
+
+
+def _spot_indices(n, count, device):
+    """count places in [0, n), drawn now from the OS (never from torch's generators, which the
+    candidate can seed or read)."""
+    T = _state["T"]
+    count = min(count, n)
+    if count <= 0:
+        return T.empty((0,), dtype=T.torch.int64, device=device)
+    g = T.Generator()
+    g.manual_seed(int.from_bytes(_urandom(8), "little") >> 1)
+    return T.to(T.randint(0, n, (count,), generator=g), device)
+
+
+def _flat_at(t, index):
+    return _state["T"].reshape(t, (-1,))[index]
+
+
+def _compare_on_device(o, r, tolerances):
+    """compare_tensors (src/kernels/measurement.cpp) on the device, in chunks: per (atol, rtol),
+    [finite, within, max abs error, max rel error, first failing index or -1]. Equal bytes pass at
+    once; otherwise half and single precision outputs are compared in float32 (the parent's host
+    comparison widens to float64: a difference within an ulp of the tolerance may be judged either
+    way), float64 and integer outputs in float64, so no float64 copy of a float32 output is made."""
+    T = _state["T"]
+    torch = T.torch
+    if T.equal(o, r):
+        return [[True, True, 0.0, 0.0, -1] for _ in tolerances]
+    a_all, b_all = T.reshape(o, (-1,)), T.reshape(r, (-1,))
+    wide = torch.float32 if o.is_floating_point() and o.element_size() <= 4 else torch.float64
+    n = a_all.numel()
+    chunk = 1 << 24
+    rows = []
+    for start in range(0, n, chunk):
+        a = T.to(a_all[start:start + chunk], wide)
+        b = T.to(b_all[start:start + chunk], wide)
+        finite = torch.isfinite(a)
+        d = torch.abs(a - b).masked_fill(~finite, 0.0)
+        abs_b = torch.abs(b)
+        rel = d / abs_b.clamp_min(1e-12)
+        bad_value = ~finite & (a != b)
+        per_tol = []
+        for atol, rtol in tolerances:
+            bad_tol = finite & ~(d <= abs_b * rtol + atol)
+            bad = bad_value | bad_tol
+            first = torch.where(bad.any(), torch.argmax(bad.to(torch.int8)).to(torch.float64) + start,
+                                torch.tensor(-1.0, dtype=torch.float64, device=a.device))
+            per_tol.append(torch.stack([bad_value.any().to(torch.float64), bad_tol.any().to(torch.float64), first]))
+        maxima = T.to(torch.stack([d.masked_fill(torch.isnan(d), 0.0).max(), rel.masked_fill(torch.isnan(rel), 0.0).max()]),
+                      torch.float64)
+        rows.append(torch.cat([maxima] + per_tol))
+    if not rows:
+        return [[True, True, 0.0, 0.0, -1] for _ in tolerances]
+    table = T.cpu(torch.stack(rows)).tolist()  # one transfer for the whole output
+    out = []
+    for k in range(len(tolerances)):
+        finite, within, first = True, True, -1
+        for row in table:
+            v = row[2 + 3 * k:5 + 3 * k]
+            finite = finite and v[0] == 0
+            within = within and v[1] == 0
+            if first < 0 and v[2] >= 0:
+                first = int(v[2])
+        out.append([finite, within, max(row[0] for row in table), max(row[1] for row in table), first])
+    return out
+
+
+def _keep_or_ship(outs, key, blob):
+    """The reference's outputs of one call: shipped whole when they are small, else kept here under the
+    pad for the candidate's comparison, with their non-finite count and the elements at places drawn
+    now shipped (the parent checks later that the kept reference still holds them)."""
+    T, large = _state["T"], _state["large"]
+    if _nbytes(outs) <= large["ship_bytes"]:
+        return [blob.add_tensor(o) for o in outs]
+    kept, descs = [], []
+    for o in outs:
+        o = T.contiguous(T.detach(o))
+        place = _spot_indices(o.numel(), large["spot_checks"], o.device)
+        desc = {"dtype": str(o.dtype).replace("torch.", ""), "shape": [int(s) for s in o.shape], "kept": True,
+                "spot_index": blob.add_tensor(place), "spot_ref": blob.add_tensor(_flat_at(o, place))}
+        seed = int.from_bytes(_urandom(8), "little") >> 1
+        kept.append((_padded_copy(o, seed), seed, place))
+        descs.append(desc)
+    _state["kept"][key] = kept
+    return descs
+
+
+def _compare_kept(outs, key, blob):
+    """The candidate's outputs of one call against the reference's kept ones (their pad removed in
+    place, used once): the device's verdict at each tolerance, the count of elements holding the
+    harness's NaN pattern, the elements at places drawn now (after the candidate's last instruction
+    ran), and the reference's elements at the places drawn when it ran."""
+    T, large = _state["T"], _state["large"]
+    kept = _state["kept"].pop(key)
+    descs = []
+    for i, o in enumerate(outs):
+        o = T.contiguous(T.detach(o))
+        desc = {"dtype": str(o.dtype).replace("torch.", ""), "shape": [int(s) for s in o.shape], "kept": True}
+        descs.append(desc)
+        if i >= len(kept):
+            continue
+        ref, seed, place = kept[i]
+        _remove_pad(ref, seed)
+        if ref.dtype != o.dtype or ref.shape != o.shape:
+            continue  # the parent reports the shapes
+        desc["verdicts"] = _compare_on_device(o, ref, large["tolerances"])
+        p = _POISON.get(desc["dtype"])
+        desc["poisoned"] = int(T.cpu((T.view_dtype(o, getattr(T.torch, p[1])) == p[0]).sum()).item()) if p else 0
+        fresh = _spot_indices(o.numel(), large["spot_checks"], o.device)
+        desc.update(spot_index=blob.add_tensor(fresh), spot_cand=blob.add_tensor(_flat_at(o, fresh)),
+                    spot_ref=blob.add_tensor(_flat_at(ref, fresh)), ref_again=blob.add_tensor(_flat_at(ref, place)))
+    return descs
+
+
+def _drop_evaluation_data():
+    """The kept trial inputs and reference outputs of the evaluation that ended."""
+    _state["kept"] = {}
+    _state["trial_inputs"] = {}
+
+
+def _outputs_reply(outs, key, blob, side):
+    """One call's outputs for the parent: the reference's kept or shipped, the candidate's compared here
+    when the reference's were kept, else shipped."""
+    if side == "reference":
+        return _keep_or_ship(outs, key, blob)
+    if key in _state["kept"]:
+        return _compare_kept(outs, key, blob)
+    return [blob.add_tensor(o) for o in outs]
+
+
 # ------------------------------------------------------------------------------------ reference
 
 def _load_reference(task):
@@ -811,34 +1063,76 @@ def _finish_time(marks):
 
 
 def _reference_request(req, blob):
+    try:
+        return _reference_trials(req, blob)
+    except BaseException as e:
+        if not _memory_error(e) or isinstance(e, _NotEnoughMemory):
+            raise
+        avail = _available_bytes()
+        raise _NotEnoughMemory("%s (%d bytes, %.2f GiB, are available on %s)"
+                               % (str(e).strip(), avail, avail / 2.0 ** 30, _state["device"]))
+
+
+def _reference_trials(req, blob):
+    """The reference's outputs for the trial plan. Each trial's inputs are made once, on the device,
+    and kept for the candidate's same trial (it gets these bytes, the reference ran on a copy). A trial
+    whose inputs and outputs exceed large_bytes makes the problem large: extra shape sets are skipped
+    and main trials stop where the kept trials would hold more than hold_fraction of the memory left
+    (the cache trial still runs); "ran" lists the plan's trials that ran."""
     T, task = _state["T"], req["task"]
+    _state["large"] = dict(req.get("large") or _DEFAULT_LARGE)
     with _Phase("reference.exec"):
         ns, Model = _load_reference(task)
     sets = _shape_sets(task)
+    estimate = _meta_input_bytes(ns, sets[0])
+    if estimate is not None:  # inputs, the reference's copy of them, outputs as large as the inputs
+        _check_memory(3 * estimate, "one trial of task inputs of %d bytes" % estimate)
     models = {}
-    outputs, aliases = [], False
-    for trial in req["trials"]:
+    outputs, aliases, ran, call_seconds, trial_bytes = [], False, [], None, 0
+    kept_inputs = _state["trial_inputs"] = {}
+    last_main, large, budget, held = None, False, 0, 0
+    for j, trial in enumerate(req["trials"]):
+        j = int(trial.get("index", j))
         k = int(trial.get("shape_set", 0))
+        if large and (trial["kind"] == "shape" or (trial["kind"] == "main" and held + trial_bytes > budget)):
+            continue
         if k not in models:
             with _Phase("reference.build"):
                 models[k] = _build(Model, ns, sets[k], req["init_seed"])
         with _Phase("reference.inputs"):
             if trial["kind"] == "cache":
-                inputs = _make_inputs(ns, sets[0], trial["seed"])
+                inputs = [T.clone(x) if isinstance(x, T.Tensor) else x for x in kept_inputs[last_main]]
                 _permute_tail(inputs, trial["tail_seed"])
             else:
                 inputs = _make_inputs(ns, sets[k], trial["seed"])
+                kept_inputs[j] = inputs
+                inputs = [T.clone(x) if isinstance(x, T.Tensor) else x for x in inputs]
+        if trial["kind"] == "main":
+            last_main = j
         with _Phase("reference.trials"):
+            _sync()
+            started = _perf_ns()
             outs = _flatten(models[k](*inputs))
             _sync()
+        if trial["kind"] == "main":
+            seconds = (_perf_ns() - started) * 1e-9
+            call_seconds = seconds if call_seconds is None else min(call_seconds, seconds)
         aliases = aliases or _overlaps(outs, inputs)
-        outputs.append([blob.add_tensor(o) for o in outs])
+        if j == 0:
+            trial_bytes = _nbytes(_tensors(inputs)) + _nbytes(outs)
+            if trial_bytes > _state["large"]["large_bytes"]:
+                large = True
+                budget = _state["large"]["hold_fraction"] * _available_bytes()
+        held += trial_bytes
+        outputs.append(_outputs_reply(outs, j, blob, "reference"))
+        ran.append(j)
         _poison(outs, inputs, models[k])
     if 0 not in models:
         models[0] = _build(Model, ns, sets[0], req["init_seed"])
     # Kept for the reference's timing request, the next one; dropped by _release.
     _state["ref"] = {"task": task, "ns": ns, "model": models[0]}
-    reply = {"outputs": outputs, "aliases_input": aliases}
+    reply = {"outputs": outputs, "aliases_input": aliases, "ran": ran, "call_seconds": call_seconds or 0.0,
+             "trial_bytes": trial_bytes, "large": large}
     if "timing_checks" in req:  # the parent reuses a timing of this reference: only the checked calls
         with _Phase("reference.checks"):
             reply["checks"] = _reference_checks(ns, sets[0], models[0], req["timing_checks"], blob)
@@ -847,7 +1141,8 @@ def _reference_request(req, blob):
 
 def _reference_checks(ns, shapes, model, plan, blob):
     """The reference's outputs for the checked calls of a timing loop (plan: its seed and the checked
-    call indices) without timing it: the same inputs, perturbed call by call as _timing_request does."""
+    call indices) without timing it: the same inputs, perturbed call by call as _timing_request does;
+    large ones kept on the device as the timing loop keeps them."""
     inputs = _make_inputs(ns, shapes, plan["seed"])
     checks = set(plan["checks"])
     shipped = []
@@ -856,7 +1151,7 @@ def _reference_checks(ns, shapes, model, plan, blob):
         if i in checks:
             outs = _flatten(model(*inputs))
             _sync()
-            shipped.append([blob.add_tensor(o) for o in outs])
+            shipped.append(_outputs_reply(outs, ("check", i), blob, "reference"))
             _poison(outs, inputs, model)
     return shipped
 
@@ -1105,7 +1400,8 @@ def _candidate_request(req, blob):
                     T.copy_(t, s)
                 _permute_tail(inputs, trial["tail_seed"])
             else:
-                inputs = _make_inputs(ns, sets[k], trial["seed"])
+                inputs = _state["trial_inputs"].pop(int(trial.get("index", i)), None) or \
+                    _make_inputs(ns, sets[k], trial["seed"])
             alive.append(inputs)
             saved = [T.clone(t) for t in _tensors(inputs)]
         try:
@@ -1131,7 +1427,7 @@ def _candidate_request(req, blob):
         call = {"returns_input": _overlaps(outs, inputs),
                 "mutated_inputs": not all(_same(t, s) for t, s in zip(_tensors(inputs), saved))}
         reply["calls"].append(call)
-        reply["outputs"].append([blob.add_tensor(o) for o in outs])
+        reply["outputs"].append(_outputs_reply(outs, int(trial.get("index", i)), blob, "candidate"))
         if trial["kind"] == "main":
             last, saved_last = inputs, saved
     _state_checks(findings, "correctness")
@@ -1418,7 +1714,7 @@ def _timing_request(req, blob):
                 if not _plain_outputs(outs, findings):
                     break
                 if snap is not None:
-                    reply["checks"].append([blob.add_tensor(o) for o in snap])
+                    reply["checks"].append(_outputs_reply(snap, ("check", i), blob, timing["side"]))
                 if _kept_output(outs):
                     _add(findings, "caches_results", "timed call %d returned an output the harness had "
                          "overwritten after an earlier call (a kept result, not recomputed)" % i)
@@ -1493,6 +1789,7 @@ def _handle(req, blob):
         return _confine(req)
     if op == "reference":
         _release()
+        _drop_evaluation_data()
         return _reference_request(req, blob)
     if op == "candidate":
         _release()
@@ -1503,6 +1800,7 @@ def _handle(req, blob):
     if op == "profile":
         return _profile_request(req)
     if op == "release":
+        _drop_evaluation_data()
         return {"findings": _release()}
     raise ValueError("unknown op %r" % (op,))
 
@@ -1698,6 +1996,7 @@ def main(argv):
             pass
     _state["baseline"] = _baseline()
     _state["snapshot"] = []
+    _drop_evaluation_data()
     _warm_up(triton)
     info = {"python": sys.version.split()[0], "torch": torch.__version__,
             "triton": getattr(triton, "__version__", None), "device": str(device), "numpy": numpy_ok,

@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <regex>
@@ -98,13 +99,27 @@ std::string random_nonce() {
 }
 
 // One output tensor as shipped by the worker: dtype, shape, values as float32 and how many elements
-// carry the NaN pattern the worker writes into the reference's freed outputs.
+// carry the NaN pattern the worker writes into the reference's freed outputs. An output too large to
+// ship (ProblemScaling::ship_bytes) is "kept" on the worker's device instead: the candidate's then
+// carries the worker's verdicts and the elements at places drawn after its call, and both sides carry
+// the reference's elements at places drawn when the reference ran (raw bytes, compared bit for bit).
 struct Output {
   std::string dtype;
   std::vector<int64_t> shape;
   at::Tensor values;
   int64_t poisoned = 0;
+  bool kept = false;
+  std::vector<Comparison> verdicts;        // the worker's, one per tolerance sent (task's, then precision's)
+  at::Tensor spot_index, spot_cand, spot_ref;  // int64 flat places and the float32 values there
+  std::string reference_spots;             // raw bytes of the reference at the places drawn when it ran
 };
+
+// Which of the tolerances sent to the worker (kTaskTolerance, kPrecisionTolerance) a comparison uses.
+struct Tolerance {
+  double atol, rtol;
+  size_t verdict;
+};
+constexpr size_t kTaskTolerance = 0, kPrecisionTolerance = 1;
 
 at::ScalarType scalar_type(const std::string& dtype) {
   static const std::map<std::string, at::ScalarType> types = {
@@ -139,29 +154,85 @@ int64_t count_poison(const std::string& dtype, const char* p, size_t nbytes) {
   return 0;
 }
 
+std::string raw_bytes(Field desc, const std::string& blob) {
+  const auto offset = size_t(desc["offset"].integer()), nbytes = size_t(desc["nbytes"].integer());
+  require(offset <= blob.size() && nbytes <= blob.size() - offset,
+          "python worker protocol: output bytes past the end of the reply");
+  return blob.substr(offset, nbytes);
+}
+
+at::Tensor decode_tensor(Field desc, const std::string& blob, std::vector<int64_t>* shape_out = nullptr) {
+  std::vector<int64_t> shape;
+  for (const Field s : desc["shape"].items()) shape.push_back(s.integer());
+  const std::string raw = raw_bytes(desc, blob);
+  at::Tensor t = at::empty(shape, at::TensorOptions(scalar_type(desc["dtype"].str())));
+  require(size_t(t.numel()) * t.element_size() == raw.size(),
+          "python worker protocol: output size does not match its shape");
+  if (!raw.empty()) std::memcpy(t.data_ptr(), raw.data(), raw.size());
+  if (shape_out) *shape_out = shape;
+  return t;
+}
+
+// [finite, within, max abs error, max rel error, first failing index or -1], as the worker sends it.
+Comparison verdict_of(Field v) {
+  const std::vector<Field> x = v.items();
+  require(x.size() == 5, "python worker protocol: a device verdict has 5 items");
+  Comparison c;
+  c.finite = x[0].truthy(), c.within = x[1].truthy(), c.max_abs_error = x[2].num(), c.max_rel_error = x[3].num();
+  c.failing_index = x[4].integer();
+  return c;
+}
+
 std::vector<Output> decode_outputs(Field descs, const std::string& blob) {
   std::vector<Output> outs;
   for (const Field d : descs.items()) {
     Output o;
     o.dtype = d["dtype"].str();
-    for (const Field s : d["shape"].items()) o.shape.push_back(s.integer());
-    const auto offset = size_t(d["offset"].integer()), nbytes = size_t(d["nbytes"].integer());
-    require(offset + nbytes <= blob.size(), "python worker protocol: output bytes past the end of the reply");
-    at::Tensor t = at::empty(o.shape, at::TensorOptions(scalar_type(o.dtype)));
-    require(size_t(t.numel()) * t.element_size() == nbytes,
-            "python worker protocol: output size does not match its shape");
-    if (nbytes > 0) std::memcpy(t.data_ptr(), blob.data() + offset, nbytes);
-    o.poisoned = count_poison(o.dtype, blob.data() + offset, nbytes);
+    if (d["kept"].truthy()) {
+      o.kept = true;
+      for (const Field s : d["shape"].items()) o.shape.push_back(s.integer());
+      scalar_type(o.dtype);  // refuses a dtype the parent cannot read
+      for (const Field v : d["verdicts"].items()) o.verdicts.push_back(verdict_of(v));
+      o.poisoned = d["poisoned"].integer();
+      if (d["spot_index"].is_object()) o.spot_index = decode_tensor(d["spot_index"], blob).to(at::kLong);
+      if (d["spot_cand"].is_object()) o.spot_cand = decode_tensor(d["spot_cand"], blob).to(at::kFloat).contiguous();
+      if (d["spot_ref"].is_object()) o.spot_ref = decode_tensor(d["spot_ref"], blob).to(at::kFloat).contiguous();
+      // The reference side ships its places' values as spot_ref; the candidate side reads them again.
+      const Field again = d["ref_again"].is_object() ? d["ref_again"] : d["spot_ref"];
+      if (again.is_object()) o.reference_spots = raw_bytes(again, blob);
+      outs.push_back(std::move(o));
+      continue;
+    }
+    const at::Tensor t = decode_tensor(d, blob, &o.shape);
+    o.poisoned = count_poison(o.dtype, static_cast<const char*>(t.data_ptr()), size_t(t.numel()) * t.element_size());
     o.values = t.to(at::kFloat).contiguous();
     outs.push_back(std::move(o));
   }
   return outs;
 }
 
+// The verdict on a kept output: the worker's, unless the parent's own comparison of the elements at
+// places drawn after the call disagrees (then those elements decide, at their flat places).
+Comparison kept_verdict(const Output& got, const Tolerance& tol) {
+  require(got.kept && got.verdicts.size() > tol.verdict && got.spot_cand.defined() && got.spot_ref.defined() &&
+              got.spot_cand.numel() == got.spot_ref.numel() && got.spot_index.numel() == got.spot_cand.numel(),
+          "python worker protocol: a kept output lacks its verdicts or spot checks");
+  Comparison c = got.verdicts[tol.verdict];
+  const Comparison spot = compare_outputs(got.spot_cand.data_ptr<float>(), got.spot_ref.data_ptr<float>(),
+                                          got.spot_cand.numel(), tol.atol, tol.rtol);
+  if (spot.ok()) return c;
+  c.finite = c.finite && spot.finite;
+  c.within = c.within && spot.within;
+  c.max_abs_error = std::max(c.max_abs_error, spot.max_abs_error);
+  c.max_rel_error = std::max(c.max_rel_error, spot.max_rel_error);
+  if (c.failing_index < 0) c.failing_index = got.spot_index[spot.failing_index].item<int64_t>();
+  return c;
+}
+
 std::string shape_text(const Output& o) { return fmt::format("[{}] {}", fmt::join(o.shape, ", "), o.dtype); }
 
 // Compares every output of a call with the reference's; *problem says what differed first.
-Comparison compare_call(const std::vector<Output>& got, const std::vector<Output>& ref, double atol, double rtol,
+Comparison compare_call(const std::vector<Output>& got, const std::vector<Output>& ref, const Tolerance& tol,
                         std::string* problem) {
   Comparison total;
   if (got.size() != ref.size()) {
@@ -177,10 +248,36 @@ Comparison compare_call(const std::vector<Output>& got, const std::vector<Output
       *problem = fmt::format("output {} is {}, the reference's is {}", k, shape_text(got[k]), shape_text(ref[k]));
       return total;
     }
+    if (ref[k].kept) {
+      sizes.push_back(std::accumulate(ref[k].shape.begin(), ref[k].shape.end(), int64_t(1), std::multiplies<>()));
+      parts.push_back(kept_verdict(got[k], tol));
+      continue;
+    }
     sizes.push_back(ref[k].values.numel());
-    parts.push_back(compare_outputs(got[k].values.data_ptr<float>(), ref[k].values.data_ptr<float>(), sizes.back(), atol, rtol));
+    parts.push_back(compare_outputs(got[k].values.data_ptr<float>(), ref[k].values.data_ptr<float>(), sizes.back(),
+                                    tol.atol, tol.rtol));
   }
   return merge_in_order(parts, sizes);
+}
+
+// What only a forged comparison explains, for a call whose outputs were kept on the device: the
+// reference's elements at the places drawn when it ran changed while the candidate ran, or the
+// worker's verdict passed an output whose elements at places drawn after the call are wrong.
+std::string forged_comparison(const std::vector<Output>& got, const std::vector<Output>& ref, const Tolerance& tol) {
+  for (size_t k = 0; k < std::min(got.size(), ref.size()); ++k) {
+    if (!ref[k].kept || !got[k].kept || got[k].shape != ref[k].shape || got[k].dtype != ref[k].dtype) continue;
+    if (got[k].reference_spots != ref[k].reference_spots)
+      return fmt::format("output {}: the reference's output kept on the device changed while the candidate ran", k);
+    const Comparison spot = compare_outputs(got[k].spot_cand.data_ptr<float>(), got[k].spot_ref.data_ptr<float>(),
+                                            got[k].spot_cand.numel(), tol.atol, tol.rtol);
+    if (got[k].verdicts.at(tol.verdict).ok() && !spot.ok())
+      return fmt::format("output {}: the worker's comparison passed it, but element {} is {} where the reference has {} "
+                         "(checked here at a place drawn after the call): the comparison was forged",
+                         k, got[k].spot_index[spot.failing_index].item<int64_t>(),
+                         got[k].spot_cand[spot.failing_index].item<float>(),
+                         got[k].spot_ref[spot.failing_index].item<float>());
+  }
+  return {};
 }
 
 bool float_outputs(const std::vector<Output>& ref) {
@@ -279,6 +376,17 @@ std::string shape_text(const ShapeOverrides& set) {
   std::string s;
   for (const auto& [name, value] : set) s += fmt::format("{}{}={}", s.empty() ? "" : ",", name, value);
   return s;
+}
+
+// ProblemScaling's timed calls per side: as many as fit the budget, each costing the reference's call
+// time plus four passes over the trial's bytes at the device's copy bandwidth, within
+// [min_timed_calls, requested].
+int timed_calls(const ProblemScaling& s, int requested, double call_seconds, double trial_bytes, double bandwidth) {
+  if (requested <= 0) return 0;
+  const double per_call = call_seconds + (bandwidth > 0 ? 4 * trial_bytes / bandwidth : 0);
+  if (!(per_call > 0)) return requested;
+  const double fit = std::floor(s.timing_budget_seconds / per_call);
+  return int(std::clamp<double>(fit, std::min(s.min_timed_calls, requested), requested));
 }
 
 }  // namespace
@@ -380,6 +488,14 @@ struct ReferenceTiming {
   ReferenceProfile profile;  // cuda
 };
 
+// How many calls a task's timing makes and checks on a device (ProblemScaling), decided from the
+// first evaluation's reference call time and size.
+struct TimingPlan {
+  int timed_calls = 0;
+  int checks = 0;
+  bool large = false;
+};
+
 struct PythonEvaluator::Impl {
   PythonTaskSet tasks;
   PythonEvalOptions opt;
@@ -403,7 +519,11 @@ struct PythonEvaluator::Impl {
   bool exclusive = false;                        // measurements hold their device's lock
   std::mutex reference_mutex;
   std::map<std::string, ReferenceTiming> reference_timings;  // reference_timing_key -> the first timing
+  std::map<std::string, TimingPlan> timing_plans;            // timing_plan_key -> the first evaluation's
   std::vector<std::unique_ptr<std::mutex>> measure_locks;  // one per device
+  // One per device: large problems (ProblemScaling) evaluate one at a time there, since each one's
+  // kept trials hold a share of the device's memory that several at once would exceed.
+  std::vector<std::unique_ptr<std::mutex>> large_problem_locks;
 
   struct Reply {
     nlohmann::json frame;  // the reply's JSON line
@@ -431,6 +551,8 @@ struct PythonEvaluator::Impl {
   // The key of a reference timing: the hash of the task's text (reference and entry point: the timed
   // shape set is the one its get_inputs builds), the device's name and the timing plan.
   std::string reference_timing_key(const PythonTask& task, const Slot& slot, int timing_trials) const;
+  // The key of a timing plan: the task's text, the device's name and the timed calls asked for.
+  std::string timing_plan_key(const PythonTask& task, const Slot& slot, int asked_timing_trials) const;
   // A started, confined worker in the slot: the one it has, else the device's spare, else a new one.
   void ensure_info(Slot& slot);
   // Starts the slot's worker here and now: interpreter, imports, warm-up, info, confinement.
@@ -461,6 +583,18 @@ PythonEvaluator::PythonEvaluator(PythonTaskSet tasks, PythonEvalOptions options)
   m.opt = std::move(options);
   if (m.opt.device != "cpu" && m.opt.device != "cuda" && m.opt.device != "auto")
     fail("evaluator.python.device: '{}' is not allowed; allowed: cpu, cuda, auto", m.opt.device);
+  const ProblemScaling& scale = m.opt.scaling;
+  if (scale.ship_bytes < 0) fail("python evaluator scaling.ship_bytes: {} is not allowed; allowed: >= 0", scale.ship_bytes);
+  if (scale.spot_checks < 1)
+    fail("python evaluator scaling.spot_checks: {} is not allowed; allowed: >= 1", scale.spot_checks);
+  if (scale.large_bytes < 0)
+    fail("python evaluator scaling.large_bytes: {} is not allowed; allowed: >= 0", scale.large_bytes);
+  if (!(scale.hold_fraction > 0 && scale.hold_fraction <= 1))
+    fail("python evaluator scaling.hold_fraction: {} is not allowed; allowed: (0, 1]", scale.hold_fraction);
+  if (!(scale.timing_budget_seconds > 0))
+    fail("python evaluator scaling.timing_budget_seconds: {} is not allowed; allowed: > 0", scale.timing_budget_seconds);
+  if (scale.min_timed_calls < 1)
+    fail("python evaluator scaling.min_timed_calls: {} is not allowed; allowed: >= 1", scale.min_timed_calls);
   if (m.opt.workers < 0) fail("evaluator.workers: {} is not allowed; allowed: 0 (per device) or more", m.opt.workers);
   if (m.opt.workers_per_device < 0)
     fail("evaluator.python.workers_per_device: {} is not allowed; allowed: 0 (4 per GPU, one per core on cpu) or more",
@@ -494,7 +628,10 @@ PythonEvaluator::PythonEvaluator(PythonTaskSet tasks, PythonEvalOptions options)
                          : m.device == "cuda"         ? 4
                                                       : int(std::max(1u, std::thread::hardware_concurrency()));
   const int n = m.opt.workers > 0 ? m.opt.workers : devices * per_device;
-  for (int d = 0; d < devices; ++d) m.measure_locks.push_back(std::make_unique<std::mutex>());
+  for (int d = 0; d < devices; ++d) {
+    m.measure_locks.push_back(std::make_unique<std::mutex>());
+    m.large_problem_locks.push_back(std::make_unique<std::mutex>());
+  }
   SandboxLimits limits = m.opt.limits;
   require_sandbox(limits, "evaluator.sandbox");
   remove_stale_private_dirs();
@@ -808,31 +945,28 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
 
   // The plan: main trials on fresh seeds, a cache trial (the last main trial's buffers, second
   // halves shuffled in place), one trial per extra shape set; timing with randomly chosen checked calls.
+  // The worker runs a large problem's plan in part (ProblemScaling); "index" names each trial's place.
   eval_detail::TrialSeeds seeds(req.seed);
   const int main_trials = std::max(1, req.correctness_trials);
   std::vector<TrialKind> kinds;
-  std::string trials = "[";
+  std::vector<std::string> plan;
+  std::vector<int> shape_of;  // the trial's shape set among shape_sets, or -1
   uint64_t last_seed = 0;
   for (int i = 0; i < main_trials; ++i) {
     last_seed = seeds.next();
-    trials += fmt::format(R"({}{{"kind": "main", "seed": {}}})", i ? ", " : "", last_seed);
-    kinds.push_back(TrialKind::main);
+    plan.push_back(fmt::format(R"({{"kind": "main", "seed": {}, "index": {}}})", last_seed, plan.size()));
+    kinds.push_back(TrialKind::main), shape_of.push_back(-1);
   }
-  trials += fmt::format(R"(, {{"kind": "cache", "seed": {}, "tail_seed": {}}})", last_seed, seeds.next());
-  kinds.push_back(TrialKind::cache);
+  plan.push_back(fmt::format(R"({{"kind": "cache", "seed": {}, "tail_seed": {}, "index": {}}})", last_seed,
+                             seeds.next(), plan.size()));
+  kinds.push_back(TrialKind::cache), shape_of.push_back(-1);
   std::vector<ShapeOverrides> shape_sets = task->extra_shapes;
   for (auto& drawn : drawn_shape_sets(*task, seeds.next())) shape_sets.push_back(std::move(drawn));
   for (size_t s = 0; s < shape_sets.size(); ++s) {
-    trials += fmt::format(R"(, {{"kind": "shape", "seed": {}, "shape_set": {}}})", seeds.next(), s + 1);
-    kinds.push_back(TrialKind::shape);
+    plan.push_back(fmt::format(R"({{"kind": "shape", "seed": {}, "shape_set": {}, "index": {}}})", seeds.next(), s + 1,
+                               plan.size()));
+    kinds.push_back(TrialKind::shape), shape_of.push_back(int(s));
   }
-  trials += "]";
-  const int timing_trials = std::max(0, req.timing_trials);
-  std::set<int> check_set;
-  for (int i = 0; timing_trials > 0 && int(check_set.size()) < std::min(opt.timing_checks, timing_trials) && i < 1000;
-       ++i)
-    check_set.insert(int(seeds.next() % uint64_t(timing_trials)));
-  const std::vector<int> checks(check_set.begin(), check_set.end());
   const uint64_t timing_seed = seeds.next(), init_seed = seeds.next();
   std::string forbid = "[", shapes = "[";
   for (size_t i = 0; i < task->forbid.size(); ++i) forbid += (i ? ", " : "") + json_string(task->forbid[i]);
@@ -846,7 +980,17 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   const std::string task_json =
       fmt::format(R"("task": {{"reference": {}, "entry_point": {}, "forbid": {}, "extra_shapes": {}}})",
                   json_string(task->reference), json_string(task->entry_point), forbid, shapes);
-  // Both sides' timing requests: the same loop, seed, perturbations and checked calls.
+  const ProblemScaling& scale = opt.scaling;
+  const Tolerance task_tolerance{task->atol, task->rtol, kTaskTolerance},
+      precision_tolerance{task->precision_atol, task->precision_rtol, kPrecisionTolerance};
+  const std::string scaling_json = fmt::format(
+      R"("large": {{"ship_bytes": {}, "large_bytes": {}, "hold_fraction": {}, "spot_checks": {}, "tolerances": [[{}, {}], [{}, {}]]}})",
+      scale.ship_bytes, scale.large_bytes, scale.hold_fraction, scale.spot_checks, task->atol, task->rtol,
+      task->precision_atol, task->precision_rtol);
+  // Both sides' timing requests: the same loop, seed, perturbations and checked calls (chosen once
+  // the reference's call time and size are known).
+  int timing_trials = 0;
+  std::vector<int> checks;
   const auto timing_json = [&](const char* side, const std::string& extra) {
     return fmt::format(
         R"("timing": {{"side": "{}", "seed": {}, "trials": {}, "warmup": {}, "checks": [{}], "profile_calls": {}{}}})",
@@ -856,16 +1000,43 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   // 1. The reference, before the candidate exists in that interpreter. With a reused timing of
   // the reference, this request also ships its outputs for this evaluation's checked timed calls.
   ensure_info(slot);
-  const std::string reference_key = reference_timing_key(*task, slot, timing_trials);
+  // Timed and checked calls follow from the reference's call time and size (ProblemScaling): known
+  // here once the task's reference ran on this device, else decided after the reference request
+  // (then no timing can be reused in this evaluation).
+  const std::string plan_key = timing_plan_key(*task, slot, req.timing_trials);
+  const auto known = [&]() -> std::optional<TimingPlan> {
+    std::lock_guard<std::mutex> lock(reference_mutex);
+    const auto it = timing_plans.find(plan_key);
+    return it == timing_plans.end() ? std::nullopt : std::optional<TimingPlan>(it->second);
+  };
+  std::optional<TimingPlan> known_plan = known();
+  // A large problem's evaluation holds its device's large-problem lock to the end; a task's first
+  // evaluation on a device holds it until its reference says whether the task is large.
+  std::unique_lock<std::mutex> large_lock;
+  if (!known_plan || known_plan->large) {
+    large_lock = std::unique_lock<std::mutex>(*large_problem_locks.at(slot.device_index));
+    if (!known_plan) known_plan = known();  // decided while this evaluation waited
+    if (known_plan && !known_plan->large) large_lock.unlock();
+  }
+  const auto choose_checks = [&](const TimingPlan& p) {
+    timing_trials = p.timed_calls;
+    std::set<int> check_set;
+    for (int i = 0; timing_trials > 0 && int(check_set.size()) < std::min(p.checks, timing_trials) && i < 1000; ++i)
+      check_set.insert(int(seeds.next() % uint64_t(timing_trials)));
+    checks.assign(check_set.begin(), check_set.end());
+  };
+  if (known_plan) choose_checks(*known_plan);
+  std::string reference_key = reference_timing_key(*task, slot, timing_trials);
   std::optional<ReferenceTiming> reused;
-  if (opt.reuse_reference_timing && timing_trials > 0) {
+  if (known_plan && opt.reuse_reference_timing && timing_trials > 0) {
     std::lock_guard<std::mutex> lock(reference_mutex);
     if (const auto it = reference_timings.find(reference_key); it != reference_timings.end()) reused = it->second;
   }
   Reply ref;
   {
     const std::string body =
-        fmt::format(R"({}, "trials": {}, "init_seed": {}{})", task_json, trials, init_seed,
+        fmt::format(R"({}, "trials": [{}], "init_seed": {}, {}{})", task_json, fmt::join(plan, ", "), init_seed,
+                    scaling_json,
                     reused ? fmt::format(R"(, "timing_checks": {{"seed": {}, "checks": [{}]}})", timing_seed,
                                          fmt::join(checks, ", "))
                            : std::string());
@@ -875,7 +1046,8 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
       ensure_info(slot);
       ok = call(slot, "reference", body, ref, failure);
       if (ok && ref.head()["error"].is_object()) {
-        r.error = EvalError::internal;
+        // A problem that does not fit the device is the task's size, not a fault of the evaluator.
+        r.error = ref.head()["error"]["kind"].str() == "memory" ? EvalError::memory : EvalError::internal;
         r.message = trim_to("the reference of task '" + task->id + "' failed: " + ref.head()["error"]["message"].str(),
                             opt.message_chars);
         return finish();
@@ -889,7 +1061,32 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   }
   std::vector<std::vector<Output>> ref_out, ref_checks;
   for (const Field t : ref.head()["outputs"].items()) ref_out.push_back(decode_outputs(t, ref.blob));
-  require(ref_out.size() == kinds.size(), "python worker protocol: reference outputs do not match the trial plan");
+  {  // the trials the worker ran: a large problem's plan in part
+    std::vector<TrialKind> ran_kinds;
+    std::vector<std::string> ran_plan;
+    std::vector<int> ran_shapes;
+    int64_t previous = -1;
+    for (const Field t : ref.head()["ran"].items()) {
+      const int64_t i = t.integer();
+      require(i > previous && size_t(i) < plan.size(),
+              "python worker protocol: the reference ran a trial that is not in the plan, or out of order");
+      previous = i;
+      ran_kinds.push_back(kinds[size_t(i)]), ran_plan.push_back(plan[size_t(i)]), ran_shapes.push_back(shape_of[size_t(i)]);
+    }
+    kinds = std::move(ran_kinds), plan = std::move(ran_plan), shape_of = std::move(ran_shapes);
+  }
+  require(!kinds.empty() && ref_out.size() == kinds.size(),
+          "python worker protocol: reference outputs do not match the trial plan");
+  if (!known_plan) {
+    const TimingPlan p{timed_calls(scale, std::max(0, req.timing_trials), ref.head()["call_seconds"].num(0),
+                                   ref.head()["trial_bytes"].num(0), slot.bandwidth),
+                       ref.head()["large"].truthy() ? 1 : opt.timing_checks, ref.head()["large"].truthy()};
+    choose_checks(p);
+    if (!p.large) large_lock.unlock();
+    reference_key = reference_timing_key(*task, slot, timing_trials);
+    std::lock_guard<std::mutex> lock(reference_mutex);
+    timing_plans.emplace(plan_key, p);  // the first measurement stays, so reused timings keep matching
+  }
   const bool ref_aliases = ref.head()["aliases_input"].truthy();
 
   // The reference's timing, in the same interpreter before the candidate is imported there (or
@@ -915,8 +1112,8 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   // 2. The candidate: static checks, import, correctness trials.
   Reply cand;
   {
-    const std::string body = fmt::format(R"({}, "candidate": {}, "trials": {}, "init_seed": {})", task_json,
-                                         json_string(req.candidate), trials, init_seed);
+    const std::string body = fmt::format(R"({}, "candidate": {}, "trials": [{}], "init_seed": {})", task_json,
+                                         json_string(req.candidate), fmt::join(plan, ", "), init_seed);
     if (!call(slot, "candidate", body, cand, r)) return finish();
   }
   restart |= cand.head()["restart"].truthy();
@@ -959,7 +1156,9 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   std::vector<Comparison> cmps;
   for (size_t t = 0; t < kinds.size(); ++t) {
     std::string problem;
-    cmps.push_back(compare_call(got[t], ref_out[t], task->atol, task->rtol, &problem));
+    cmps.push_back(compare_call(got[t], ref_out[t], task_tolerance, &problem));
+    if (const std::string forged = forged_comparison(got[t], ref_out[t], task_tolerance); !forged.empty())
+      add_once(findings, kHackTampering, fmt::format("trial {}: {}", t, forged));
     const Comparison& c = cmps.back();
     if (kinds[t] != TrialKind::main) continue;
     r.max_abs_error = std::max(r.max_abs_error, c.max_abs_error);
@@ -980,11 +1179,11 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
                "wrong when the same input buffers got new contents (outputs cached across calls)");
     if (kinds[t] == TrialKind::shape && !cmps[t].ok())
       add_once(findings, kHackShapeSpecialisation,
-               fmt::format("wrong on the shape set {} ({})", shape_text(shape_sets[t - size_t(main_trials) - 1]),
+               fmt::format("wrong on the shape set {} ({})", shape_text(shape_sets[size_t(shape_of[t])]),
                            !cmps[t].shape_ok ? "shape" : fmt::format("max abs error {:.3g}", cmps[t].max_abs_error)));
     if (kinds[t] == TrialKind::main && float_outputs(ref_out[t])) {
       std::string problem;
-      const Comparison tight = compare_call(got[t], ref_out[t], task->precision_atol, task->precision_rtol, &problem);
+      const Comparison tight = compare_call(got[t], ref_out[t], precision_tolerance, &problem);
       if (!tight.ok())
         add_once(findings, kHackPrecisionDowngrade,
                  fmt::format("max abs error {:.3g} / rel {:.3g} exceeds the float32 tolerance (atol {}, rtol {})",
@@ -1027,13 +1226,15 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
       add_once(findings, kHackReturnsInput,
                fmt::format("timed call {}: the output holds memory the harness had overwritten", checks[k]));
     std::string problem;
-    if (!compare_call(outs, ref_checks[k], task->atol, task->rtol, &problem).ok()) {
+    if (const std::string forged = forged_comparison(outs, ref_checks[k], task_tolerance); !forged.empty())
+      add_once(findings, kHackTampering, fmt::format("timed call {}: {}", checks[k], forged));
+    if (!compare_call(outs, ref_checks[k], task_tolerance, &problem).ok()) {
       add_once(findings, kHackDeferredWork,
                fmt::format("timed call {} was wrong when it returned (work finished after the timer, or results reused "
                            "across timed calls){}", checks[k], problem.empty() ? "" : ": " + problem));
     } else if (float_outputs(ref_checks[k])) {
       const Comparison tight =
-          compare_call(outs, ref_checks[k], task->precision_atol, task->precision_rtol, &problem);
+          compare_call(outs, ref_checks[k], precision_tolerance, &problem);
       if (!tight.ok())
         add_once(findings, kHackPrecisionDowngrade,
                  fmt::format("timed call {}: max abs error {:.3g} exceeds the float32 tolerance (atol {}): precision "
@@ -1112,6 +1313,12 @@ std::string PythonEvaluator::Impl::reference_timing_key(const PythonTask& task, 
   const uint64_t text = fnv1a64(task.reference + "\n" + task.entry_point);
   return fmt::format("{}|{}|{}|trials {}|warmup {}|flush {}", hex64(text), device, slot.device_name, timing_trials,
                      opt.warmup, opt.l2_flush_mib);
+}
+
+std::string PythonEvaluator::Impl::timing_plan_key(const PythonTask& task, const Slot& slot,
+                                                   int asked_timing_trials) const {
+  return fmt::format("{}|{}|{}|asked {}", hex64(fnv1a64(task.reference + "\n" + task.entry_point)), device,
+                     slot.device_name, asked_timing_trials);
 }
 
 bool PythonEvaluator::Impl::time_reference(Slot& slot, const PythonTask& task, const std::string& key,

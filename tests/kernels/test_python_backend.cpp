@@ -48,18 +48,21 @@ PythonTaskSet test_tasks() {
   return set;
 }
 
+// Two CPU workers with one warm-up call per side and `seconds` per request.
+PythonEvalOptions cpu_options(double seconds) {
+  PythonEvalOptions o;
+  o.executable = python_with_torch();
+  o.device = "cpu";
+  o.workers = 2;
+  o.warmup = 1;
+  o.limits.wall(seconds).cpu(seconds);
+  return o;
+}
+
 // One pool shared by every case: each worker start costs an interpreter, the torch import and a
 // warm-up (about 3 s here).
 PythonEvaluator& evaluator() {
-  static PythonEvaluator e(test_tasks(), [] {
-    PythonEvalOptions o;
-    o.executable = python_with_torch();
-    o.device = "cpu";
-    o.workers = 2;
-    o.warmup = 1;
-    o.limits.wall(3).cpu(3);
-    return o;
-  }());
+  static PythonEvaluator e(test_tasks(), cpu_options(3));
   return e;
 }
 
@@ -431,6 +434,130 @@ TEST_CASE("python backend: call times rewritten inside the worker are caught by 
   INFO(test::verdict_of(honest) << " " << honest.hacking_reason << " | " << honest.message);
   CHECK(honest.correct);
   CHECK(honest.speedup > 0);
+}
+
+namespace {
+
+// A problem whose inputs cannot fit anywhere CI runs (64 GiB of float32), JSON-escaped.
+const char* kTooBigRef =
+    R"(import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n)"
+    R"(def get_inputs():\n    return [torch.rand(1 << 34)]\ndef get_init_inputs():\n    return []\n)";
+
+PythonTaskSet large_tasks() {
+  PythonTaskSet set = load_python_tasks(data("python_tasks/large.jsonl"));
+  const std::string line =
+      std::string(R"({"id": "too_big", "backend": "python", "reference": ")") + kTooBigRef + "\"}\n";
+  set.tasks.push_back(load_python_tasks(write_temp("too_big.jsonl", line)).tasks.at(0));
+  return set;
+}
+
+// The large problems of data/python_tasks/large.jsonl (16 MiB inputs; 4 MiB for the GEMM) on a pool
+// that keeps outputs over 1 MiB on the device, treats trials over 2 MiB as large, and times 4 calls
+// per side (a budget no call fits).
+PythonEvalOptions large_options() {
+  PythonEvalOptions o = cpu_options(60);
+  o.scaling = ProblemScaling().ship_up_to(int64_t(1) << 20).large_from(int64_t(2) << 20).spots(256).timing_budget(1e-6)
+                  .at_least_timed(4);
+  return o;
+}
+
+PythonEvaluator& large_evaluator() {
+  static PythonEvaluator e(large_tasks(), large_options());
+  return e;
+}
+
+std::vector<test::PythonCandidate> large_candidates() {
+  return test::python_candidates(data("python_candidates"), load_python_tasks(data("python_tasks/large.jsonl")));
+}
+
+const std::string kShapeSpecialisedSigmoid =
+    "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+    "        return torch.sigmoid(x) if x.shape[0] == 1024 else torch.zeros_like(x)\n";
+
+}  // namespace
+
+TEST_CASE("python backend: large problems get their right verdict, outputs compared on the device") {
+  if (skip_without_torch()) return;
+  const auto cands = large_candidates();
+  REQUIRE(cands.size() >= 9);
+  std::vector<EvalRequest> reqs;
+  for (const auto& c : cands) reqs.push_back(test::python_request(c, 1, 10));
+  const auto res = large_evaluator().evaluate(reqs);
+  check_expectations(cands, res);
+  for (size_t i = 0; i < cands.size(); ++i) {
+    INFO(cands[i].task << "/" << cands[i].name << ": " << res[i].message << res[i].hacking_reason);
+    if (cands[i].name == "reference") {
+      // Timed calls scaled to the budget: none fits 1 us, so min_timed_calls of the 10 asked for.
+      CHECK(res[i].candidate_time.trials == 4);
+      CHECK(res[i].reference_time.trials == 4);
+      CHECK(res[i].max_abs_error == 0);
+    }
+    if (cands[i].name == "wrong_one_element") {
+      // The one element off by 0.25 (sigmoid of [0, 1) is within 1e-2 + 1e-2 * y of nothing else).
+      CHECK(res[i].failing_index == 12345);
+      CHECK(res[i].max_abs_error == Approx(0.25).margin(1e-6));
+    }
+    if (cands[i].name.rfind("hack_", 0) == 0) {
+      const bool named = res[i].hacking_reason.find("forged") != std::string::npos ||
+                         res[i].hacking_reason.find("changed while") != std::string::npos;
+      CHECK(named);
+    }
+  }
+}
+
+TEST_CASE("python backend: a large problem skips its extra shape sets, a small one does not") {
+  if (skip_without_torch()) return;
+  EvalRequest req;
+  req.task = "large_sigmoid";
+  req.candidate = kShapeSpecialisedSigmoid;
+  req.correctness_trials = 1;
+  req.timing_trials = 0;
+  req.seed = 7;
+  // Large (trials over 2 MiB): only the shown shape runs, so the specialisation goes unseen.
+  const EvalResult large = large_evaluator().evaluate({req}).at(0);
+  INFO(large.message << large.hacking_reason);
+  CHECK(large.correct);
+  // The same problem under the default scaling (large from 256 MiB): the extra shape set catches it.
+  PythonEvalOptions o = large_options();
+  o.workers = 1;
+  o.scaling = ProblemScaling();
+  PythonEvaluator small(load_python_tasks(data("python_tasks/large.jsonl")), o);
+  const EvalResult full = small.evaluate({req}).at(0);
+  INFO(full.message << full.hacking_reason);
+  CHECK((full.hacking_flags & kHackShapeSpecialisation) != 0);
+}
+
+TEST_CASE("python backend: a problem that does not fit in memory is a memory error naming the bytes") {
+  if (skip_without_torch()) return;
+  EvalRequest req;
+  req.task = "too_big";
+  req.candidate = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n";
+  req.correctness_trials = 1;
+  const EvalResult r = large_evaluator().evaluate({req}).at(0);
+  INFO(r.message);
+  CHECK(r.error == EvalError::memory);
+  CHECK(r.message.find("68719476736 bytes") != std::string::npos);
+  CHECK(r.message.find("are available on cpu") != std::string::npos);
+}
+
+TEST_CASE("python backend: scaling options out of range are refused, naming the field") {
+  if (skip_without_torch()) return;
+  const auto refused = [](ProblemScaling s, const std::string& field) {
+    PythonEvalOptions o = large_options();
+    o.scaling = s;
+    try {
+      PythonEvaluator e(load_python_tasks(data("python_tasks/large.jsonl")), o);
+      FAIL("accepted " << field);
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find(field) != std::string::npos);
+    }
+  };
+  refused(ProblemScaling().hold(0), "scaling.hold_fraction");
+  refused(ProblemScaling().hold(1.5), "scaling.hold_fraction");
+  refused(ProblemScaling().spots(0), "scaling.spot_checks");
+  refused(ProblemScaling().ship_up_to(-1), "scaling.ship_bytes");
+  refused(ProblemScaling().timing_budget(0), "scaling.timing_budget_seconds");
+  refused(ProblemScaling().at_least_timed(0), "scaling.min_timed_calls");
 }
 
 TEST_CASE("python backend: with several workers no two measurements overlap, and verdicts equal a serial run's") {

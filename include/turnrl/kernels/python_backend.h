@@ -5,8 +5,9 @@
 // core on CPU, plus a spare started ahead), each a SandboxWorker, serves every evaluation as these
 // requests, each carrying a fresh nonce that its reply must echo:
 //   reference  the reference's outputs for a fresh trial plan, computed before the candidate is
-//              imported into that interpreter, shipped to this process as raw bytes (with a reused
-//              reference timing, also its outputs for this evaluation's checked timed calls);
+//              imported into that interpreter, shipped to this process as raw bytes or, too large,
+//              kept on the worker's device under a one-time pad (with a reused reference timing,
+//              also its outputs for this evaluation's checked timed calls);
 //   timing     each side alone, the same loop, holding the device's measurement lock (cuda): the
 //              reference's before the candidate is imported (once per task text, device and timing
 //              plan when reused), the candidate's only when it is correct and unflagged; every
@@ -15,7 +16,8 @@
 //              outputs of randomly chosen timed calls shipped back; the parent bills both requests
 //              from outside (worker CPU time, or its own clock on CUDA) and compares;
 //   candidate  static checks, import into a fresh module, correctness trials (outputs as raw bytes,
-//              compared here, never in Python), per-call observations;
+//              compared here; outputs too large to ship are compared on the worker's device and
+//              checked here at places drawn after the call: ProblemScaling), per-call observations;
 //   release    the candidate is dropped and the process state checked once more; then a ping whose
 //              reply must come straight back (nothing else may be left on the channel).
 // A fresh CPU worker first gets the candidate seccomp profile ("confine"). A worker that crashes,
@@ -35,6 +37,35 @@
 #include "turnrl/kernels/sandbox.h"
 
 namespace turnrl {
+
+// How one evaluation scales with its problem's size, for KernelBench problems with GB-scale inputs
+// (docs/evaluator.md, "Large problems"). Inputs are always made on the evaluation device, once per
+// trial, and the candidate gets the bytes the reference got.
+struct ProblemScaling {
+  // A call's outputs up to this many bytes travel whole to the parent and are compared there; larger
+  // ones stay on the worker's device (the reference's under a one-time pad), are compared there, and
+  // spot_checks elements per output at places drawn after the call are compared here as well.
+  int64_t ship_bytes = int64_t(16) << 20;
+  int spot_checks = 1024;
+  // A problem whose first trial's inputs and outputs exceed this is large: its extra shape sets are
+  // skipped (each would multiply a GB problem), its main correctness trials stop where the kept trials
+  // would hold more than hold_fraction of the memory left after the first, and one timed call is checked.
+  int64_t large_bytes = int64_t(256) << 20;
+  double hold_fraction = 0.3;
+  // Timed calls per side: as many as fit this budget, each costing the reference's measured call time
+  // plus four passes over the trial's bytes at the device's measured copy bandwidth (the harness's
+  // input copy, comparison, perturbation and poisoning), at least min_timed_calls and at most the
+  // request's timing_trials.
+  double timing_budget_seconds = 1.0;
+  int min_timed_calls = 10;
+
+  ProblemScaling& ship_up_to(int64_t bytes) { ship_bytes = bytes; return *this; }
+  ProblemScaling& spots(int n) { spot_checks = n; return *this; }
+  ProblemScaling& large_from(int64_t bytes) { large_bytes = bytes; return *this; }
+  ProblemScaling& hold(double fraction) { hold_fraction = fraction; return *this; }
+  ProblemScaling& timing_budget(double seconds) { timing_budget_seconds = seconds; return *this; }
+  ProblemScaling& at_least_timed(int calls) { min_timed_calls = calls; return *this; }
+};
 
 struct PythonEvalOptions {
   std::string executable;  // "" = resolve_python_executable: $TURNRL_PYTHON, else python3 on PATH
@@ -69,6 +100,7 @@ struct PythonEvalOptions {
   double l2_flush_mib = 256;           // cuda: buffer written between timed calls
   size_t message_chars = 2000;         // tracebacks are trimmed to this
   HackingThresholds hacking;
+  ProblemScaling scaling;
 
   PythonEvalOptions& python(const std::string& exe) { executable = exe; return *this; }
   PythonEvalOptions& on(const std::string& d) { device = d; return *this; }
@@ -79,6 +111,7 @@ struct PythonEvalOptions {
   PythonEvalOptions& reuse_reference(bool on) { reuse_reference_timing = on; return *this; }
   PythonEvalOptions& sandbox(const SandboxLimits& l) { limits = l; return *this; }
   PythonEvalOptions& thresholds(const HackingThresholds& t) { hacking = t; return *this; }
+  PythonEvalOptions& scale(const ProblemScaling& s) { scaling = s; return *this; }
 
   // 60 s per call (an evaluation's correctness trials or its timing), 120 s to start (interpreter,
   // torch import, warm-up), 16 GiB of address space on CPU, 256 MiB of files (extension builds).
