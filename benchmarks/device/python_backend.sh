@@ -26,15 +26,8 @@ while (($#)); do
   esac
   shift
 done
-cd "$(dirname "$0")/../.."
-export TURNRL_SOURCE_DIR=$PWD TURNRL_PYTHON_WORKER=$PWD/python/turnrl_eval_worker.py
-OUT=${OUT:-/tmp/turnrl-device-out}
-mkdir -p "$OUT"
-bench="$build/bin/python_bench"
-if [[ ! -x $bench ]]; then
-  echo "FAIL: $bench not found; build it with: cmake --build $build --target python_bench"
-  exit 2
-fi
+source "$(dirname "$0")/python_bench_setup.sh"
+python_bench_setup python_bench
 
 echo "== environment"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$OUT/python_backend_gpu.txt"

@@ -27,15 +27,8 @@ while (($#)); do
   esac
   shift
 done
-cd "$(dirname "$0")/../.."
-export TURNRL_SOURCE_DIR=$PWD TURNRL_PYTHON_WORKER=$PWD/python/turnrl_eval_worker.py
-OUT=${OUT:-/tmp/turnrl-device-out}
-mkdir -p "$OUT"
-bench="$build/bin/python_bigproblems_bench"
-if [[ ! -x $bench ]]; then
-  echo "FAIL: $bench not found; build it with: cmake --build $build --target python_bigproblems_bench"
-  exit 2
-fi
+source "$(dirname "$0")/python_bench_setup.sh"
+python_bench_setup python_bigproblems_bench
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$OUT/python_bigproblems_gpu.txt"
 if ! "$python" -c 'import torch; assert torch.cuda.is_available(); print("torch", torch.__version__)'; then
   echo "FAIL: $python cannot import torch with CUDA"

@@ -30,16 +30,9 @@ while (($#)); do
   esac
   shift
 done
-cd "$(dirname "$0")/../.."
-export TURNRL_SOURCE_DIR=$PWD TURNRL_PYTHON_WORKER=$PWD/python/turnrl_eval_worker.py
+source "$(dirname "$0")/python_bench_setup.sh"
+python_bench_setup python_bench
 unset TRITON_CACHE_DIR TORCH_EXTENSIONS_DIR
-OUT=${OUT:-/tmp/turnrl-device-out}
-mkdir -p "$OUT"
-bench="$build/bin/python_bench"
-if [[ ! -x $bench ]]; then
-  echo "FAIL: $bench not found; build it with: cmake --build $build --target python_bench"
-  exit 2
-fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$OUT/python_throughput_gpu.txt"
 "$python" -c 'import sys, torch, triton; print("python", sys.version.split()[0], "| torch", torch.__version__,
 "| triton", triton.__version__, "| gpus", torch.cuda.device_count())' || { echo "FAIL: $python lacks torch/triton"; exit 2; }
