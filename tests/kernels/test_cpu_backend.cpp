@@ -1,9 +1,9 @@
 #include <catch2/catch.hpp>
 
-#include <vector>
-
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "candidates.h"
 #include "turnrl/kernels/cpu_tasks.h"
@@ -198,7 +198,11 @@ TEST_CASE("cpu backend: every task's honest, wrong and lazy candidates get their
     CHECK((r.hacking_flags & (kHackLazy | kHackNoCandidateWork | kHackCallsReference)) != 0);
     CHECK(r.error == EvalError::hacking);
     CHECK(!r.correct);
-    CHECK(r.coverage < 0.3);
+    // Laziness takes the smaller of the two coverage views (cpu_backend.cpp): the reference-relative
+    // one alone can sit above 0.3 for a candidate whose library calls are cheaper than the
+    // reference's operators (logsumexp's exp + row sums against at::logsumexp, timing-dependent),
+    // while its own share of the call is tiny.
+    CHECK(std::min(r.coverage, r.reference_coverage) < 0.3);
     // The routine a task replaces is refused (it writes nothing): that candidate never reaches
     // the profile.
     if ((r.hacking_flags & kHackCallsReference) != 0) continue;
