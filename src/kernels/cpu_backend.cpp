@@ -82,12 +82,6 @@ std::vector<std::vector<int64_t>> shapes_of(const std::vector<at::Tensor>& ts) {
 }
 
 // One finding per flag: the first trial that showed it.
-void add_once(std::vector<HackFinding>& f, uint32_t flag, std::string reason) {
-  for (const auto& x : f)
-    if (x.flag == flag) return;
-  f.push_back({flag, std::move(reason)});
-}
-
 void add_call_findings(const CallReport& r, const std::string& where, std::vector<HackFinding>& f) {
   if (r.aliases_input) add_once(f, kHackReturnsInput, where + ": an output points into an input buffer");
   if (r.repointed) add_once(f, kHackReturnsInput, where + ": an output descriptor was replaced by other memory");
@@ -294,22 +288,6 @@ int CpuEvaluator::worker_starts() const {
   return n;
 }
 
-namespace {
-
-CompiledCandidate compiled_candidate(const eval_detail::CachedObject& o) {
-  CompiledCandidate c;
-  c.ok = o.ok;
-  c.hash = o.key;
-  c.library_path = o.path;
-  c.object_hash = o.object_hash;
-  c.log = o.log;
-  c.cached = o.cached;
-  c.seconds = o.seconds;
-  return c;
-}
-
-}  // namespace
-
 // The compiler on candidate.cpp in the sandbox (where only /usr and the API header exist, so an
 // #include of any other file fails); its messages name the candidate's file only.
 eval_detail::CompileOutcome CpuEvaluator::Impl::run_compiler(const std::string& dir) const {
@@ -329,14 +307,12 @@ std::string CpuEvaluator::Impl::cache_key(const std::string& source) const { ret
 
 CompiledCandidate CpuEvaluator::compile(const std::string& source) {
   Impl& m = *impl_;
-  return compiled_candidate(
-      m.objects->get(m.cache_key(source), source, [&m](const std::string& dir) { return m.run_compiler(dir); }));
+  return m.objects->get(m.cache_key(source), source, [&m](const std::string& dir) { return m.run_compiler(dir); });
 }
 
 CompiledCandidate CpuEvaluator::verified_object(const std::string& source) {
   Impl& m = *impl_;
-  return compiled_candidate(
-      m.objects->verified(m.cache_key(source), source, [&m](const std::string& dir) { return m.run_compiler(dir); }));
+  return m.objects->verified(m.cache_key(source), source, [&m](const std::string& dir) { return m.run_compiler(dir); });
 }
 
 std::string object_hash(const std::string& path) {

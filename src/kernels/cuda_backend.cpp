@@ -86,12 +86,6 @@ std::string physical_device(int ordinal) {
   fail("evaluator.cuda.devices: ordinal {} is not visible (CUDA_VISIBLE_DEVICES={})", ordinal, visible);
 }
 
-void add_once(std::vector<HackFinding>& f, uint32_t flag, std::string reason) {
-  for (const auto& x : f)
-    if (x.flag == flag) return;
-  f.push_back({flag, std::move(reason)});
-}
-
 EvalError error_of(const Comparison& c) {
   if (!c.shape_ok) return EvalError::shape;
   if (!c.finite) return EvalError::nonfinite;
@@ -358,7 +352,7 @@ EvalResult CudaEvaluator::Impl::run(size_t device, SandboxWorker& worker, const 
     findings.push_back({kHackTampering, "reads %globaltimer (the device clock)"});
 
   // Compiled before the GPU's lock is taken: compiles of its workers run on the CPU cores in parallel.
-  const eval_detail::CachedObject object =
+  const CompiledCandidate object =
       eval_detail::compile_cuda_candidate(*objects, compiler, req.candidate, device_arch[device]);
   phases.compile = object.seconds;
   if (!object.ok) {
@@ -374,7 +368,7 @@ EvalResult CudaEvaluator::Impl::run(size_t device, SandboxWorker& worker, const 
   CudaWorkerRequest wreq;
   wreq.task = task.name;
   wreq.source = req.candidate;
-  wreq.object_path = object.path;
+  wreq.object_path = object.library_path;
   wreq.object_hash = object.object_hash;
   wreq.warmup = opt.warmup;
   wreq.profile_calls = opt.profile_calls;

@@ -55,15 +55,15 @@ std::string cuda_cache_key(const std::string& source, const std::string& arch) {
   return hex64(fnv1a64(source, fnv1a64(arch + (kernel ? "k2" : "l2"))));
 }
 
-CachedObject compile_cuda_candidate(ObjectCache& cache, const CudaCompiler& compiler, const std::string& source,
+CompiledCandidate compile_cuda_candidate(ObjectCache& cache, const CudaCompiler& compiler, const std::string& source,
                                     const std::string& arch) {
   const bool kernel = cuda_candidate_form(source) == CudaCandidateForm::kernel;
   if (kernel) {
     try {
       parse_launch_shape(source);
     } catch (const Error& e) {
-      CachedObject refused;
-      refused.key = cuda_cache_key(source, arch);
+      CompiledCandidate refused;
+      refused.hash = cuda_cache_key(source, arch);
       refused.log = e.what();
       return refused;
     }

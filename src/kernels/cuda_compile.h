@@ -29,7 +29,7 @@ struct CudaCompiler {
 std::string cuda_cache_key(const std::string& source, const std::string& arch);
 
 // The candidate's object from `cache`, compiled in the sandbox on a miss, hash-checked (verified).
-CachedObject compile_cuda_candidate(ObjectCache& cache, const CudaCompiler& compiler, const std::string& source,
+CompiledCandidate compile_cuda_candidate(ObjectCache& cache, const CudaCompiler& compiler, const std::string& source,
                                     const std::string& arch);
 
 // The object cache the CUDA backend uses under `dir` (candidate.cu -> candidate.obj).

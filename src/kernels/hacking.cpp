@@ -195,6 +195,12 @@ std::vector<HackFinding> check_instructions(const std::string& disassembly) {
                                        "system calls are not allowed)", m[1].str())}};
 }
 
+void add_once(std::vector<HackFinding>& findings, uint32_t flag, std::string reason) {
+  for (const auto& x : findings)
+    if (x.flag == flag) return;
+  findings.push_back({flag, std::move(reason)});
+}
+
 std::vector<HackFinding> check_imports(const std::vector<ImportedSymbol>& imports) {
   static const std::set<std::string> tamper = {
       "dlopen", "dlsym", "dlvsym", "dlmopen", "dladdr", "mprotect", "pkey_mprotect", "syscall", "ptrace",

@@ -9,7 +9,6 @@
 #include "turnrl/core/error.h"
 #include "turnrl/core/filesystem.h"
 #include "turnrl/core/hash.h"
-#include "turnrl/kernels/cpu_backend.h"  // object_hash
 #include "turnrl/kernels/sandbox.h"
 #include "worker_round_trip.h"
 
@@ -45,24 +44,24 @@ ObjectCache::ObjectCache(std::string dir, std::string source_name, std::string o
                   fs::perm_options::replace);
 }
 
-CachedObject ObjectCache::get(const std::string& key, const std::string& source, const CompileStep& compile) {
+CompiledCandidate ObjectCache::get(const std::string& key, const std::string& source, const CompileStep& compile) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = memo_.find(key); it != memo_.end()) {
-      CachedObject hit = it->second;
+      CompiledCandidate hit = it->second;
       hit.cached = true;
       hit.seconds = 0;
       return hit;
     }
   }
-  CachedObject c;
-  c.key = key;
+  CompiledCandidate c;
+  c.hash = key;
   const fs::path object = fs::path(objects_dir_) / (key + extension_);
   const fs::path sum = fs::path(dir_) / (key + ".sum");
   const fs::path err = fs::path(dir_) / (key + ".err");
   if (fs::exists(object) && fs::exists(sum) && read_file(sum.string()) == object_hash(object.string())) {
     c.ok = c.cached = true;
-    c.path = object.string();
+    c.library_path = object.string();
     c.object_hash = read_file(sum.string());
   } else if (fs::exists(err)) {
     c.log = read_file(err.string());
@@ -88,7 +87,7 @@ CachedObject ObjectCache::get(const std::string& key, const std::string& source,
       if (!ec) fs::rename(sum.string() + tmp_suffix, sum, ec);
       if (!ec) fs::rename(tmp, object, ec);
       if (ec) fail("evaluator: cannot write {}: {}", object.string(), ec.message());
-      c.path = object.string();
+      c.library_path = object.string();
     } else {
       { std::ofstream(err.string() + tmp_suffix) << c.log; }
       fs::rename(err.string() + tmp_suffix, err, ec);
@@ -101,20 +100,20 @@ CachedObject ObjectCache::get(const std::string& key, const std::string& source,
   return c;
 }
 
-CachedObject ObjectCache::verified(const std::string& key, const std::string& source, const CompileStep& compile) {
-  CachedObject c = get(key, source, compile);
-  if (!c.ok || object_hash(c.path) == c.object_hash) return c;
+CompiledCandidate ObjectCache::verified(const std::string& key, const std::string& source, const CompileStep& compile) {
+  CompiledCandidate c = get(key, source, compile);
+  if (!c.ok || object_hash(c.library_path) == c.object_hash) return c;
   // Changed since it was published: never load it; drop it and compile again.
   {
     std::lock_guard<std::mutex> lock(mu_);
     memo_.erase(key);
   }
   std::error_code ec;
-  fs::remove(c.path, ec);
+  fs::remove(c.library_path, ec);
   fs::remove(fs::path(dir_) / (key + ".sum"), ec);
   ++replaced_;
   c = get(key, source, compile);
-  if (c.ok && object_hash(c.path) != c.object_hash) {
+  if (c.ok && object_hash(c.library_path) != c.object_hash) {
     c.ok = false;
     c.log = "the compiled object changed on disk between compiling and loading, twice";
   }

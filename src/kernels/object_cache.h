@@ -18,19 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "turnrl/kernels/cpu_backend.h"  // CompiledCandidate, object_hash
 #include "turnrl/kernels/sandbox.h"
 
 namespace turnrl::eval_detail {
-
-struct CachedObject {
-  std::string key;          // the cache key (hex)
-  bool ok = false;          // compiled
-  bool cached = false;      // served from the cache (memory or disk)
-  std::string path;         // the object, when ok
-  std::string object_hash;  // object_hash() of the object when it was published
-  std::string log;          // compiler messages
-  double seconds = 0;       // compile time, 0 when cached
-};
 
 struct CompileOutcome {
   bool ok = false;
@@ -51,11 +42,11 @@ class ObjectCache {
   ObjectCache(std::string dir, std::string source_name, std::string object_name, std::string object_extension);
 
   const std::string& objects_dir() const { return objects_dir_; }
-  // The object of `key`, from memory, from disk (its recorded hash matching), or compiled from
-  // `source` by `compile`.
-  CachedObject get(const std::string& key, const std::string& source, const CompileStep& compile);
+  // The object of `key` (CompiledCandidate::hash; library_path is the object, whatever its kind),
+  // from memory, from disk (its recorded hash matching), or compiled from `source` by `compile`.
+  CompiledCandidate get(const std::string& key, const std::string& source, const CompileStep& compile);
   // get(), then the object's bytes hashed again (see above; replaced() counts the recompiles).
-  CachedObject verified(const std::string& key, const std::string& source, const CompileStep& compile);
+  CompiledCandidate verified(const std::string& key, const std::string& source, const CompileStep& compile);
 
   int compiles() const { return compiles_.load(); }
   int replaced() const { return replaced_.load(); }
@@ -63,7 +54,7 @@ class ObjectCache {
  private:
   std::string dir_, objects_dir_, source_name_, object_name_, extension_;
   std::mutex mu_;
-  std::map<std::string, CachedObject> memo_;
+  std::map<std::string, CompiledCandidate> memo_;
   std::atomic<int> compiles_{0}, replaced_{0};
 };
 

@@ -297,12 +297,6 @@ uint32_t flag_named(const std::string& name) {
   return kHackTampering;
 }
 
-void add_once(std::vector<HackFinding>& f, uint32_t flag, std::string reason) {
-  for (const auto& x : f)
-    if (x.flag == flag) return;
-  f.push_back({flag, std::move(reason)});
-}
-
 void add_worker_findings(Field findings, std::vector<HackFinding>& f) {
   for (const Field x : findings.items()) add_once(f, flag_named(x["flag"].str()), x["reason"].str());
 }

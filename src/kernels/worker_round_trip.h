@@ -15,6 +15,7 @@
 #include "turnrl/core/error.h"
 #include "turnrl/kernels/evaluator.h"
 #include "turnrl/kernels/cpu_protocol.h"  // encode, decode
+#include "turnrl/kernels/hacking.h"
 #include "turnrl/kernels/sandbox.h"
 
 namespace turnrl::eval_detail {
@@ -114,9 +115,7 @@ inline bool reject_forged_frame(SandboxWorker& worker, EvalResult& r, std::vecto
                                 const std::string& why) {
   worker.stop();
   r.error = EvalError::hacking;
-  for (const auto& f : findings)
-    if (f.flag == kHackTampering) return false;
-  findings.push_back({kHackTampering, "the worker's channel carried a frame that is not its answer (" + why + ")"});
+  add_once(findings, kHackTampering, "the worker's channel carried a frame that is not its answer (" + why + ")");
   return false;
 }
 

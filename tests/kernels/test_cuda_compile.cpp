@@ -53,31 +53,31 @@ TEST_CASE("cuda compile: a kernel-form candidate compiles once per source and ar
   const std::string dir = scratch("kernel");
   auto cache = make_cuda_object_cache(dir);
   const std::string source = source_of("relu_bias", "honest");
-  const CachedObject first = compile_cuda_candidate(*cache, compiler(), source, kArch);
+  const CompiledCandidate first = compile_cuda_candidate(*cache, compiler(), source, kArch);
   INFO(first.log);
   REQUIRE(first.ok);
   CHECK_FALSE(first.cached);
   CHECK(first.seconds > 0);
-  CHECK(fs::path(first.path).parent_path() == fs::path(cache->objects_dir()));
-  CHECK(read_file(first.path).substr(0, 4) == std::string("\x7f" "ELF"));  // a cubin
-  CHECK(object_hash(first.path) == first.object_hash);
+  CHECK(fs::path(first.library_path).parent_path() == fs::path(cache->objects_dir()));
+  CHECK(read_file(first.library_path).substr(0, 4) == std::string("\x7f" "ELF"));  // a cubin
+  CHECK(object_hash(first.library_path) == first.object_hash);
   // The cache directory is the trainer's alone; objects are readable, not writable, by others.
   CHECK((fs::status(dir).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
   CHECK((fs::status(cache->objects_dir()).permissions() & (fs::perms::group_write | fs::perms::others_write)) == fs::perms::none);
 
-  const CachedObject again = compile_cuda_candidate(*cache, compiler(), source, kArch);
+  const CompiledCandidate again = compile_cuda_candidate(*cache, compiler(), source, kArch);
   CHECK(again.cached);
-  CHECK(again.path == first.path);
+  CHECK(again.library_path == first.library_path);
   CHECK(cache->compiles() == 1);
-  const CachedObject other_arch = compile_cuda_candidate(*cache, compiler(), source, "sm_80");
+  const CompiledCandidate other_arch = compile_cuda_candidate(*cache, compiler(), source, "sm_80");
   CHECK(other_arch.ok);
-  CHECK(other_arch.path != first.path);
+  CHECK(other_arch.library_path != first.library_path);
   CHECK(cache->compiles() == 2);
   // A changed object is never handed out: it is compiled again.
-  { std::ofstream(first.path, std::ios::app) << "tampered"; }
-  const CachedObject checked = compile_cuda_candidate(*cache, compiler(), source, kArch);
+  { std::ofstream(first.library_path, std::ios::app) << "tampered"; }
+  const CompiledCandidate checked = compile_cuda_candidate(*cache, compiler(), source, kArch);
   CHECK(checked.ok);
-  CHECK(object_hash(checked.path) == checked.object_hash);
+  CHECK(object_hash(checked.library_path) == checked.object_hash);
   CHECK(cache->replaced() == 1);
   CHECK(cache->compiles() == 3);
   fs::remove_all(dir);
@@ -86,16 +86,16 @@ TEST_CASE("cuda compile: a kernel-form candidate compiles once per source and ar
 TEST_CASE("cuda compile: errors keep NVRTC's message and are cached, a refused launch shape compiles nothing") {
   const std::string dir = scratch("errors");
   auto cache = make_cuda_object_cache(dir);
-  const CachedObject broken = compile_cuda_candidate(*cache, compiler(), source_of("softmax_rows", "compile"), kArch);
+  const CompiledCandidate broken = compile_cuda_candidate(*cache, compiler(), source_of("softmax_rows", "compile"), kArch);
   CHECK_FALSE(broken.ok);
   CHECK(broken.log.find("__shfl_xor_synk") != std::string::npos);
   CHECK(broken.log.find(dir) == std::string::npos);
   CHECK(broken.log.find(kSandboxWorkDir) == std::string::npos);
-  const CachedObject again = compile_cuda_candidate(*cache, compiler(), source_of("softmax_rows", "compile"), kArch);
+  const CompiledCandidate again = compile_cuda_candidate(*cache, compiler(), source_of("softmax_rows", "compile"), kArch);
   CHECK(again.cached);
   CHECK(again.log == broken.log);
   CHECK(cache->compiles() == 1);
-  const CachedObject shape = compile_cuda_candidate(*cache, compiler(), source_of("swiglu", "launch_shape"), kArch);
+  const CompiledCandidate shape = compile_cuda_candidate(*cache, compiler(), source_of("swiglu", "launch_shape"), kArch);
   CHECK_FALSE(shape.ok);
   CHECK(shape.log.find("TURNRL_BLOCK") != std::string::npos);
   CHECK(cache->compiles() == 1);
@@ -110,7 +110,7 @@ TEST_CASE("cuda compile: an #include of a host file fails in the sandbox and its
   { std::ofstream(secret) << "turnrl_secret_marker_4711 is not C++\n"; }
   auto cache = make_cuda_object_cache(dir);
   const std::string source = "#include \"" + secret + "\"\n" + source_of("relu_bias", "honest");
-  const CachedObject o = compile_cuda_candidate(*cache, compiler(), source, kArch);
+  const CompiledCandidate o = compile_cuda_candidate(*cache, compiler(), source, kArch);
   INFO(o.log);
   CHECK_FALSE(o.ok);
   CHECK(o.log.find("turnrl_secret_marker_4711") == std::string::npos);
@@ -122,10 +122,10 @@ TEST_CASE("cuda compile: an #include of a host file fails in the sandbox and its
 TEST_CASE("cuda compile: a launcher-form candidate compiles with nvcc in the sandbox") {
   const std::string dir = scratch("launcher");
   auto cache = make_cuda_object_cache(dir);
-  const CachedObject o = compile_cuda_candidate(*cache, compiler(), source_of("relu_bias", "honest_launcher"), kArch);
+  const CompiledCandidate o = compile_cuda_candidate(*cache, compiler(), source_of("relu_bias", "honest_launcher"), kArch);
   INFO(o.log);
   REQUIRE(o.ok);
-  CHECK(read_file(o.path).substr(0, 4) == std::string("\x7f" "ELF"));  // a shared object
+  CHECK(read_file(o.library_path).substr(0, 4) == std::string("\x7f" "ELF"));  // a shared object
   CHECK(compile_cuda_candidate(*cache, compiler(), source_of("relu_bias", "honest_launcher"), kArch).cached);
   fs::remove_all(dir);
 }

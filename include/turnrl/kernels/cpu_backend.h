@@ -47,11 +47,12 @@ struct CpuEvalOptions {
   CpuEvalOptions& thresholds(const HackingThresholds& t) { hacking = t; return *this; }
 };
 
-// A compiled (or failed) candidate.
+// A compiled (or failed) candidate, as the evaluators' object cache (the CPU and CUDA backends')
+// returns it.
 struct CompiledCandidate {
   bool ok = false;
-  std::string hash;          // hex of the cache key (flags + API header + source)
-  std::string library_path;  // the shared object, when ok
+  std::string hash;          // hex of the cache key (compiler flags or architecture, form, source)
+  std::string library_path;  // the object, when ok: a shared object (a cubin for a CUDA kernel form)
   std::string object_hash;   // object_hash() of the object when it was compiled
   std::string log;           // compiler output, trimmed
   bool cached = false;       // served from the cache

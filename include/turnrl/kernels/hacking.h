@@ -27,6 +27,10 @@ struct HackFinding {
   std::string reason;
 };
 
+// Adds a finding unless one with the same flag is there already (the first reason of a flag is
+// the one a result reports).
+void add_once(std::vector<HackFinding>& findings, uint32_t flag, std::string reason);
+
 // Thresholds of the dynamic checks; chainable setters.
 struct HackingThresholds {
   double no_work_coverage = 0.02;  // coverage under this with library calls: no candidate work
