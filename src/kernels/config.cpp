@@ -1,5 +1,7 @@
 #include "turnrl/kernels/config.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "turnrl/core/config_fields.h"
@@ -67,6 +69,24 @@ void refuse_settings_that_cannot_run(const TrainConfig& c) {
     fail("advantage.estimator: 'gae' needs critic values (TurnBatch::values) and the trainer has no critic; allowed "
          "with turnrl train: {} (gae is for loops that fill values themselves, examples/estimators.cpp)",
          fmt::join(usable, ", "));
+  }
+  if (c.trainer.rollout_waves > 1) {
+    // Overlap is only sound where the evaluator's timings cannot see the policy's sampling.
+    const EvaluatorConfig& e = c.evaluator;
+    const auto& gpus = e.cuda.devices;
+    std::string shared;
+    if (e.backend == "cpu" && c.model.device == "cpu") shared = "the CPU cores the policy samples on";
+    if (e.backend == "cuda" && c.model.device == "cuda" && (gpus.empty() || std::count(gpus.begin(), gpus.end(), 0)))
+      shared = "GPU 0, where the policy samples (evaluator.cuda.devices [] means every GPU)";
+    if (e.backend == "python" && e.python.device != (c.model.device == "cuda" ? "cpu" : "cuda"))
+      shared = fmt::format("the policy's device (evaluator.python.device '{}', model.device '{}')", e.python.device,
+                           c.model.device);
+    if (!shared.empty())
+      fail("trainer.rollout_waves: {} overlaps evaluation with sampling, but evaluator.backend '{}' would time "
+           "candidates on {}, so the policy's load would enter every speedup; allowed: 1, or >= 2 with an evaluator "
+           "that measures elsewhere (evaluator.backend remote; cuda with evaluator.cuda.devices listing GPUs other "
+           "than 0; python with evaluator.python.device other than model.device)",
+           c.trainer.rollout_waves, e.backend, shared);
   }
   const std::string suite = builtin_task_backend(c.evaluator);
   if (c.tasks.source == "builtin" && suite != "cpu" && suite != "cuda")

@@ -25,6 +25,9 @@ static void describe(V& v, TrainerConfig& o) {
             "ppo_max_token_len_per_gpu); 0 = micro_batch_size rows only");
   v.integer("seed", o.seed, 0, INT64_MAX, "model init, task order, sampling and PRS draws");
   v.integer("threads", o.threads, 0, 4096, "LibTorch intra-op threads; 0 = LibTorch default");
+  v.integer("rollout_waves", o.rollout_waves, 1, 1 << 20,
+            "episodes of a rollout in this many waves: one wave's evaluation runs while the next wave's turn is "
+            "sampled; 1 = no overlap; >= 2 needs an evaluator that measures elsewhere than the policy runs");
 }
 
 template <typename V>

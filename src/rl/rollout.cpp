@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
+#include <optional>
 #include <map>
 #include <numeric>
 #include <type_traits>
@@ -84,16 +86,51 @@ Metrics rollout_metrics(const RolloutBatch& r) {
   return m;
 }
 
-RolloutCollector::RolloutCollector(EnvironmentPoolFactory environments, std::shared_ptr<const ActionCodec> codec)
-    : environments_(std::move(environments)), codec_(std::move(codec)) {
+RolloutCollector::RolloutCollector(EnvironmentPoolFactory environments, std::shared_ptr<const ActionCodec> codec,
+                                   int64_t waves)
+    : environments_(std::move(environments)), codec_(std::move(codec)), waves_(waves) {
   if (!environments_) fail("RolloutCollector: the environment factory is empty");
   if (!codec_) fail("RolloutCollector: the action codec is null");
+  if (waves_ < 1) fail("trainer.rollout_waves: {} is not allowed; allowed: integers >= 1 (1 = no overlap)", waves_);
 }
 
 RolloutBatch RolloutCollector::collect(Policy& policy, const std::vector<Task>& tasks, int64_t samples_per_task,
                                        const SamplingOptions& sampling, uint64_t seed) const {
   return collect(policy, tasks, samples_per_task, 0, int64_t(tasks.size()) * samples_per_task, sampling, seed);
 }
+
+std::vector<std::vector<int64_t>> rollout_waves(int64_t first_episode, int64_t end_episode, int64_t samples_per_task,
+                                                int64_t waves) {
+  const int64_t episodes = end_episode - first_episode;
+  // Whole groups per wave where there are enough of them (a group's episodes share their first
+  // prompt, which a prefix-sharing engine prefills once), else single episodes.
+  const int64_t first_group = first_episode / samples_per_task;
+  const int64_t groups = episodes > 0 ? (end_episode - 1) / samples_per_task - first_group + 1 : 0;
+  const bool by_group = groups >= waves;
+  const int64_t units = by_group ? groups : episodes;
+  const int64_t count = std::max<int64_t>(1, std::min(waves, units));
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(count));
+  for (int64_t e = first_episode; e < end_episode; ++e) {
+    const int64_t unit = by_group ? e / samples_per_task - first_group : e - first_episode;
+    out[size_t(unit * count / units)].push_back(e);
+  }
+  return out;
+}
+
+namespace {
+
+// One wave's turn between its generation and the environment's answer.
+struct TurnInFlight {
+  size_t wave = 0;
+  int turn = 0;
+  std::vector<int64_t> episodes;  // the episodes that took the turn
+  std::vector<TokenIds> prompts, responses;
+  std::vector<Action> actions;
+  Rollout generated;  // tokens on the host
+  std::future<std::pair<std::vector<StepResult>, double>> answer;  // the results and the step's seconds
+};
+
+}  // namespace
 
 RolloutBatch RolloutCollector::collect(Policy& policy, const std::vector<Task>& tasks, int64_t samples_per_task,
                                        int64_t first_episode, int64_t end_episode, const SamplingOptions& sampling,
@@ -121,20 +158,24 @@ RolloutBatch RolloutCollector::collect(Policy& policy, const std::vector<Task>& 
   std::vector<int64_t> group, traj, turn;
   std::vector<double> rewards;
   std::vector<torch::Tensor> tokens, amask, rmask, logp;
-  std::vector<int64_t> live(static_cast<size_t>(episodes));
-  std::iota(live.begin(), live.end(), first_episode);
+  // Per wave: its live episodes and the turn they take next.
+  std::vector<std::vector<int64_t>> live = rollout_waves(first_episode, end_episode, samples_per_task, waves_);
+  std::vector<int> next_turn(live.size(), 0);
   policy.eval();
   const int64_t context = codec_->context_length();
   std::vector<size_t> last_row(static_cast<size_t>(episodes));  // per episode: its latest row
-  for (int t = 0; !live.empty(); ++t) {
-    std::vector<TokenIds> prompts;
-    std::vector<int64_t> fitting;
+
+  // Samples wave w's next turn; nothing when none of its episodes has room for one (they end).
+  auto generate = [&](size_t w) -> std::optional<TurnInFlight> {
+    TurnInFlight f;
+    f.wave = w;
+    f.turn = next_turn[w]++;
     int64_t longest = 0;
-    for (int64_t e : live) {
+    for (int64_t e : live[w]) {
       const size_t k = size_t(e - first_episode);
       TokenIds prompt = codec_->prompt(so_far[k], obs[k]);
       if (context > 0 && int64_t(prompt.size()) >= context) {
-        if (t == 0)
+        if (f.turn == 0)
           fail("task '{}': its first prompt is {} tokens, which leaves no room for a response in the policy's context of "
                "{} tokens; allowed: prompts shorter than the context (model.max_seq)",
                tasks[size_t(e / samples_per_task)].id, prompt.size(), context);
@@ -142,58 +183,96 @@ RolloutBatch RolloutCollector::collect(Policy& policy, const std::vector<Task>& 
         continue;
       }
       longest = std::max(longest, int64_t(prompt.size()));
-      fitting.push_back(e);
-      prompts.push_back(std::move(prompt));
+      f.episodes.push_back(e);
+      f.prompts.push_back(std::move(prompt));
     }
-    live = std::move(fitting);
-    if (live.empty()) break;
-    SamplingOptions this_turn = turn_sampling;  // shares the generator: one stream across turns
+    live[w] = f.episodes;
+    if (f.episodes.empty()) return std::nullopt;
+    SamplingOptions this_turn = turn_sampling;  // shares the generator: one stream across turns and waves
     if (context > 0) this_turn.max_new_tokens = std::min(turn_sampling.max_new_tokens, context - longest);
-    const auto [prompt_tensor, prompt_mask] = left_pad(prompts, turn_sampling.pad_id, device);
+    const auto [prompt_tensor, prompt_mask] = left_pad(f.prompts, turn_sampling.pad_id, device);
     const auto t0 = Clock::now();
     // Each turn's prompt extends the episode's sequence: a policy that keeps sequences prefills
     // only the new tokens.
-    const Rollout out = policy.generate_turn(prompt_tensor, prompt_mask, this_turn, live);
+    const Rollout out = policy.generate_turn(prompt_tensor, prompt_mask, this_turn, f.episodes);
     r.generate_seconds += seconds_since(t0);
-    const torch::Tensor host_tokens = out.tokens.cpu().contiguous();
-    const torch::Tensor generated = out.num_generated.to(torch::kCPU, torch::kLong).contiguous();
-    std::vector<TokenIds> responses;
-    std::vector<Action> actions;
-    std::vector<size_t> stepping;
-    for (size_t i = 0; i < live.size(); ++i) {
-      const int64_t* row = host_tokens[int64_t(i)].data_ptr<int64_t>() + out.prompt_length;
-      responses.emplace_back(row, row + generated.data_ptr<int64_t>()[i]);
-      actions.push_back({codec_->action_text(responses.back())});
-      stepping.push_back(size_t(live[i] - first_episode));
-    }
-    const auto t1 = Clock::now();
-    std::vector<StepResult> results = pool->step(stepping, actions);
-    r.eval_seconds += seconds_since(t1);
-    if (results.size() != live.size())
-      fail("RolloutCollector: the environment pool returned {} results for {} actions", results.size(), live.size());
-    tokens.push_back(host_tokens);
+    f.generated.tokens = out.tokens.cpu().contiguous();
+    f.generated.prompt_length = out.prompt_length;
     // A policy may leave the attention mask undefined: every position is then valid.
-    amask.push_back(out.attention_mask.defined() ? out.attention_mask.cpu() : torch::ones_like(host_tokens, torch::kBool));
-    rmask.push_back(out.response_mask.cpu());
-    logp.push_back(out.logp.cpu());
+    f.generated.attention_mask =
+        out.attention_mask.defined() ? out.attention_mask.cpu() : torch::ones_like(f.generated.tokens, torch::kBool);
+    f.generated.response_mask = out.response_mask.cpu();
+    f.generated.logp = out.logp.cpu();
+    const torch::Tensor generated = out.num_generated.to(torch::kCPU, torch::kLong).contiguous();
+    for (size_t i = 0; i < f.episodes.size(); ++i) {
+      const int64_t* row = f.generated.tokens[int64_t(i)].data_ptr<int64_t>() + out.prompt_length;
+      f.responses.emplace_back(row, row + generated.data_ptr<int64_t>()[i]);
+      f.actions.push_back({codec_->action_text(f.responses.back())});
+    }
+    return f;
+  };
+  // Hands the turn to the environment on its own thread: the policy samples the next wave meanwhile.
+  auto start_step = [&](TurnInFlight& f) {
+    std::vector<size_t> stepping;
+    for (int64_t e : f.episodes) stepping.push_back(size_t(e - first_episode));
+    f.answer = std::async(std::launch::async, [&pool, stepping, actions = f.actions] {
+      const auto t1 = Clock::now();
+      std::vector<StepResult> results = pool->step(stepping, actions);
+      return std::make_pair(std::move(results), seconds_since(t1));
+    });
+  };
+  // Waits for the environment's answer and records the turn's rows.
+  auto finish = [&](TurnInFlight& f) {
+    auto [results, seconds] = f.answer.get();
+    r.eval_seconds += seconds;
+    if (results.size() != f.episodes.size())
+      fail("RolloutCollector: the environment pool returned {} results for {} actions", results.size(),
+           f.episodes.size());
+    tokens.push_back(f.generated.tokens);
+    amask.push_back(f.generated.attention_mask);
+    rmask.push_back(f.generated.response_mask);
+    logp.push_back(f.generated.logp);
     std::vector<int64_t> next;
-    for (size_t i = 0; i < live.size(); ++i) {
-      const int64_t e = live[i];
+    for (size_t i = 0; i < f.episodes.size(); ++i) {
+      const int64_t e = f.episodes[i];
       const size_t k = size_t(e - first_episode);
       last_row[k] = group.size();
       r.truncated.push_back(0);
       group.push_back(e / samples_per_task);
       traj.push_back(e);
-      turn.push_back(t);
+      turn.push_back(f.turn);
       rewards.push_back(results[i].reward);
       r.payloads.push_back(results[i].payload);
       r.observations.push_back(codec_->observation_text(obs[k]));
-      r.actions.push_back(actions[i].text);
-      so_far[k] = after_turn(prompts[i], responses[i], obs[k], turn_sampling.stop_tokens);
+      r.actions.push_back(f.actions[i].text);
+      so_far[k] = after_turn(f.prompts[i], f.responses[i], obs[k], turn_sampling.stop_tokens);
       obs[k] = std::move(results[i].observation);
       if (!results[i].done) next.push_back(e);
     }
-    live = std::move(next);
+    live[f.wave] = std::move(next);
+  };
+
+  // The schedule, with waves A and B: sample A; A steps while B is sampled; B steps while A's next
+  // turn is sampled; ... At most one environment step is in flight (the pool is not asked to be
+  // thread-safe), and a wave's turn is sampled only after its previous turn's answer (the policy
+  // reads it). One wave is the plain loop: sample, step, sample, step.
+  std::optional<TurnInFlight> pending;
+  size_t cursor = 0;
+  for (;;) {
+    std::optional<TurnInFlight> sampled;
+    for (size_t tried = 0; tried < live.size() && !sampled; ++tried) {
+      const size_t w = (cursor + tried) % live.size();
+      if (live[w].empty() || (pending && pending->wave == w)) continue;
+      sampled = generate(w);
+      cursor = w + 1;
+    }
+    if (pending) finish(*pending), pending.reset();
+    if (sampled) {
+      start_step(*sampled);
+      pending = std::move(sampled);
+    } else if (std::all_of(live.begin(), live.end(), [](const auto& w) { return w.empty(); })) {
+      break;
+    }
   }
   policy.end_episodes();
   policy.train();

@@ -132,7 +132,7 @@ Trainer::Trainer(TrainerParts parts, std::shared_ptr<Communicator> comm) : s_(st
   if (c.policy_loss.kl_loss_coef != 0)
     fail("policy_loss.kl_loss_coef: {} needs a reference policy, which the Trainer does not keep; allowed: 0",
          c.policy_loss.kl_loss_coef);
-  s.collector = std::make_unique<RolloutCollector>(s.parts.environments, s.parts.codec);
+  s.collector = std::make_unique<RolloutCollector>(s.parts.environments, s.parts.codec, c.trainer.rollout_waves);
   s.device = s.parts.policy->device();
   const DistributedEnv env = comm ? DistributedEnv{comm->rank(), comm->world_size(), comm->rank()}
                                   : distributed_env_from_environment();

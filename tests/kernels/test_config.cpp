@@ -86,6 +86,17 @@ TEST_CASE("key.path=value overrides reach nested keys, keep YAML types and are c
   YAML::Node bad = parse_yaml("{}", "test");
   apply_override(bad, "trainer.stepz=1");
   CHECK_THROWS_WITH(parse_config(bad), Catch::Contains("stepz"));
+  // Overlapping evaluation with sampling only where the evaluator measures elsewhere.
+  CHECK_THROWS_WITH(load_config("", {"trainer.rollout_waves=2"}),
+                    Catch::Contains("trainer.rollout_waves: 2 overlaps evaluation with sampling") &&
+                        Catch::Contains("the CPU cores the policy samples on"));
+  CHECK_THROWS_WITH(load_config("", {"trainer.rollout_waves=2", "model.device=cuda", "evaluator.backend=python"}),
+                    Catch::Contains("evaluator.python.device 'auto'"));
+  CHECK(load_config("", {"trainer.rollout_waves=2", "evaluator.backend=remote"}).trainer.rollout_waves == 2);
+  CHECK(load_config("", {"trainer.rollout_waves=3", "model.device=cuda", "evaluator.backend=python",
+                         "evaluator.python.device=cpu", "tasks.source=file", "tasks.file=x.jsonl"})
+            .trainer.rollout_waves == 3);
+  CHECK_THROWS_WITH(load_config("", {"trainer.rollout_waves=0"}), Catch::Contains("trainer.rollout_waves"));
   CHECK_THROWS_WITH(load_config("", {"trainer.steps=-3"}), Catch::Contains("trainer.steps"));
 }
 

@@ -3,7 +3,11 @@
 // episode ends, pool and part checks, and the stage points of a Trainer.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -273,4 +277,114 @@ TEST_CASE("the trainer runs each stage at its point, in list order", "[trainer][
   CHECK(order == std::vector<std::string>{"shape", "second", "late"});
   CHECK(m.at("shape/ran") == 1);
   CHECK(m.count("reward/mean") == 1);
+}
+
+TEST_CASE("rollout waves: whole groups when there are enough, else episodes; never an empty wave", "[trainer][rollout]") {
+  using Waves = std::vector<std::vector<int64_t>>;
+  CHECK(rollout_waves(0, 8, 4, 1) == Waves{{0, 1, 2, 3, 4, 5, 6, 7}});
+  CHECK(rollout_waves(0, 8, 4, 2) == Waves{{0, 1, 2, 3}, {4, 5, 6, 7}});
+  CHECK(rollout_waves(0, 12, 2, 4) == Waves{{0, 1, 2, 3}, {4, 5}, {6, 7, 8, 9}, {10, 11}});
+  // 3 groups for 4 waves: single episodes, 6 into 4.
+  CHECK(rollout_waves(0, 6, 2, 4) == Waves{{0, 1}, {2}, {3, 4}, {5}});
+  // A data-parallel shard that starts inside a group: groups {3}, {4, 5}, {6}.
+  CHECK(rollout_waves(3, 7, 2, 2) == Waves{{3, 4, 5}, {6}});
+  CHECK(rollout_waves(0, 3, 1, 8) == Waves{{0}, {1}, {2}});
+  CHECK(rollout_waves(5, 5, 2, 3) == Waves{{}});
+  CHECK_THROWS_WITH(RolloutCollector(pool_of([] { return std::make_unique<ToyEnv>(); }), std::make_shared<ToyCodec>(), 0),
+                    Catch::Contains("trainer.rollout_waves: 0 is not allowed"));
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+struct Span {
+  Clock::time_point begin, end;
+  bool overlaps(const Span& o) const { return begin < o.end && o.begin < end; }
+};
+
+// Spans of every environment step and every sampled turn, and the most steps ever in flight.
+struct Timeline {
+  std::mutex mutex;
+  std::vector<Span> steps, samples;
+  std::atomic<int> in_flight{0};
+  int most_in_flight = 0;
+  bool sampled_during_a_step() {
+    for (const Span& g : samples)
+      for (const Span& e : steps)
+        if (g.overlaps(e)) return true;
+    return false;
+  }
+};
+
+// ToyEnv episodes whose steps take 40 ms (an evaluator's work).
+class SlowPool : public EnvironmentPool {
+ public:
+  SlowPool(size_t episodes, Timeline& timeline) : EnvironmentPool(make(episodes)), timeline_(timeline) {}
+  std::vector<StepResult> step(const std::vector<size_t>& episodes, const std::vector<Action>& actions) override {
+    const Span started{Clock::now(), {}};
+    const int now = ++timeline_.in_flight;
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    std::vector<StepResult> out = EnvironmentPool::step(episodes, actions);
+    --timeline_.in_flight;
+    std::lock_guard<std::mutex> lock(timeline_.mutex);
+    timeline_.most_in_flight = std::max(timeline_.most_in_flight, now);
+    timeline_.steps.push_back({started.begin, Clock::now()});
+    return out;
+  }
+
+ private:
+  static std::vector<std::unique_ptr<Environment>> make(size_t episodes) {
+    std::vector<std::unique_ptr<Environment>> out;
+    for (size_t i = 0; i < episodes; ++i) out.push_back(std::make_unique<ToyEnv>());
+    return out;
+  }
+  Timeline& timeline_;
+};
+
+// A policy whose turns take at least 20 ms, recorded on the timeline.
+class TimedPolicy : public TransformerPolicy {
+ public:
+  TimedPolicy(Timeline& timeline)
+      : TransformerPolicy(TransformerOptions().vocab(8).d_model(16).layers(1).heads(2).max_seq(16)), timeline_(timeline) {}
+  Rollout generate_turn(const torch::Tensor& p, const torch::Tensor& m, const SamplingOptions& o,
+                        const std::vector<int64_t>& episodes) override {
+    const Clock::time_point begin = Clock::now();
+    Rollout out = TransformerPolicy::generate_turn(p, m, o, episodes);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::lock_guard<std::mutex> lock(timeline_.mutex);
+    timeline_.samples.push_back({begin, Clock::now()});
+    return out;
+  }
+
+ private:
+  Timeline& timeline_;
+};
+
+}  // namespace
+
+TEST_CASE("rollout waves sample one wave while the environment steps another, one step at a time, rows as without waves", "[trainer][rollout]") {
+  std::vector<int64_t> traj[2], turn[2], group[2];
+  for (int64_t waves : {int64_t(1), int64_t(2)}) {
+    INFO("waves " << waves);
+    Timeline timeline;
+    const RolloutCollector collector([&](size_t n) { return std::make_unique<SlowPool>(n, timeline); },
+                                     std::make_shared<ToyCodec>(), waves);
+    torch::manual_seed(3);
+    TimedPolicy policy(timeline);
+    const RolloutBatch r = collector.collect(policy, toy_tasks(), 2, SamplingOptions(), 11);
+    const TurnBatch& b = r.batch;
+    traj[waves - 1] = column(b.traj), turn[waves - 1] = column(b.turn), group[waves - 1] = column(b.group);
+    CHECK(timeline.most_in_flight == 1);
+    // Waves {0, 1} (one_turn) and {2, 3} (three_turns): 1 + 3 steps; one wave: 3 steps.
+    CHECK(timeline.steps.size() == size_t(waves == 1 ? 3 : 4));
+    CHECK(timeline.sampled_during_a_step() == (waves == 2));
+    const torch::Tensor reward = b.reward.to(torch::kDouble);
+    for (int64_t row = 0; row < b.size(); ++row)
+      CHECK(reward[row].item<double>() == double(turn[waves - 1][size_t(row)]) + (r.actions[size_t(row)] == "x" ? 0.5 : 0.0));
+    CHECK(r.eval_seconds >= 0.04 * double(timeline.steps.size()));
+  }
+  CHECK(traj[0] == traj[1]);
+  CHECK(turn[0] == turn[1]);
+  CHECK(group[0] == group[1]);
+  CHECK(traj[1] == std::vector<int64_t>{0, 1, 2, 2, 2, 3, 3, 3});
 }

@@ -31,6 +31,9 @@ struct TrainerConfig {
   int64_t micro_batch_tokens = 0;
   int64_t seed = 1;               // model init, task order, sampling, PRS draws
   int64_t threads = 0;            // LibTorch intra-op threads; 0 leaves LibTorch's default
+  // Episodes of a rollout in this many waves: one wave's environment step (evaluation) runs while
+  // the next wave's turn is sampled (RolloutCollector). 1 = sample all, then step all.
+  int64_t rollout_waves = 1;
 };
 
 // AdamW with linear warm-up then a constant or cosine schedule.

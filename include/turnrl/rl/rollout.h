@@ -3,7 +3,9 @@
 // turn; every turn it asks the ActionCodec for the live episodes' prompts, samples all responses
 // in one Policy::generate_turn call (a policy that keeps each episode's sequence between turns
 // prefills only the new tokens; end_episodes() after the last turn), and steps all live episodes
-// in one EnvironmentPool::step call.
+// in one EnvironmentPool::step call. With several waves the episodes are split into that many
+// groups of episodes, and one wave's environment step (for kernels: evaluation) runs on its own
+// thread while the policy samples the next wave's turn (rollout_waves, docs/training.md).
 // The result is a RolloutBatch: the flat TurnBatch of the turns (rewards from the environment)
 // plus, per row, what the environment saw and said.
 #include <cstdint>
@@ -50,7 +52,9 @@ Metrics rollout_metrics(const RolloutBatch& rollouts);
 
 class RolloutCollector {
  public:
-  RolloutCollector(EnvironmentPoolFactory environments, std::shared_ptr<const ActionCodec> codec);
+  // waves: how many groups of episodes take turns (1 = sample all, step all; >= 2 overlaps one
+  // wave's environment step with the next wave's sampling). Throws for waves < 1.
+  RolloutCollector(EnvironmentPoolFactory environments, std::shared_ptr<const ActionCodec> codec, int64_t waves = 1);
 
   // Episodes [first_episode, end_episode) of the tasks x samples_per_task episodes (episode e is
   // sample e % n of task e / n): group and traj ids are those of the whole batch. Sampling draws
@@ -66,11 +70,20 @@ class RolloutCollector {
                        const SamplingOptions& sampling, uint64_t seed) const;
 
   const ActionCodec& codec() const { return *codec_; }
+  int64_t waves() const { return waves_; }
 
  private:
   EnvironmentPoolFactory environments_;
   std::shared_ptr<const ActionCodec> codec_;
+  int64_t waves_ = 1;
 };
+
+// The waves of episodes [first_episode, end_episode): min(waves, units) contiguous lists of
+// near-equal size, whose units are whole groups (samples_per_task episodes of one task) when there
+// are at least `waves` groups, else single episodes. Never empty lists; one empty list for no
+// episodes.
+std::vector<std::vector<int64_t>> rollout_waves(int64_t first_episode, int64_t end_episode, int64_t samples_per_task,
+                                                int64_t waves);
 
 // `t` [N, W] widened to `width` columns filled with `value` (t itself when already that wide).
 torch::Tensor pad_columns(const torch::Tensor& t, int64_t width, double value);
