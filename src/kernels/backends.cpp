@@ -57,6 +57,23 @@ static void describe(V& v, EvaluatorConfig& o) {
     p.flag("spare_worker", o.python.spare_worker, "a worker per device started ahead, so replacing one costs no start");
     p.flag("reuse_reference_timing", o.python.reuse_reference_timing,
            "reference timed once per (task text, device, timing plan); false = in every evaluation");
+    p.section("scaling", "large problems (docs/evaluator.md, \"Large problems\")", [&](auto& s) {
+      ProblemScaling& k = o.python.scaling;
+      constexpr double mib = double(1 << 20);
+      double ship_mib = double(k.ship_bytes) / mib, large_mib = double(k.large_bytes) / mib;
+      s.number("ship_mib", ship_mib, 0, 1 << 30, "outputs up to this size are compared whole in the trainer; larger "
+               "ones on the worker's device plus spot_checks places here");
+      s.integer("spot_checks", k.spot_checks, 1, 1 << 30, "elements per large output compared here, drawn after the call");
+      s.number("large_mib", large_mib, 0, 1 << 30, "a trial of more inputs and outputs than this is large: no extra "
+               "shape sets, fewer kept trials, one timed call checked");
+      s.number("hold_fraction", k.hold_fraction, 1e-6, 1, "large problems: kept trials use at most this share of the "
+               "memory left; (0, 1]");
+      s.number("timing_budget_seconds", k.timing_budget_seconds, 1e-6, 1e5, "timed calls per side: as many as fit this "
+               "(at least min_timed_calls, at most the request's timing trials)");
+      s.integer("min_timed_calls", k.min_timed_calls, 1, 1 << 20, "timed calls per side, at least");
+      k.ship_bytes = int64_t(ship_mib * mib);
+      k.large_bytes = int64_t(large_mib * mib);
+    });
   });
   v.section("remote", "backend remote: a Redis stream served by `turnrl eval-worker`", [&](auto& m) {
     m.text("redis_url", o.remote.redis_url, "redis://host:port");

@@ -1373,6 +1373,7 @@ std::shared_ptr<KernelEvaluator> make_python_evaluator(const EvaluatorConfig& c)
   o.exclusive_measurement = c.python.exclusive_measurement;
   o.spare_worker = c.python.spare_worker;
   o.reuse_reference_timing = c.python.reuse_reference_timing;
+  o.scaling = c.python.scaling;
   o.limits.isolation = parse_sandbox_isolation(c.sandbox, "evaluator.sandbox");
   return std::make_shared<PythonEvaluator>(load_python_tasks(c.python.tasks_file), o);
 }

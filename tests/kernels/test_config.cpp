@@ -86,6 +86,15 @@ TEST_CASE("key.path=value overrides reach nested keys, keep YAML types and are c
   YAML::Node bad = parse_yaml("{}", "test");
   apply_override(bad, "trainer.stepz=1");
   CHECK_THROWS_WITH(parse_config(bad), Catch::Contains("stepz"));
+  // The python backend's problem scaling: sizes in MiB in YAML, bytes in ProblemScaling.
+  const TrainConfig scaled = load_config("", {"evaluator.python.scaling.ship_mib=1.5", "evaluator.python.scaling.spot_checks=64",
+                                              "evaluator.python.scaling.large_mib=512"});
+  CHECK(scaled.evaluator.python.scaling.ship_bytes == 3 * (int64_t(1) << 19));
+  CHECK(scaled.evaluator.python.scaling.spot_checks == 64);
+  CHECK(scaled.evaluator.python.scaling.large_bytes == int64_t(512) << 20);
+  CHECK(load_config("", {}).evaluator.python.scaling.ship_bytes == ProblemScaling().ship_bytes);
+  CHECK_THROWS_WITH(load_config("", {"evaluator.python.scaling.hold_fraction=0"}),
+                    Catch::Contains("evaluator.python.scaling.hold_fraction"));
   // Overlapping evaluation with sampling only where the evaluator measures elsewhere.
   CHECK_THROWS_WITH(load_config("", {"trainer.rollout_waves=2"}),
                     Catch::Contains("trainer.rollout_waves: 2 overlaps evaluation with sampling") &&

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "turnrl/kernels/evaluator.h"
+#include "turnrl/kernels/problem_scaling.h"
 
 namespace turnrl {
 
@@ -31,6 +32,7 @@ struct PythonEvaluatorConfig {
   std::string exclusive_measurement = "auto";  // on | off | auto (PythonEvalOptions::exclusive_measurement)
   bool spare_worker = true;            // a worker per device started ahead to replace one
   bool reuse_reference_timing = true;  // reference timed once per (task text, device, timing plan)
+  ProblemScaling scaling;              // YAML: scaling.{ship_mib, spot_checks, large_mib, ...}
 };
 
 // evaluator.remote: requests go to a Redis stream served by `turnrl eval-worker` processes.
