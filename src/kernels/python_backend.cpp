@@ -212,14 +212,27 @@ std::vector<Output> decode_outputs(Field descs, const std::string& blob) {
 }
 
 // The verdict on a kept output: the worker's, unless the parent's own comparison of the elements at
-// places drawn after the call disagrees (then those elements decide, at their flat places).
-Comparison kept_verdict(const Output& got, const Tolerance& tol) {
+// places drawn after the call disagrees (then those elements decide, at their flat places). What
+// only a forged comparison explains goes to *forged (when not null and still empty): the reference's
+// elements at the places drawn when it ran changed while the candidate ran, or the worker's verdict
+// passed an output whose elements at places drawn after the call are wrong.
+Comparison kept_verdict(size_t k, const Output& got, const Output& ref, const Tolerance& tol, std::string* forged) {
   require(got.kept && got.verdicts.size() > tol.verdict && got.spot_cand.defined() && got.spot_ref.defined() &&
               got.spot_cand.numel() == got.spot_ref.numel() && got.spot_index.numel() == got.spot_cand.numel(),
           "python worker protocol: a kept output lacks its verdicts or spot checks");
   Comparison c = got.verdicts[tol.verdict];
   const Comparison spot = compare_outputs(got.spot_cand.data_ptr<float>(), got.spot_ref.data_ptr<float>(),
                                           got.spot_cand.numel(), tol.atol, tol.rtol);
+  if (forged && forged->empty()) {
+    if (got.reference_spots != ref.reference_spots)
+      *forged = fmt::format("output {}: the reference's output kept on the device changed while the candidate ran", k);
+    else if (c.ok() && !spot.ok())
+      *forged = fmt::format("output {}: the worker's comparison passed it, but element {} is {} where the reference has "
+                            "{} (checked here at a place drawn after the call): the comparison was forged",
+                            k, got.spot_index[spot.failing_index].item<int64_t>(),
+                            got.spot_cand[spot.failing_index].item<float>(),
+                            got.spot_ref[spot.failing_index].item<float>());
+  }
   if (spot.ok()) return c;
   c.finite = c.finite && spot.finite;
   c.within = c.within && spot.within;
@@ -231,9 +244,10 @@ Comparison kept_verdict(const Output& got, const Tolerance& tol) {
 
 std::string shape_text(const Output& o) { return fmt::format("[{}] {}", fmt::join(o.shape, ", "), o.dtype); }
 
-// Compares every output of a call with the reference's; *problem says what differed first.
+// Compares every output of a call with the reference's; *problem says what differed first, and
+// *forged (when not null) what only a forged comparison explains (kept_verdict).
 Comparison compare_call(const std::vector<Output>& got, const std::vector<Output>& ref, const Tolerance& tol,
-                        std::string* problem) {
+                        std::string* problem, std::string* forged = nullptr) {
   Comparison total;
   if (got.size() != ref.size()) {
     total.shape_ok = false;
@@ -250,7 +264,7 @@ Comparison compare_call(const std::vector<Output>& got, const std::vector<Output
     }
     if (ref[k].kept) {
       sizes.push_back(std::accumulate(ref[k].shape.begin(), ref[k].shape.end(), int64_t(1), std::multiplies<>()));
-      parts.push_back(kept_verdict(got[k], tol));
+      parts.push_back(kept_verdict(k, got[k], ref[k], tol, forged));
       continue;
     }
     sizes.push_back(ref[k].values.numel());
@@ -258,26 +272,6 @@ Comparison compare_call(const std::vector<Output>& got, const std::vector<Output
                                     tol.atol, tol.rtol));
   }
   return merge_in_order(parts, sizes);
-}
-
-// What only a forged comparison explains, for a call whose outputs were kept on the device: the
-// reference's elements at the places drawn when it ran changed while the candidate ran, or the
-// worker's verdict passed an output whose elements at places drawn after the call are wrong.
-std::string forged_comparison(const std::vector<Output>& got, const std::vector<Output>& ref, const Tolerance& tol) {
-  for (size_t k = 0; k < std::min(got.size(), ref.size()); ++k) {
-    if (!ref[k].kept || !got[k].kept || got[k].shape != ref[k].shape || got[k].dtype != ref[k].dtype) continue;
-    if (got[k].reference_spots != ref[k].reference_spots)
-      return fmt::format("output {}: the reference's output kept on the device changed while the candidate ran", k);
-    const Comparison spot = compare_outputs(got[k].spot_cand.data_ptr<float>(), got[k].spot_ref.data_ptr<float>(),
-                                            got[k].spot_cand.numel(), tol.atol, tol.rtol);
-    if (got[k].verdicts.at(tol.verdict).ok() && !spot.ok())
-      return fmt::format("output {}: the worker's comparison passed it, but element {} is {} where the reference has {} "
-                         "(checked here at a place drawn after the call): the comparison was forged",
-                         k, got[k].spot_index[spot.failing_index].item<int64_t>(),
-                         got[k].spot_cand[spot.failing_index].item<float>(),
-                         got[k].spot_ref[spot.failing_index].item<float>());
-  }
-  return {};
 }
 
 bool float_outputs(const std::vector<Output>& ref) {
@@ -1149,10 +1143,9 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
   bool main_ok = true;
   std::vector<Comparison> cmps;
   for (size_t t = 0; t < kinds.size(); ++t) {
-    std::string problem;
-    cmps.push_back(compare_call(got[t], ref_out[t], task_tolerance, &problem));
-    if (const std::string forged = forged_comparison(got[t], ref_out[t], task_tolerance); !forged.empty())
-      add_once(findings, kHackTampering, fmt::format("trial {}: {}", t, forged));
+    std::string problem, forged;
+    cmps.push_back(compare_call(got[t], ref_out[t], task_tolerance, &problem, &forged));
+    if (!forged.empty()) add_once(findings, kHackTampering, fmt::format("trial {}: {}", t, forged));
     const Comparison& c = cmps.back();
     if (kinds[t] != TrialKind::main) continue;
     r.max_abs_error = std::max(r.max_abs_error, c.max_abs_error);
@@ -1219,10 +1212,10 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
     if (poisoned(outs) > 0)
       add_once(findings, kHackReturnsInput,
                fmt::format("timed call {}: the output holds memory the harness had overwritten", checks[k]));
-    std::string problem;
-    if (const std::string forged = forged_comparison(outs, ref_checks[k], task_tolerance); !forged.empty())
-      add_once(findings, kHackTampering, fmt::format("timed call {}: {}", checks[k], forged));
-    if (!compare_call(outs, ref_checks[k], task_tolerance, &problem).ok()) {
+    std::string problem, forged;
+    const bool right = compare_call(outs, ref_checks[k], task_tolerance, &problem, &forged).ok();
+    if (!forged.empty()) add_once(findings, kHackTampering, fmt::format("timed call {}: {}", checks[k], forged));
+    if (!right) {
       add_once(findings, kHackDeferredWork,
                fmt::format("timed call {} was wrong when it returned (work finished after the timer, or results reused "
                            "across timed calls){}", checks[k], problem.empty() ? "" : ": " + problem));
