@@ -14,8 +14,10 @@ namespace turnrl {
 EvalReport summarize_rollouts(const RolloutBatch& r, const std::vector<int64_t>& pass_k, const std::vector<double>& fast_p) {
   struct Episode {
     int64_t group = 0;
-    bool solved = false;
-    double best_speedup = 0;
+    int64_t first_solved_turn = -1;    // 0-based
+    std::vector<double> best_by_turns;  // [t]: best correct speedup over turns 0..t (0 if none)
+    double last_speedup = 0;            // the last turn's speedup if correct, else 0
+    int64_t hacked_turns = 0;
   };
   std::map<int64_t, Episode> episodes;
   EvalReport report;
@@ -30,10 +32,13 @@ EvalReport summarize_rollouts(const RolloutBatch& r, const std::vector<int64_t>&
     const int64_t g = group.data_ptr<int64_t>()[i];
     Episode& ep = episodes[traj.data_ptr<int64_t>()[i]];
     ep.group = g;
-    if (classify(e) == RewardOutcome::correct) {
-      ep.solved = true;
-      ep.best_speedup = std::max(ep.best_speedup, e.speedup);
-    }
+    // Rows are in (trajectory, turn) order, so this row is the episode's next turn.
+    const bool correct = classify(e) == RewardOutcome::correct;
+    const double speedup = correct ? e.speedup : 0.0;
+    if (correct && ep.first_solved_turn < 0) ep.first_solved_turn = int64_t(ep.best_by_turns.size());
+    ep.best_by_turns.push_back(std::max(ep.best_by_turns.empty() ? 0.0 : ep.best_by_turns.back(), speedup));
+    ep.last_speedup = speedup;
+    ep.hacked_turns += classify(e) == RewardOutcome::hacking;
     if (e.hacked()) {
       for (uint32_t bit = 0; bit < 32; ++bit)
         if (e.hacking_flags & (1u << bit)) ++report.hacking[hacking_flag_names(1u << bit)];
@@ -51,16 +56,35 @@ EvalReport summarize_rollouts(const RolloutBatch& r, const std::vector<int64_t>&
     LevelReport lr;
     lr.level = level;
     std::map<int64_t, std::pair<int64_t, int64_t>> per_task;  // group -> (episodes, solved)
-    std::vector<double> best;
+    std::vector<const Episode*> in_level;
+    size_t longest = 0;
+    int64_t hacked = 0, level_turns = 0, solved = 0;
+    double turns_to_success = 0;
     for (const auto& [id, ep] : episodes) {
       if (level != 0 && r.task_levels[size_t(ep.group)] != level) continue;
       auto& t = per_task[ep.group];
       ++t.first;
-      t.second += ep.solved;
-      best.push_back(ep.best_speedup);
+      t.second += ep.first_solved_turn >= 0;
+      in_level.push_back(&ep);
+      longest = std::max(longest, ep.best_by_turns.size());
+      hacked += ep.hacked_turns;
+      level_turns += int64_t(ep.best_by_turns.size());
+      if (ep.first_solved_turn >= 0) ++solved, turns_to_success += double(ep.first_solved_turn + 1);
     }
+    // Per episode: the best speedup within the first `turns` turns (all of them for a shorter one).
+    const auto best_within = [&](size_t turns) {
+      std::vector<double> best;
+      for (const Episode* ep : in_level)
+        best.push_back(ep->best_by_turns.empty() ? 0.0 : ep->best_by_turns[std::min(turns, ep->best_by_turns.size()) - 1]);
+      return best;
+    };
+    const std::vector<double> best = best_within(std::max<size_t>(longest, 1));
+    std::vector<double> last;
+    for (const Episode* ep : in_level) last.push_back(ep->last_speedup);
     lr.tasks = int64_t(per_task.size());
-    lr.episodes = int64_t(best.size());
+    lr.episodes = int64_t(in_level.size());
+    lr.mean_turns_to_success = solved ? turns_to_success / double(solved) : 0.0;
+    lr.hacked_turn_share = level_turns ? double(hacked) / double(level_turns) : 0.0;
     for (int64_t k : pass_k) {
       double sum = 0;
       int64_t counted = 0;
@@ -68,7 +92,11 @@ EvalReport summarize_rollouts(const RolloutBatch& r, const std::vector<int64_t>&
         if (k <= t.first) sum += pass_at_k(t.first, t.second, k), ++counted;
       if (counted) lr.pass_at_k[k] = sum / double(counted);
     }
-    for (double p : fast_p) lr.fast_at_p[p] = fast_at_p(best, p);
+    for (double p : fast_p) {
+      lr.fast_at_p[p] = fast_at_p(best, p);
+      lr.fast_at_p_last[p] = fast_at_p(last, p);
+      for (size_t t = 1; t <= longest; ++t) lr.fast_at_p_by_turns[p].push_back(fast_at_p(best_within(t), p));
+    }
     const auto& rw = reward_by_level[level];
     lr.mean_reward = rw.second ? rw.first / double(rw.second) : 0.0;
     report.levels.push_back(lr);
@@ -91,6 +119,8 @@ std::string EvalReport::to_text() const {
   if (!levels.empty()) {
     for (const auto& [k, v] : levels.front().pass_at_k) out += fmt::format(" {:>8}", fmt::format("pass@{}", k));
     for (const auto& [p, v] : levels.front().fast_at_p) out += fmt::format(" {:>8}", fmt::format("fast@{}", p));
+    for (const auto& [p, v] : levels.front().fast_at_p_last) out += fmt::format(" {:>10}", fmt::format("last@{}", p));
+    out += fmt::format(" {:>9} {:>7}", "to-solve", "hacked");
   }
   out += "\n";
   for (const LevelReport& l : levels) {
@@ -98,8 +128,15 @@ std::string EvalReport::to_text() const {
                        l.episodes, l.mean_reward);
     for (const auto& kv : l.pass_at_k) out += fmt::format(" {:>8.3f}", kv.second);
     for (const auto& kv : l.fast_at_p) out += fmt::format(" {:>8.3f}", kv.second);
-    out += "\n";
+    for (const auto& kv : l.fast_at_p_last) out += fmt::format(" {:>10.3f}", kv.second);
+    out += fmt::format(" {:>9.2f} {:>7.3f}\n", l.mean_turns_to_success, l.hacked_turn_share);
   }
+  // Sequential test-time scaling, all levels: fast@p of the best over the first t turns.
+  if (!levels.empty() && !levels.back().fast_at_p_by_turns.empty() &&
+      levels.back().fast_at_p_by_turns.begin()->second.size() > 1)
+    for (const auto& [p, curve] : levels.back().fast_at_p_by_turns)
+      out += fmt::format("fast@{} best over the first t turns: {}\n", p,
+                         fmt::join(curve.begin(), curve.end(), " "));
   out += fmt::format("reward hacking ({} turns evaluated):", turns);
   if (hacking.empty()) out += " none detected";
   for (const auto& [name, count] : hacking) out += fmt::format(" {}={}", name, count);
@@ -112,7 +149,12 @@ Metrics EvalReport::to_metrics() const {
     const std::string level = l.level == 0 ? "all" : fmt::format("level{}", l.level);
     for (const auto& [k, v] : l.pass_at_k) m[fmt::format("eval/pass@{}/{}", k, level)] = v;
     for (const auto& [p, v] : l.fast_at_p) m[fmt::format("eval/fast@{}/{}", p, level)] = v;
+    for (const auto& [p, v] : l.fast_at_p_last) m[fmt::format("eval/fast@{}_last_turn/{}", p, level)] = v;
+    for (const auto& [p, curve] : l.fast_at_p_by_turns)
+      for (size_t t = 0; t < curve.size(); ++t) m[fmt::format("eval/fast@{}_within_{}_turns/{}", p, t + 1, level)] = curve[t];
     m[fmt::format("eval/reward/{}", level)] = l.mean_reward;
+    m[fmt::format("eval/turns_to_success/{}", level)] = l.mean_turns_to_success;
+    m[fmt::format("eval/hacked_turn_share/{}", level)] = l.hacked_turn_share;
   }
   for (const auto& [name, count] : hacking) m["eval/hacking/" + name] = double(count);
   m["eval/turns"] = double(turns);

@@ -2,7 +2,9 @@
 // Evaluation of a policy on a task set, with the statistics the paper reports: pass@k (a task
 // is solved by an episode with a correct, non-hacked turn), fast@p (the share of episodes whose
 // best correct speedup reaches p; never-correct episodes count as speedup 0), per level and
-// overall, and how often each reward-hacking check fired.
+// overall, and how often each reward-hacking check fired. For multi-turn episodes also the
+// paper's sequential test-time scaling: fast@p of the last turn alone and of the best over the
+// first t turns for every t, and the mean number of turns to the first correct one.
 #include <cstdint>
 #include <map>
 #include <string>
@@ -20,8 +22,15 @@ struct LevelReport {
   int level = 0;  // 0: all levels together
   int64_t tasks = 0, episodes = 0;
   std::map<int64_t, double> pass_at_k;  // k -> mean over tasks of the unbiased pass@k
-  std::map<double, double> fast_at_p;   // p -> fast@p over episodes
+  std::map<double, double> fast_at_p;   // p -> fast@p over episodes (best correct turn)
+  std::map<double, double> fast_at_p_last;  // p -> fast@p of each episode's last turn alone
+  // p -> [fast@p of the best over turns 1..t for t = 1..longest episode]; an episode shorter
+  // than t counts with all its turns. The last entry equals fast_at_p[p].
+  std::map<double, std::vector<double>> fast_at_p_by_turns;
   double mean_reward = 0;               // mean turn reward
+  // Over episodes with a correct turn: the mean 1-based turn of the first one (0: none solved).
+  double mean_turns_to_success = 0;
+  double hacked_turn_share = 0;  // turns flagged by a hacking check over all turns
 };
 
 struct EvalReport {
