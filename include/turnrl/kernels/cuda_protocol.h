@@ -8,6 +8,7 @@
 
 #include "turnrl/kernels/cpu_backend.h"
 #include "turnrl/kernels/cpu_protocol.h"
+#include "turnrl/kernels/cpu_tasks.h"
 
 namespace turnrl::cuda_detail {
 
