@@ -143,6 +143,9 @@ struct Device {
   at::Tensor marker_buffer;  // target of the profiling window markers
   bool cupti_ready = false;
   std::mt19937_64 rng;  // guard bands, perturbed places, profiled calls: seeded from std::random_device at start
+  // The persisting-L2 limit as it reads after the worker set it to 0 at start: a driver may keep a
+  // non-zero floor (9,830,400 bytes read back on an H100), which is no candidate's doing.
+  size_t persisting_l2_floor = 0;
   std::map<std::string, Compiled> compiled;  // by object path: kernel modules until the next evaluation of their source, launchers for the worker's life
 };
 
@@ -451,7 +454,8 @@ void perturb_inputs(Device& dev, const CudaTask& task, std::vector<at::Tensor>& 
 std::string take_l2_state(Device& dev) {
   std::string changed;
   size_t persisting = 0;
-  if (cudaDeviceGetLimit(&persisting, cudaLimitPersistingL2CacheSize) == cudaSuccess && persisting > 0) {
+  if (cudaDeviceGetLimit(&persisting, cudaLimitPersistingL2CacheSize) == cudaSuccess &&
+      persisting != dev.persisting_l2_floor) {
     changed = fmt::format("set a persisting-L2 cache of {} bytes", persisting);
     cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
   }
@@ -776,6 +780,10 @@ int cuda_worker_main(int, char**) {
     check_cuda(cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking), "cudaStreamCreate");
     cuInit(0);
     measure_device(dev);
+    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+    if (cudaDeviceGetLimit(&dev.persisting_l2_floor, cudaLimitPersistingL2CacheSize) != cudaSuccess)
+      dev.persisting_l2_floor = 0;
+    cudaGetLastError();  // a device without persisting L2 refuses both: not an error of ours
   } catch (const std::exception& e) {
     fmt::print(stderr, "turnrl_cuda_worker: cannot use GPU {}: {}\n", dev.ordinal, e.what());
     return 2;

@@ -128,6 +128,41 @@ std::vector<std::string> library_dirs() {
   return dirs;
 }
 
+// The install prefixes of the C and C++ compilers that programs in the jail may start (Triton builds
+// each kernel's launcher with $CC, else gcc or clang from PATH): an image whose toolchain lives
+// outside /usr (CC=/opt/gcc/bin/gcc) needs its whole prefix (libexec, lib, include), read-only.
+std::vector<std::string> toolchain_dirs() {
+  static const std::vector<std::string> dirs = [] {
+    std::set<std::string> found;
+    std::vector<std::string> own;  // the trainer's home and working folder
+    if (const char* home = std::getenv("HOME")) own.push_back(home);
+    if (char* cwd = getcwd(nullptr, 0)) own.push_back(cwd), std::free(cwd);
+    const auto add_prefix_of = [&](const std::string& program) {
+      char* real = realpath(program.c_str(), nullptr);
+      if (!real) return;
+      std::string dir = std::string(real).substr(0, std::string(real).rfind('/'));
+      std::free(real);
+      // <prefix>/bin/gcc: the prefix holds the compiler's own libraries and helpers.
+      if (dir.size() > 4 && dir.compare(dir.size() - 4, 4, "/bin") == 0) dir.resize(dir.size() - 4);
+      // Never the trainer's home or working folder (or a folder above them): its runs and
+      // checkpoints must stay out of the candidate's sight.
+      for (const std::string& m : own)
+        if (dir == "/" || m == dir || m.compare(0, dir.size() + 1, dir + "/") == 0) return;
+      found.insert(dir);
+    };
+    for (const char* var : {"CC", "CXX"})
+      if (const char* v = std::getenv(var); v && v[0] == '/') add_prefix_of(v);
+    if (const char* path = std::getenv("PATH")) {
+      std::stringstream ss(path);
+      for (std::string dir; std::getline(ss, dir, ':');)
+        for (const char* name : {"gcc", "cc", "clang"})
+          if (!dir.empty() && access((dir + "/" + name).c_str(), X_OK) == 0) add_prefix_of(dir + "/" + name);
+    }
+    return std::vector<std::string>(found.begin(), found.end());
+  }();
+  return dirs;
+}
+
 // ---- after fork: async-signal-safe only ----------------------------------------------------
 
 [[noreturn]] void die(const char* step) {
@@ -242,6 +277,7 @@ JailPlan plan_jail(const SandboxLimits& limits, const std::string& root, const s
     if (p.dirs_made.insert(dir).second) plan.directories.push_back(root + dir);
   for (const char* path : kSystemPaths) p.add(path, false, false);
   for (const auto& dir : library_dirs()) p.add(dir, false, false);
+  for (const auto& dir : toolchain_dirs()) p.add(dir, false, false);
   for (const char* dev : kDevices) p.add(dev, false, true);
   for (const auto& dev : limits.devices) p.add(dev, false, true);
   p.add(program, false, false);

@@ -184,7 +184,9 @@ torch::Tensor grouped_attention(const torch::Tensor& q, const torch::Tensor& k, 
   const torch::Tensor folded_q = q.reshape({rows, kv_heads, groups * length, dim});
   const torch::Tensor folded_mask =
       mask.unsqueeze(2).expand({rows, 1, groups, length, width}).reshape({rows, 1, groups * length, width});
-  return attention(folded_q, k, v, folded_mask).view({rows, heads, length, dim});
+  // reshape, not view: a fused SDPA kernel (cuDNN on an H100) may return its output in a layout
+  // whose head and length dimensions cannot be regrouped without a copy.
+  return attention(folded_q, k, v, folded_mask).reshape({rows, heads, length, dim});
 }
 
 torch::Tensor CachedNextToken::prefill(const torch::Tensor& prompts, const torch::Tensor& prompt_mask) {

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <set>
 
+#include <unistd.h>
+
 #include <torch/nn/module.h>
 #include <torch/types.h>
 
