@@ -143,9 +143,6 @@ struct Device {
   at::Tensor marker_buffer;  // target of the profiling window markers
   bool cupti_ready = false;
   std::mt19937_64 rng;  // guard bands, perturbed places, profiled calls: seeded from std::random_device at start
-  // The persisting-L2 limit as it reads after the worker set it to 0 at start: a driver may keep a
-  // non-zero floor (9,830,400 bytes read back on an H100), which is no candidate's doing.
-  size_t persisting_l2_floor = 0;
   std::map<std::string, Compiled> compiled;  // by object path: kernel modules until the next evaluation of their source, launchers for the worker's life
 };
 
@@ -450,12 +447,15 @@ void perturb_inputs(Device& dev, const CudaTask& task, std::vector<at::Tensor>& 
 // The persisting-L2 set-aside (a device limit) and the stream's access-policy window keep data in
 // L2 across the evaluator's flush, for whichever side runs next. What a call left set ("" when
 // nothing), after which both are reset. The queries' own errors (a device without persisting L2)
-// are cleared: they are not the candidate's.
+// are cleared: they are not the candidate's. The limit is the GPU's, shared by every process on
+// it: another process that sets it (a second evaluator's candidate on the same GPU) is read here
+// as this call's doing, so an evaluator must own its GPUs (seen on an H100 when CUDA test
+// programs ran side by side: honest candidates flagged with the 9,830,400 bytes a pinning
+// candidate of another program had set).
 std::string take_l2_state(Device& dev) {
   std::string changed;
   size_t persisting = 0;
-  if (cudaDeviceGetLimit(&persisting, cudaLimitPersistingL2CacheSize) == cudaSuccess &&
-      persisting != dev.persisting_l2_floor) {
+  if (cudaDeviceGetLimit(&persisting, cudaLimitPersistingL2CacheSize) == cudaSuccess && persisting > 0) {
     changed = fmt::format("set a persisting-L2 cache of {} bytes", persisting);
     cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
   }
@@ -780,10 +780,6 @@ int cuda_worker_main(int, char**) {
     check_cuda(cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking), "cudaStreamCreate");
     cuInit(0);
     measure_device(dev);
-    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
-    if (cudaDeviceGetLimit(&dev.persisting_l2_floor, cudaLimitPersistingL2CacheSize) != cudaSuccess)
-      dev.persisting_l2_floor = 0;
-    cudaGetLastError();  // a device without persisting L2 refuses both: not an error of ours
   } catch (const std::exception& e) {
     fmt::print(stderr, "turnrl_cuda_worker: cannot use GPU {}: {}\n", dev.ordinal, e.what());
     return 2;
