@@ -67,17 +67,20 @@ void remap_post_processor(const JsonAt& node, json& out, const IdMap& map) {
   }
 }
 
+// model.vocab's token -> id (BpeTokenizer::token_to_id looks at the added tokens first).
+using VocabIds = std::unordered_map<std::string, int64_t>;
+
 // The ids of everything `texts` and `keep_ids` need, before the closure under merges.
-std::vector<bool> seed_tokens(const BpeTokenizer& full, const std::vector<std::string>& texts,
+std::vector<bool> seed_tokens(const BpeTokenizer& full, const VocabIds& vocab_ids, const std::vector<std::string>& texts,
                               const std::vector<int64_t>& keep_ids, const std::string& source) {
   std::vector<bool> kept(size_t(full.vocab_size()), false);
   for (const std::string& symbol : detail::byte_level_symbols()) {
-    const auto id = full.token_to_id(symbol);
-    if (!id)
+    const auto id = vocab_ids.find(symbol);
+    if (id == vocab_ids.end())
       fail("{}: the byte-level symbol '{}' is not in model.vocab; only a byte-level BPE vocabulary with all 256 byte "
            "symbols can be trimmed (other text must stay encodable)",
            source, symbol);
-    kept[size_t(*id)] = true;
+    kept[size_t(id->second)] = true;
   }
   for (const AddedToken& added : full.added_tokens()) kept[size_t(added.id)] = true;
   for (const int64_t id : keep_ids) {
@@ -109,10 +112,14 @@ TrimmedVocabulary trim_vocabulary(const std::string& tokenizer_dir, const std::v
   const JsonAt root{tokenizer_doc, tokenizer_path, ""};
   const JsonAt model = root["model"];
 
+  VocabIds vocab_ids;
+  vocab_ids.reserve(model["vocab"].node.size());
+  for (const auto& [token, id] : model["vocab"].node.items()) vocab_ids.emplace(token, id.get<int64_t>());
+
   TrimmedVocabulary result;
   result.full_vocab_size = full.vocab_size();
-  std::vector<bool> kept = seed_tokens(full, texts, keep_ids, tokenizer_path);
-  if (model.has("unk_token")) kept[size_t(*full.token_to_id(model["unk_token"].string()))] = true;
+  std::vector<bool> kept = seed_tokens(full, vocab_ids, texts, keep_ids, tokenizer_path);
+  if (model.has("unk_token")) kept[size_t(vocab_ids.at(model["unk_token"].string()))] = true;
 
   // The closure: every merge that forms a kept token keeps its two parts.
   const JsonAt merges = model["merges"];
@@ -121,7 +128,7 @@ TrimmedVocabulary trim_vocabulary(const std::string& tokenizer_dir, const std::v
   std::unordered_map<int64_t, std::vector<size_t>> merges_forming;  // merged token id -> merge indices
   for (size_t i = 0; i < merges.node.size(); ++i) {
     merge_parts.push_back(detail::bpe_merge_parts(merges[i]));
-    merges_forming[*full.token_to_id(merge_parts[i].first + merge_parts[i].second)].push_back(i);
+    merges_forming[vocab_ids.at(merge_parts[i].first + merge_parts[i].second)].push_back(i);
   }
   std::vector<int64_t> pending;
   for (size_t id = 0; id < kept.size(); ++id)
@@ -133,7 +140,7 @@ TrimmedVocabulary trim_vocabulary(const std::string& tokenizer_dir, const std::v
     if (forming == merges_forming.end()) continue;
     for (const size_t m : forming->second)
       for (const std::string* part : {&merge_parts[m].first, &merge_parts[m].second}) {
-        const int64_t part_id = *full.token_to_id(*part);
+        const int64_t part_id = vocab_ids.at(*part);
         if (!kept[size_t(part_id)]) {
           kept[size_t(part_id)] = true;
           pending.push_back(part_id);
@@ -147,10 +154,10 @@ TrimmedVocabulary trim_vocabulary(const std::string& tokenizer_dir, const std::v
   const IdMap map(result.new_id_of_old);
 
   json vocab = json::object();
-  for (const auto& [token, id] : model["vocab"].node.items())
-    if (kept[id.get<size_t>()]) vocab[token] = result.new_id_of_old[id.get<size_t>()];
+  for (const auto& [token, id] : vocab_ids)
+    if (kept[size_t(id)]) vocab[token] = result.new_id_of_old[size_t(id)];
   json kept_merges = json::array();
-  const auto is_kept = [&](const std::string& token) { return kept[size_t(*full.token_to_id(token))]; };
+  const auto is_kept = [&](const std::string& token) { return kept[size_t(vocab_ids.at(token))]; };
   for (size_t i = 0; i < merge_parts.size(); ++i) {
     const auto& [left, right] = merge_parts[i];
     if (is_kept(left) && is_kept(right) && is_kept(left + right)) kept_merges.push_back(merges.node[i]);
