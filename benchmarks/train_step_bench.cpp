@@ -71,7 +71,10 @@ int main(int argc, char** argv) {
   const bool large = args.device.is_cuda() && !args.quick;
   const torch::Dtype dtype = args.device.is_cuda() ? torch::kBFloat16 : torch::kFloat;
   const HFConfig config =
-      parse_hf_config(large ? hf_preset_config("qwen3-1.7b", 151669) : hf_preset_config("qwen3-tiny", 4096), "preset");
+      // Shapes only: the bos/eos ids are Qwen3's (151643) for the real vocabulary, 0 for the small one.
+      parse_hf_config(large ? hf_preset_config("qwen3-1.7b", HfPresetVocab{151669, 151643, 151643})
+                            : hf_preset_config("qwen3-tiny", HfPresetVocab{4096, 0, 0}),
+                      "preset");
   const int64_t batch = large ? 8 : 2, length = large ? 1024 : 64, long_length = large ? 8192 : 256;
   const int max_reps = args.device.is_cuda() ? 10 : 3;
 

@@ -31,6 +31,8 @@ void add_init_model_command(CLI::App& app);
 
 // `make-sft-data`: multi-turn SFT conversations for a config's tasks, checked by the evaluator.
 void add_make_sft_data_command(CLI::App& app);
+// `trim-vocab`: a tokenizer folder cut down to the tokens of a corpus.
+void add_trim_vocab_command(CLI::App& app);
 
 // The repeatable `--set key.path=value` option every config-reading subcommand takes.
 void add_config_overrides(CLI::App& command, std::vector<std::string>& sets);

@@ -25,8 +25,8 @@ struct InitModelArgs {
 
 void run_init_model(const InitModelArgs& a) {
   const std::string tokenizer_dir = a.tokenizer.empty() ? hf_tokenizer_files(hf_preset_tokenizer(a.preset)) : a.tokenizer;
-  const int64_t tokenizer_vocab = load_chat_tokenizer(tokenizer_dir)->vocab_size();
-  std::string config = hf_preset_config(a.preset, tokenizer_vocab);
+  const auto tokenizer = load_hf_chat_tokenizer(tokenizer_dir);
+  std::string config = hf_preset_config(a.preset, hf_preset_vocab(a.preset, tokenizer->tokenizer()));
   for (const std::string& assignment : a.sets) config = set_hf_config_key(config, assignment);
   const int64_t parameters = write_random_hf_model(
       a.out, config,
@@ -50,11 +50,13 @@ void add_init_model_command(CLI::App& app) {
                 "Tokenizer folder to copy (default: the preset family's files that scripts/setup.sh fetched)");
   c->footer(fmt::format(
       "Presets: {}. The tiny ones (hidden 128, 4 layers) train on a CPU and take the tokenizer's\n"
-      "vocabulary; the others have the released models' shapes. Weights are drawn as transformers'\n"
+      "vocabulary (a trimmed one from `turnrl trim-vocab` makes them smaller); the others have the\n"
+      "released models' shapes; bos/eos ids come from the tokenizer. Weights are drawn as transformers'\n"
       "_init_weights draws them (normal(0, initializer_range), norms one, biases zero), so the folder\n"
       "loads with model.path and with transformers' from_pretrained.\n\n"
       "Example:\n"
       "  turnrl init-model --out models/qwen3-tiny --preset qwen3-tiny --seed 1\n"
+      "  turnrl init-model --out models/qwen3-tiny --preset qwen3-tiny --seed 1 --tokenizer models/qwen3-code-tokenizer\n"
       "  turnrl train configs/cpu_qwen3_code.yaml",
       fmt::join(hf_preset_names(), ", ")));
   c->callback([a] { run_init_model(*a); });

@@ -1,5 +1,5 @@
 // The turnrl program: one CLI11 parser over every subcommand (train, eval, evaluate-kernel, plot,
-// config, eval-worker, import-kernelbench, make-sft-data). `turnrl --help` lists them, `turnrl <command> --help`
+// config, eval-worker, import-kernelbench, init-model, make-sft-data, trim-vocab). `turnrl --help` lists them, `turnrl <command> --help`
 // prints a command's options and an example, `turnrl --version` the build.
 #include <cstdlib>
 #include <functional>
@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   add_import_kernelbench_command(app);
   add_init_model_command(app);
   add_make_sft_data_command(app);
+  add_trim_vocab_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

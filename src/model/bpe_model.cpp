@@ -7,9 +7,7 @@
 
 namespace turnrl::detail {
 
-namespace {
-
-std::pair<std::string, std::string> merge_parts(const JsonAt& entry) {
+std::pair<std::string, std::string> bpe_merge_parts(const JsonAt& entry) {
   if (entry.node.is_string()) {
     // "a b": the separator is the first space (neither side of a byte-level merge contains one).
     const std::string text = entry.string();
@@ -21,8 +19,6 @@ std::pair<std::string, std::string> merge_parts(const JsonAt& entry) {
   if (entry.node.is_array() && entry.node.size() == 2) return {entry[size_t{0}].string(), entry[size_t{1}].string()};
   fail("{}: a merge is \"a b\" or [\"a\", \"b\"], found {}", entry.where(), entry.node.dump().substr(0, 80));
 }
-
-}  // namespace
 
 BpeModel BpeModel::from_json(const JsonAt& node) {
   // HF's model deserializer is untagged: a file without "type" is read as BPE when it has merges.
@@ -65,7 +61,7 @@ BpeModel BpeModel::from_json(const JsonAt& node) {
   m.merges_.reserve(merges.node.size());
   for (size_t rank = 0; rank < merges.node.size(); ++rank) {
     const JsonAt entry = merges[rank];
-    const auto [left, right] = merge_parts(entry);
+    const auto [left, right] = bpe_merge_parts(entry);
     const auto find = [&](const std::string& token) {
       const auto it = m.token_to_id_.find(token);
       if (it == m.token_to_id_.end()) fail("{}: token '{}' of the merge is not in the vocabulary", entry.where(), token);

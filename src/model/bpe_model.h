@@ -8,11 +8,15 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "bpe_json.h"
 
 namespace turnrl::detail {
+
+// The two tokens of one entry of model.merges: "a b" (split at its one space) or ["a", "b"].
+std::pair<std::string, std::string> bpe_merge_parts(const JsonAt& entry);
 
 class BpeModel {
  public:

@@ -19,9 +19,11 @@ struct Shape {
   bool tied;
 };
 
-// The keys every family's config.json shares, from the shape.
-json common_config(const Shape& s) {
+// The keys every family's config.json shares, from the shape and the tokenizer's ids.
+json common_config(const Shape& s, const HfPresetVocab& v) {
   return {{"vocab_size", s.vocab},
+          {"bos_token_id", v.bos_token_id},
+          {"eos_token_id", v.eos_token_id},
           {"hidden_size", s.hidden},
           {"intermediate_size", s.intermediate},
           {"num_hidden_layers", s.layers},
@@ -39,8 +41,8 @@ json common_config(const Shape& s) {
 }
 
 // Qwen3ForCausalLM as the Qwen3 releases' config.json files write it.
-json qwen3_config(const Shape& s) {
-  json c = common_config(s);
+json qwen3_config(const Shape& s, const HfPresetVocab& v) {
+  json c = common_config(s, v);
   c.update({{"architectures", {"Qwen3ForCausalLM"}},
             {"model_type", "qwen3"},
             {"rms_norm_eps", 1e-6},
@@ -48,17 +50,15 @@ json qwen3_config(const Shape& s) {
             {"rope_scaling", nullptr},
             {"use_sliding_window", false},
             {"sliding_window", nullptr},
-            {"max_window_layers", s.layers},
-            {"bos_token_id", 151643},
-            {"eos_token_id", 151643}});
+            {"max_window_layers", s.layers}});
   return c;
 }
 
 // Qwen2ForCausalLM as the Qwen2.5 releases' config.json files write it: no head_dim key (it is
 // hidden_size / num_attention_heads) and no attention_bias key (Qwen2 always has q/k/v biases, never
 // an o_proj bias); sliding_window is max_position_embeddings, unused while use_sliding_window is false.
-json qwen2_config(const Shape& s) {
-  json c = common_config(s);
+json qwen2_config(const Shape& s, const HfPresetVocab& v) {
+  json c = common_config(s, v);
   c.erase("head_dim");
   c.erase("attention_bias");
   c.update({{"architectures", {"Qwen2ForCausalLM"}},
@@ -67,15 +67,13 @@ json qwen2_config(const Shape& s) {
             {"rope_theta", 1000000.0},
             {"use_sliding_window", false},
             {"sliding_window", s.max_positions},
-            {"max_window_layers", s.layers},
-            {"bos_token_id", 151643},
-            {"eos_token_id", 151643}});
+            {"max_window_layers", s.layers}});
   return c;
 }
 
 // LlamaForCausalLM as Llama-3.2's config.json writes it (llama3 rope scaling).
-json llama3_config(const Shape& s) {
-  json c = common_config(s);
+json llama3_config(const Shape& s, const HfPresetVocab& v) {
+  json c = common_config(s, v);
   c.update({{"architectures", {"LlamaForCausalLM"}},
             {"model_type", "llama"},
             {"rms_norm_eps", 1e-5},
@@ -87,17 +85,27 @@ json llama3_config(const Shape& s) {
               {"high_freq_factor", 4.0},
               {"original_max_position_embeddings", 8192}}},
             {"mlp_bias", false},
-            {"pretraining_tp", 1},
-            {"bos_token_id", 128000},
-            {"eos_token_id", 128001}});
+            {"pretraining_tp", 1}});
   return c;
 }
 
 struct Preset {
   const char* name;
   const char* tokenizer;
-  json (*config)(const Shape&);
+  json (*config)(const Shape&, const HfPresetVocab&);
   Shape shape;
+};
+
+// The tokens config.json's bos_token_id / eos_token_id name in each family's released configs
+// (Qwen3 and Qwen2.5: 151643 both; Llama-3.2: 128000, 128001).
+struct FamilyTokens {
+  const char* family;
+  const char* bos;
+  const char* eos;
+};
+const FamilyTokens kFamilyTokens[] = {
+    {"qwen3", "<|endoftext|>", "<|endoftext|>"},
+    {"llama3", "<|begin_of_text|>", "<|end_of_text|>"},
 };
 
 // The real shapes are those of the released config.json files (the base models'; Qwen2.5's from
@@ -141,14 +149,33 @@ const std::vector<std::string>& hf_preset_names() {
 
 std::string hf_preset_tokenizer(const std::string& name) { return preset(name).tokenizer; }
 
-std::string hf_preset_config(const std::string& name, int64_t tokenizer_vocab) {
+HfPresetVocab hf_preset_vocab(const std::string& name, const BpeTokenizer& tokenizer) {
+  const Preset& p = preset(name);
+  for (const FamilyTokens& f : kFamilyTokens) {
+    if (std::string(f.family) != p.tokenizer) continue;
+    const auto id_of = [&](const char* token, const char* key) {
+      const auto id = tokenizer.token_to_id(token);
+      if (!id)
+        fail("--preset {}: the tokenizer has no '{}', the token of config.json's {}; use a {} tokenizer", name, token,
+             key, p.tokenizer);
+      return *id;
+    };
+    return {tokenizer.vocab_size(), id_of(f.bos, "bos_token_id"), id_of(f.eos, "eos_token_id")};
+  }
+  fail("--preset {}: no special tokens known for the tokenizer family '{}'", name, p.tokenizer);
+}
+
+std::string hf_preset_config(const std::string& name, const HfPresetVocab& vocab) {
   const Preset& p = preset(name);
   Shape shape = p.shape;
   if (shape.vocab == 0) {
-    if (tokenizer_vocab <= 0) fail("--preset {}: takes the tokenizer's vocabulary size, got {}", name, tokenizer_vocab);
-    shape.vocab = tokenizer_vocab;
+    if (vocab.size <= 0) fail("--preset {}: takes the tokenizer's vocabulary size, got {}", name, vocab.size);
+    shape.vocab = vocab.size;
   }
-  return p.config(shape).dump(2) + "\n";
+  for (const auto& [key, id] : {std::pair{"bos_token_id", vocab.bos_token_id}, std::pair{"eos_token_id", vocab.eos_token_id}})
+    if (id < 0 || id >= shape.vocab)
+      fail("--preset {}: {} {} is outside the vocabulary (allowed: 0..{})", name, key, id, shape.vocab - 1);
+  return p.config(shape, vocab).dump(2) + "\n";
 }
 
 std::string set_hf_config_key(const std::string& config_json, const std::string& assignment) {

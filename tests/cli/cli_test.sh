@@ -41,7 +41,7 @@ expect_output() {  # pattern, what
 run "$turnrl" --help
 expect_status 0 "turnrl --help"
 mapfile -t commands < <(sed -n '/^Subcommands:/,/^$/p' "$work/out" | sed -n 's/^  \([a-z][a-z-]*\) .*/\1/p')
-for c in train eval evaluate-kernel plot config eval-worker import-kernelbench make-sft-data; do
+for c in train eval evaluate-kernel plot config eval-worker import-kernelbench init-model make-sft-data trim-vocab; do
   printf '%s\n' "${commands[@]}" | grep -qx "$c" || fail "turnrl --help does not list '$c'"
 done
 for c in "${commands[@]}"; do

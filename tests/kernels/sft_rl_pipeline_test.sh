@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SFT -> RL end to end on CPUs, as configs/cpu_qwen3_sft.yaml describes it, two steps each at a
-# tiny size: `turnrl init-model` makes a qwen3-tiny folder (real Qwen3 tokenizer), `turnrl
-# make-sft-data` writes a few verified conversations, `turnrl sft` trains on them and exports an HF
+# tiny size: `turnrl make-sft-data` writes a few verified conversations, `turnrl trim-vocab` cuts
+# the real Qwen3 tokenizer down to their tokens (and checks that they re-encode the same), `turnrl
+# init-model` makes a qwen3-tiny folder over it, `turnrl sft` trains on them and exports an HF
 # folder, `turnrl train` (code actions, configs/cpu_qwen3_code.yaml) starts from that export, and
 # `turnrl sft --resume` continues the finished run without redoing a step.
 # Usage: sft_rl_pipeline_test.sh TURNRL_BINARY SOURCE_DIR
@@ -12,8 +13,14 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-"$turnrl" init-model --out "$work/qwen3" --preset qwen3-tiny --seed 1
 "$turnrl" make-sft-data --out "$work/data" --conversations 4 --seed 1 --set evaluator.workers=2
+"$turnrl" trim-vocab --tokenizer "$source_dir/.deps/hf-tokenizers/qwen3" --texts "$work/data/train.jsonl" \
+  --out "$work/tokenizer" | tee "$work/trim.log"
+grep -qE '^check: ([0-9]+) of \1 texts and ([0-9]+) of \2 chat renderings' "$work/trim.log" || fail "trim-vocab's check"
+"$turnrl" init-model --out "$work/qwen3" --preset qwen3-tiny --seed 1 --tokenizer "$work/tokenizer"
+vocab=$(sed -n 's/^ *"vocab_size": \([0-9]*\).*/\1/p' "$work/qwen3/config.json")
+eos=$(sed -n 's/^ *"eos_token_id": \([0-9]*\).*/\1/p' "$work/qwen3/config.json")
+((vocab < 151669 && eos < vocab)) || fail "init-model over the trimmed tokenizer: vocab_size $vocab, eos_token_id $eos"
 
 sft=(--set "run.dir=$work/sft" --set "model.path=$work/qwen3" --set "data.train=$work/data/train.jsonl"
      --set data.validation= --set data.max_length=768 --set sft.steps=2 --set sft.micro_batch_size=1

@@ -28,7 +28,8 @@ namespace {
 std::string tiny_qwen3(const std::string& name) {
   const std::string dir = test::fresh_dir(name);
   const std::string tokenizer = test::hf_tokenizer_dir("qwen3");
-  std::string config = hf_preset_config("qwen3-tiny", load_chat_tokenizer(tokenizer)->vocab_size());
+  std::string config =
+      hf_preset_config("qwen3-tiny", hf_preset_vocab("qwen3-tiny", load_hf_chat_tokenizer(tokenizer)->tokenizer()));
   for (const char* set : {"hidden_size=64", "intermediate_size=128", "num_hidden_layers=2", "head_dim=16"})
     config = set_hf_config_key(config, set);
   write_random_hf_model(dir, config, RandomHFModelOptions().seed(3).tokenizer_dir(tokenizer));

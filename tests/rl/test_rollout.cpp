@@ -279,7 +279,7 @@ TEST_CASE("the trainer runs each stage at its point, in list order", "[trainer][
   CHECK(m.count("reward/mean") == 1);
 }
 
-TEST_CASE("rollout waves: whole groups when there are enough, else episodes; never an empty wave", "[trainer][rollout]") {
+TEST_CASE("rollout waves: whole groups when there are enough, else episodes, never an empty wave", "[trainer][rollout]") {
   using Waves = std::vector<std::vector<int64_t>>;
   CHECK(rollout_waves(0, 8, 4, 1) == Waves{{0, 1, 2, 3, 4, 5, 6, 7}});
   CHECK(rollout_waves(0, 8, 4, 2) == Waves{{0, 1, 2, 3}, {4, 5, 6, 7}});

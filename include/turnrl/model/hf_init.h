@@ -4,7 +4,7 @@
 // draws them, written with the tokenizer files into a folder that load_hf_policy, `model.path`
 // and transformers' from_pretrained read. `turnrl init-model` is its command line:
 //
-//   std::string config = turnrl::hf_preset_config("qwen3-tiny", tokenizer->vocab_size());
+//   std::string config = turnrl::hf_preset_config("qwen3-tiny", turnrl::hf_preset_vocab("qwen3-tiny", tokenizer->tokenizer()));
 //   turnrl::write_random_hf_model("models/qwen3-tiny", config,
 //                                 turnrl::RandomHFModelOptions().seed(1).tokenizer_dir(turnrl::hf_tokenizer_files("qwen3")));
 #include <cstdint>
@@ -13,6 +13,8 @@
 
 #include <torch/arg.h>
 #include <torch/types.h>
+
+#include "turnrl/model/bpe_tokenizer.h"
 
 namespace turnrl {
 
@@ -23,10 +25,23 @@ const std::vector<std::string>& hf_preset_names();
 // The tokenizer family of a preset: "qwen3" (Qwen3 and Qwen2.5) or "llama3" (the folder
 // hf_tokenizer_files finds).
 std::string hf_preset_tokenizer(const std::string& preset);
+// What config.json takes from the tokenizer: its size (the tiny presets' vocab_size) and the ids of
+// its bos and eos tokens.
+struct HfPresetVocab {
+  int64_t size = 0;
+  int64_t bos_token_id = 0;
+  int64_t eos_token_id = 0;
+};
+// `tokenizer`'s size and the ids of the preset family's bos/eos tokens, looked up by name (qwen3:
+// <|endoftext|> both, as Qwen3's and Qwen2.5's configs; llama3: <|begin_of_text|>, <|end_of_text|>),
+// so that a trimmed tokenizer (vocab_trim.h) gets a config naming its own ids. Throws naming the
+// token when the tokenizer lacks it.
+HfPresetVocab hf_preset_vocab(const std::string& preset, const BpeTokenizer& tokenizer);
 // config.json text of a preset. The real shapes keep their released vocabulary (151,936 for
-// Qwen3: padding rows past the tokenizer's 151,669 ids); the tiny ones take `tokenizer_vocab`, so
-// no embedding row goes unused. Throws naming the preset and the allowed names.
-std::string hf_preset_config(const std::string& preset, int64_t tokenizer_vocab);
+// Qwen3: padding rows past the tokenizer's 151,669 ids); the tiny ones take `vocab.size`, so no
+// embedding row goes unused. Throws naming the preset and the allowed names, or a bos/eos id
+// outside the vocabulary.
+std::string hf_preset_config(const std::string& preset, const HfPresetVocab& vocab);
 // Sets one top-level config.json key from "key=value" (value read as JSON, else as a string);
 // throws naming the assignment when it is malformed.
 std::string set_hf_config_key(const std::string& config_json, const std::string& assignment);
