@@ -350,7 +350,8 @@ TEST_CASE("python backend: adversarial candidates of every class are flagged or 
   check_expectations(cands, res);
   int hacks = 0, stopped = 0;
   for (size_t i = 0; i < res.size(); ++i) {
-    INFO(cands[i].name << ": " << test::verdict_of(res[i]) << " " << res[i].hacking_reason << " | " << res[i].message);
+    INFO(cands[i].name << ": " << test::verdict_of(res[i]) << " " << res[i].hacking_reason << " | " << res[i].message
+                       << " | coverage " << res[i].coverage << ", own share " << res[i].reference_coverage);
     if (cands[i].expect == "correct") {
       CHECK(res[i].speedup > 0);
       CHECK(res[i].coverage == 1.0);
@@ -367,9 +368,15 @@ TEST_CASE("python backend: adversarial candidates of every class are flagged or 
     if (cands[i].name == "proc_mem_path_spelling") CHECK_THAT(why, Catch::Contains("the worker's own memory"));
     if (cands[i].name == "partial_frame" || cands[i].name == "stray_frame_finalizer")
       CHECK_THAT(why, Catch::Contains("channel"));
-    // Work added next to the library call does not raise coverage above the lazy threshold (it is
-    // the library's time against the reference's, not the candidate's own share).
-    if (cands[i].name == "lazy_pumped") CHECK(res[i].coverage < 0.3);
+    // Work added next to the library call raises the candidate's own share (reference_coverage)
+    // but not coverage, which is the library's time against the reference's. On CPU the
+    // reference's side is its whole call time, Python overhead included, which the candidate's
+    // library operator time lacks: a fully lazy candidate reads 0.2-0.4 there on a loaded 2-core
+    // machine (0.376 in one CI run), so the bound is the gap between the two views.
+    if (cands[i].name == "lazy_pumped") {
+      CHECK(res[i].coverage < 0.5);
+      CHECK(res[i].coverage < res[i].reference_coverage);
+    }
   }
   std::cout << "python adversarial: " << stopped << " of " << hacks << " hacks flagged or failed, "
             << res.size() - size_t(hacks) << " honest controls\n";
