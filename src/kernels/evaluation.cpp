@@ -33,12 +33,13 @@ EvalReport summarize_rollouts(const RolloutBatch& r, const std::vector<int64_t>&
     Episode& ep = episodes[traj.data_ptr<int64_t>()[i]];
     ep.group = g;
     // Rows are in (trajectory, turn) order, so this row is the episode's next turn.
-    const bool correct = classify(e) == RewardOutcome::correct;
+    const RewardOutcome outcome = classify(e);
+    const bool correct = outcome == RewardOutcome::correct;
     const double speedup = correct ? e.speedup : 0.0;
     if (correct && ep.first_solved_turn < 0) ep.first_solved_turn = int64_t(ep.best_by_turns.size());
     ep.best_by_turns.push_back(std::max(ep.best_by_turns.empty() ? 0.0 : ep.best_by_turns.back(), speedup));
     ep.last_speedup = speedup;
-    ep.hacked_turns += classify(e) == RewardOutcome::hacking;
+    ep.hacked_turns += outcome == RewardOutcome::hacking;
     if (e.hacked()) {
       for (uint32_t bit = 0; bit < 32; ++bit)
         if (e.hacking_flags & (1u << bit)) ++report.hacking[hacking_flag_names(1u << bit)];
@@ -78,6 +79,8 @@ EvalReport summarize_rollouts(const RolloutBatch& r, const std::vector<int64_t>&
         best.push_back(ep->best_by_turns.empty() ? 0.0 : ep->best_by_turns[std::min(turns, ep->best_by_turns.size()) - 1]);
       return best;
     };
+    std::vector<std::vector<double>> best_by_budget;  // [t - 1]: best_within(t)
+    for (size_t t = 1; t <= longest; ++t) best_by_budget.push_back(best_within(t));
     const std::vector<double> best = best_within(std::max<size_t>(longest, 1));
     std::vector<double> last;
     for (const Episode* ep : in_level) last.push_back(ep->last_speedup);
@@ -95,7 +98,7 @@ EvalReport summarize_rollouts(const RolloutBatch& r, const std::vector<int64_t>&
     for (double p : fast_p) {
       lr.fast_at_p[p] = fast_at_p(best, p);
       lr.fast_at_p_last[p] = fast_at_p(last, p);
-      for (size_t t = 1; t <= longest; ++t) lr.fast_at_p_by_turns[p].push_back(fast_at_p(best_within(t), p));
+      for (const std::vector<double>& within : best_by_budget) lr.fast_at_p_by_turns[p].push_back(fast_at_p(within, p));
     }
     const auto& rw = reward_by_level[level];
     lr.mean_reward = rw.second ? rw.first / double(rw.second) : 0.0;
