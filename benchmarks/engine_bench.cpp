@@ -109,8 +109,8 @@ int main(int argc, char** argv) {
   const Case& first = cases.front();
   print_sdpa_backends(parse_hf_config(hf_preset_config(first.shape, kShapeVocab), first.shape), dtype, args.device, first.batch,
                       first.prompt, first.prompt + first.new_tokens);
-  std::printf("%-11s %5s %5s %5s | %12s | %12s %6s | %12s %6s\n", "shape", "B", "P", "N", "engine tok/s",
-              "roofline", "share", "old sampler", "ratio");
+  std::printf("%-11s %5s %5s %5s | %12s %12s | %12s %6s | %12s %6s\n", "shape", "B", "P", "N", "engine tok/s",
+              "plain ops", "roofline", "share", "old sampler", "ratio");
   torch::NoGradGuard no_grad;
   std::string model_shape;
   HFDecoder model{nullptr};
@@ -125,9 +125,10 @@ int main(int argc, char** argv) {
     const torch::Tensor prompts = torch::randint(0, config.vocab_size, {c.batch, c.prompt}, torch::kLong);
     const SamplingOptions sampling = SamplingOptions().max_new(c.new_tokens).temp(1.0);
 
-    double engine_seconds = 0;
-    {
-      GenerationEngine engine(model, GenerationEngineOptions().slots(c.batch).capacity(c.prompt + c.new_tokens));
+    // The engine as shipped (fused kernels on a GPU), then with plain LibTorch ops in the forward.
+    const auto time_engine = [&](bool fused) {
+      GenerationEngine engine(model,
+                              GenerationEngineOptions().slots(c.batch).capacity(c.prompt + c.new_tokens).fused_kernels(fused));
       const auto run = [&] {
         for (int64_t b = 0; b < c.batch; ++b) {
           const torch::Tensor row = prompts[b].contiguous();
@@ -139,8 +140,10 @@ int main(int argc, char** argv) {
         engine.run();
       };
       seconds_of(run, args.device);  // warm-up: captures the decode graphs
-      engine_seconds = seconds_of(run, args.device);
-    }
+      return seconds_of(run, args.device);
+    };
+    const double engine_seconds = time_engine(true);
+    const double plain_seconds = gpu ? time_engine(false) : engine_seconds;
     double sampler_seconds = 0;
     if (c.with_baseline) {
       BatchCacheNextToken next(model, c.prompt + c.new_tokens);
@@ -161,14 +164,16 @@ int main(int argc, char** argv) {
     const double generated = double(c.batch * c.new_tokens);
     const double engine_rate = generated / engine_seconds;
     const double sampler_rate = c.with_baseline ? generated / sampler_seconds : 0;
-    std::printf("%-11s %5ld %5ld %5ld | %12.0f | %12.0f %5.1f%% | %12s %6s\n", c.shape.c_str(), long(c.batch),
-                long(c.prompt), long(c.new_tokens), engine_rate, roofline, 100 * engine_rate / roofline,
+    const double plain_rate = generated / plain_seconds;
+    std::printf("%-11s %5ld %5ld %5ld | %12.0f %12.0f | %12.0f %5.1f%% | %12s %6s\n", c.shape.c_str(), long(c.batch),
+                long(c.prompt), long(c.new_tokens), engine_rate, plain_rate, roofline, 100 * engine_rate / roofline,
                 c.with_baseline ? fmt::format("{:.0f}", sampler_rate).c_str() : "-",
                 c.with_baseline ? fmt::format("{:.2f}", engine_rate / sampler_rate).c_str() : "-");
-    std::printf("RESULT shape=%s batch=%ld prompt=%ld new=%ld engine_tok_s=%.1f roofline_tok_s=%.1f copy_GBps=%.1f\n",
-                c.shape.c_str(), long(c.batch), long(c.prompt), long(c.new_tokens), engine_rate, roofline,
-                bandwidth / 1e9);
+    std::printf("RESULT shape=%s batch=%ld prompt=%ld new=%ld engine_tok_s=%.1f plain_tok_s=%.1f roofline_tok_s=%.1f copy_GBps=%.1f\n",
+                c.shape.c_str(), long(c.batch), long(c.prompt), long(c.new_tokens), engine_rate, plain_rate,
+                roofline, bandwidth / 1e9);
   }
-  std::printf("\nshare: engine tokens/s over the roofline; ratio > 1: the engine beats the sampler it replaced.\n");
+  std::printf("\nplain ops: the same engine with fused_kernels(false) (on the CPU the two are one path); share: engine\n"
+              "tokens/s over the roofline; ratio > 1: the engine beats the sampler it replaced.\n");
   return 0;
 }

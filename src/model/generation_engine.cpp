@@ -108,6 +108,7 @@ struct GenerationEngine::State {
     batch.count = count;
     batch.read_width = read_width;
     batch.leading_slots = true;
+    batch.fused_kernels = options.fused_kernels();
     return model->logits(model->slot_hidden(tokens.unsqueeze(1), batch, cache).select(1, 0));
   }
 
@@ -185,6 +186,7 @@ struct GenerationEngine::State {
     }
     const torch::Tensor placement = rows_to_device<int64_t>({slot_of, start, count}, torch::kLong);
     SlotBatch batch;
+    batch.fused_kernels = options.fused_kernels();
     batch.slot = placement[0];
     batch.start = placement[1];
     batch.count = placement[2];

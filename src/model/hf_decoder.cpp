@@ -7,6 +7,9 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "decoder_parts.h"
+#ifdef TURNRL_WITH_CUDA
+#include "fused_decode.h"
+#endif
 #include "turnrl/core/error.h"
 
 namespace turnrl {
@@ -60,6 +63,9 @@ struct HFLayer : torch::nn::Module {
   // With `slots` the keys and values go to the generation engine's cache, else to `cache` (if any).
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& attend,
                         KVCache* cache, size_t index, const SlotLayout* slots = nullptr) {
+#ifdef TURNRL_WITH_CUDA
+    if (slots && slots->batch->fused_kernels && fused_decode_supported(x)) return forward_fused(x, cos, sin, index, *slots);
+#endif
     const int64_t batch = x.size(0), length = x.size(1);
     const torch::Tensor h = rms_norm(x, input_norm, config.rms_norm_eps);
     const torch::Tensor q = apply_rotary(split_heads(projections.at("q_proj")(h), config.num_attention_heads, q_norm), cos, sin);
@@ -78,6 +84,26 @@ struct HFLayer : torch::nn::Module {
     const torch::Tensor m = rms_norm(x, post_norm, config.rms_norm_eps);
     return x + projections.at("down_proj")(torch::silu(projections.at("gate_proj")(m)) * projections.at("up_proj")(m));
   }
+
+#ifdef TURNRL_WITH_CUDA
+  // forward() over the engine's slots through the fused kernels (fused_decode.h): the same
+  // roundings, fewer launches. Activations stay [B, T, heads, D] until attention.
+  torch::Tensor forward_fused(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin, size_t index,
+                              const SlotLayout& slots) {
+    const int64_t batch = x.size(0), length = x.size(1), dim = config.head_dim;
+    const double eps = config.rms_norm_eps;
+    const torch::Tensor h = fused_rms_norm(x, input_norm, eps);
+    const torch::Tensor q = fused_norm_rotary(
+        projections.at("q_proj")(h).view({batch, length, config.num_attention_heads, dim}), q_norm, cos, sin, eps);
+    const torch::Tensor k = fused_norm_rotary(
+        projections.at("k_proj")(h).view({batch, length, config.num_key_value_heads, dim}), k_norm, cos, sin, eps);
+    const torch::Tensor v = projections.at("v_proj")(h).view({batch, length, config.num_key_value_heads, dim});
+    const torch::Tensor a = fused_slot_attention(slots, index, q, k, v);
+    const auto [residual, m] = fused_add_rms_norm(x, projections.at("o_proj")(a), post_norm, eps);
+    return residual +
+           projections.at("down_proj")(fused_silu_mul(projections.at("gate_proj")(m), projections.at("up_proj")(m)));
+  }
+#endif
 
   HFConfig config;
   std::map<std::string, LoraLinear> projections;

@@ -47,6 +47,10 @@ struct SlotBatch {
   int64_t read_width = 0;  // key columns read per slot, >= every start[b] + count[b], <= capacity
   // slot == 0 .. B-1: attention reads the cache rows in place instead of gathering them.
   bool leading_slots = false;
+  // Run the forward call through the fused GPU kernels (one each for the residual add and norm,
+  // a head's norm and rotary embedding, the gated MLP product, and decode attention that reads
+  // only each row's own keys) where the build has CUDA and the model is on a GPU; ignored elsewhere.
+  bool fused_kernels = false;
 };
 
 }  // namespace turnrl

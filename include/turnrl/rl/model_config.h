@@ -29,6 +29,7 @@ struct GenerationEngineConfig {
   int64_t capacity = 0;
   int64_t prefill_tokens = 16384;
   bool cuda_graphs = true;
+  bool fused_kernels = true;
 };
 
 struct ModelConfig {
@@ -76,6 +77,8 @@ void describe(V& v, GenerationEngineConfig& o) {
   v.integer("prefill_tokens", o.prefill_tokens, 1, int64_t(1) << 30,
             "new tokens per batched prefill (one request is always admitted); >= 1");
   v.flag("cuda_graphs", o.cuda_graphs, "capture decode steps as CUDA graphs on a CUDA device (false: eager)");
+  v.flag("fused_kernels", o.fused_kernels,
+         "fused GPU kernels for norms, rotary embedding, the gated MLP and decode attention (false: plain LibTorch ops)");
 }
 
 template <typename V>

@@ -1,0 +1,42 @@
+#pragma once
+// The generation engine's fused forward path on a GPU (fused_decode_cuda.cpp; CUDA builds only):
+// one kernel each for RMSNorm (with the residual add before it), a head's RMSNorm plus rotary
+// embedding, and the SiLU-gated product, and decode attention that reads each sequence's own cached
+// keys in place. A decode step of the plain path launches about 67 small kernels a layer, which is
+// what bounds it at rollout batch sizes; this one launches about 15.
+#include <cstdint>
+#include <utility>
+
+#include <torch/types.h>
+
+#include "decoder_parts.h"
+
+namespace turnrl::detail {
+
+// Whether the fused path serves a model whose parameters look like `like`: a CUDA tensor of
+// float32, float16 or bfloat16.
+bool fused_decode_supported(const torch::Tensor& like);
+
+// rms_norm() of decoder_parts.h in one kernel.
+torch::Tensor fused_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);
+
+// {x + delta, rms_norm(x + delta)}: the residual add and the next norm in one kernel.
+std::pair<torch::Tensor, torch::Tensor> fused_add_rms_norm(const torch::Tensor& x, const torch::Tensor& delta,
+                                                           const torch::Tensor& weight, double eps);
+
+// x [B, T, heads, D] -> apply_rotary(rms_norm(x, weight)) (no norm when weight is undefined) for
+// cos, sin [B, 1, T, D / 2] in x's dtype, as [B, T, heads, D].
+torch::Tensor fused_norm_rotary(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& cos,
+                                const torch::Tensor& sin, double eps);
+
+// to_dtype(silu(gate)) * up.
+torch::Tensor fused_silu_mul(const torch::Tensor& gate, const torch::Tensor& up);
+
+// Stores k, v [B, T, Hkv, D] in the slots and returns the attention output [B, T, H * D] of
+// q [B, T, H, D]. One token a row (decode) in float16 or bfloat16 runs FlashAttention's
+// variable-length kernel over the cache as it lies, each row reading its slot's start + count keys
+// and nothing past them; other calls take store_in_slots() and grouped_attention().
+torch::Tensor fused_slot_attention(const SlotLayout& layout, size_t layer, const torch::Tensor& q, const torch::Tensor& k,
+                                   const torch::Tensor& v);
+
+}  // namespace turnrl::detail

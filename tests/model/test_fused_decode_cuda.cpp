@@ -1,0 +1,141 @@
+// The generation engine's fused GPU kernels (src/model/fused_decode.h) against the plain LibTorch
+// ops they replace (decoder_parts.h), on random data in every dtype they take, and the engine with
+// them against the engine without them on a bf16 model. Without a GPU each case says so.
+#include <catch2/catch.hpp>
+
+#include "model/fused_decode.h"
+#include "model/generation_requests.h"
+#include "model/hf_fixtures.h"
+
+using namespace turnrl;
+using namespace turnrl::test;
+
+namespace {
+
+// The largest |a - b| in units of b's dtype resolution at b's magnitude (1 = one rounding step).
+double roundings_apart(const torch::Tensor& a, const torch::Tensor& b) {
+  const double resolution = b.scalar_type() == torch::kBFloat16 ? 1.0 / 128 : b.scalar_type() == torch::kHalf ? 1.0 / 1024 : 1e-6;
+  const torch::Tensor scale = b.to(torch::kFloat).abs().clamp_min(1e-3) * resolution;
+  return ((a.to(torch::kFloat) - b.to(torch::kFloat)).abs() / scale).max().item<double>();
+}
+
+const std::vector<torch::Dtype> kDtypes = {torch::kFloat, torch::kHalf, torch::kBFloat16};
+
+}  // namespace
+
+TEST_CASE("fused_decode: norms, rotary and the gated product round as the plain ops do", "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  torch::manual_seed(4);
+  for (const torch::Dtype dtype : kDtypes) {
+    INFO(c10::toString(dtype));
+    const auto options = torch::TensorOptions(dtype).device(torch::kCUDA);
+    // Odd row counts and widths that are not a multiple of the block: 3 rows of 1000, 64 of 2048.
+    for (const auto& [rows, dim] : std::vector<std::pair<int64_t, int64_t>>{{3, 1000}, {64, 2048}, {1, 32}}) {
+      const torch::Tensor x = torch::randn({rows, 1, dim}, options) * 3;
+      const torch::Tensor delta = torch::randn({rows, 1, dim}, options);
+      const torch::Tensor weight = torch::randn({dim}, options);
+      CHECK(roundings_apart(turnrl::detail::fused_rms_norm(x, weight, 1e-6), turnrl::detail::rms_norm(x, weight, 1e-6)) <= 1.01);
+      const auto [sum, normed] = turnrl::detail::fused_add_rms_norm(x, delta, weight, 1e-6);
+      CHECK(torch::equal(sum, x + delta));
+      CHECK(roundings_apart(normed, turnrl::detail::rms_norm(x + delta, weight, 1e-6)) <= 1.01);
+    }
+    for (const int64_t head_dim : {int64_t(64), int64_t(128)}) {
+      const int64_t batch = 5, length = 3, heads = 4;
+      const torch::Tensor x = torch::randn({batch, length, heads, head_dim}, options);
+      const torch::Tensor weight = torch::rand({head_dim}, options) + 0.5;
+      const torch::Tensor positions = torch::randint(0, 4000, {batch, length}, torch::TensorOptions(torch::kLong).device(torch::kCUDA));
+      const torch::Tensor inv_freq = torch::pow(10000.0, -torch::arange(0, head_dim, 2, torch::kFloat) / double(head_dim));
+      auto [cos, sin] = turnrl::detail::rotary_angles(positions, inv_freq.to(torch::kCUDA));
+      cos = cos.to(dtype);
+      sin = sin.to(dtype);
+      for (const bool with_norm : {true, false}) {
+        INFO("head_dim " << head_dim << (with_norm ? ", with" : ", without") << " the head norm");
+        const torch::Tensor norm = with_norm ? weight : torch::Tensor();
+        const torch::Tensor heads_first = x.transpose(1, 2);  // [B, H, T, D] as the plain layer holds it
+        const torch::Tensor plain =
+            turnrl::detail::apply_rotary(with_norm ? turnrl::detail::rms_norm(heads_first, weight, 1e-6) : heads_first, cos, sin).transpose(1, 2);
+        CHECK(roundings_apart(turnrl::detail::fused_norm_rotary(x, norm, cos, sin, 1e-6), plain) <= 2.01);
+      }
+    }
+    const torch::Tensor gate = torch::randn({7, 3000}, options) * 4, up = torch::randn({7, 3000}, options);
+    CHECK(torch::equal(turnrl::detail::fused_silu_mul(gate, up), torch::silu(gate) * up));
+  }
+}
+
+TEST_CASE("fused_decode: decode attention over the slots equals the masked grouped attention", "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  torch::manual_seed(5);
+  for (const torch::Dtype dtype : {torch::kHalf, torch::kBFloat16}) {
+    INFO(c10::toString(dtype));
+    const auto options = torch::TensorOptions(dtype).device(torch::kCUDA);
+    const auto index = torch::TensorOptions(torch::kLong).device(torch::kCUDA);
+    const int64_t slots = 6, capacity = 96, kv_heads = 2, groups = 4, dim = 128, rows = 5;
+    SlotKVCache plain_cache = SlotKVCache::empty(1, slots, kv_heads, capacity, dim, options);
+    plain_cache.keys[0].normal_();
+    plain_cache.values[0].normal_();
+    SlotKVCache fused_cache;
+    fused_cache.keys = {plain_cache.keys[0].clone()};
+    fused_cache.values = {plain_cache.values[0].clone()};
+    // Rows of 1 to 90 cached tokens, one idle row (count 0), reading a 96-wide bucket.
+    SlotBatch batch;
+    batch.slot = torch::arange(rows, index);
+    batch.start = torch::tensor({0, 17, 89, 40, 3}, index);
+    batch.count = torch::tensor({1, 1, 1, 0, 1}, index);
+    batch.read_width = capacity;
+    batch.leading_slots = true;
+    const torch::Tensor tokens = torch::zeros({rows, 1}, index);
+    const turnrl::detail::SlotLayout plain_layout = turnrl::detail::slot_layout(tokens, batch, plain_cache);
+    const turnrl::detail::SlotLayout fused_layout = turnrl::detail::slot_layout(tokens, batch, fused_cache);
+    const torch::Tensor q = torch::randn({rows, 1, kv_heads * groups, dim}, options);
+    const torch::Tensor k = torch::randn({rows, 1, kv_heads, dim}, options), v = torch::randn({rows, 1, kv_heads, dim}, options);
+    const auto [keys, values] = turnrl::detail::store_in_slots(plain_layout, 0, k.transpose(1, 2), v.transpose(1, 2));
+    const torch::Tensor want =
+        turnrl::detail::grouped_attention(q.transpose(1, 2), keys, values, plain_layout.attend).transpose(1, 2).reshape({rows, 1, -1});
+    const torch::Tensor got = turnrl::detail::fused_slot_attention(fused_layout, 0, q, k, v);
+    CHECK(torch::equal(fused_cache.keys[0], plain_cache.keys[0]));
+    CHECK(torch::equal(fused_cache.values[0], plain_cache.values[0]));
+    const torch::Tensor active = batch.count.gt(0);
+    const double gap = max_abs_diff(got.index({active}), want.index({active}));
+    INFO("max |fused - plain| " << gap);
+    CHECK(gap < (dtype == torch::kHalf ? 2e-3 : 1.6e-2));
+  }
+}
+
+TEST_CASE("fused_decode: the bf16 engine with fused kernels samples what it samples without them", "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  for (const std::string& family : hf_families()) {
+    INFO(family);
+    auto policy = load_fixture(family, torch::kBFloat16);
+    policy->to(torch::kCUDA);
+    const std::vector<GenerationRequest> requests = mixed_requests();
+    std::vector<std::vector<GenerationResult>> runs;
+    for (const bool fused : {true, false}) {
+      GenerationEngine engine(policy->model(), GenerationEngineOptions().slots(4).capacity(64).fused_kernels(fused));
+      for (const GenerationRequest& r : requests) engine.add(r);
+      runs.push_back(engine.run());
+    }
+    // Same kernels' roundings up to float32 sum order and the attention kernel: log-probs agree
+    // closely, and a sampled token differs only where two tokens' probabilities are that close.
+    int64_t same = 0, compared = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const GenerationResult &a = runs[0][i], &b = runs[1][i];
+      const size_t n = std::min(a.tokens.size(), b.tokens.size());
+      size_t agree = 0;
+      while (agree < n && a.tokens[agree] == b.tokens[agree]) ++agree;
+      for (size_t t = 0; t < agree; ++t) CHECK(std::abs(a.logp[t] - b.logp[t]) < 0.05);
+      same += int64_t(agree);
+      compared += int64_t(n);
+    }
+    WARN(family << ": fused and plain engines agree on " << same << " of " << compared << " sampled tokens");
+    CHECK(double(same) >= 0.8 * double(compared));
+  }
+}
