@@ -233,7 +233,9 @@ struct GenerationEngine::State {
     }
 #endif
     if (!logits.defined()) logits = decode_logits(inputs[0], inputs[1], inputs[2], read_width);
-    return {logits.index_select(0, to_device(rows_of)), ids};
+    // Running slots are taken lowest first, so they are usually rows 0 .. n-1 of the step: a view.
+    const bool leading = rows_of.back() == int64_t(rows_of.size()) - 1;
+    return {leading ? logits.narrow(0, 0, int64_t(rows_of.size())) : logits.index_select(0, to_device(rows_of)), ids};
   }
 
   // Samples one token for each row of logits (request ids in row order) and records it.
@@ -259,17 +261,19 @@ struct GenerationEngine::State {
     rows.top_p = shaping[1];
     rows.filtered = filtered;
     const auto [token, logp] = draw_tokens(logits, rows, counter_uniform(streams[1], streams[2]));
-    const torch::Tensor host_token = token.cpu(), host_logp = logp.to(torch::kCPU, torch::kFloat);
-    const int64_t* t = host_token.data_ptr<int64_t>();
-    const float* l = host_logp.data_ptr<float>();
+    // One transfer (one wait for the device) for both: token ids are exact in float64.
+    const torch::Tensor host = torch::stack({token.to(torch::kDouble), logp.to(torch::kDouble)}).cpu();
+    const double* t = host[0].data_ptr<double>();
+    const double* l = host[1].data_ptr<double>();
     for (size_t i = 0; i < ids.size(); ++i) {
       Request& q = requests.at(ids[i]);
       const SamplingOptions& o = q.request.sampling;
-      q.result.tokens.push_back(t[i]);
-      q.result.logp.push_back(l[i]);
+      const int64_t token_id = int64_t(t[i]);
+      q.result.tokens.push_back(token_id);
+      q.result.logp.push_back(float(l[i]));
       Slot& slot = slots[size_t(q.slot)];
-      slot.sequence.push_back(t[i]);
-      q.result.stopped = std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t[i]) != o.stop_tokens.end();
+      slot.sequence.push_back(token_id);
+      q.result.stopped = std::find(o.stop_tokens.begin(), o.stop_tokens.end(), token_id) != o.stop_tokens.end();
       if (q.result.stopped || int64_t(q.result.tokens.size()) == o.max_new_tokens) finish(ids[i]);
     }
   }
@@ -337,7 +341,7 @@ std::vector<GenerationResult> GenerationEngine::run() {
     ids.insert(ids.end(), prefilled.begin(), prefilled.end());
     ids.insert(ids.end(), decoded.begin(), decoded.end());
     if (ids.empty()) fail("GenerationEngine: no request could start (internal error: no free or kept slot)");
-    st.sample_rows(torch::cat(logits), ids);
+    st.sample_rows(logits.size() == 1 ? logits.front() : torch::cat(logits), ids);
   }
   std::vector<GenerationResult> results;
   for (auto& [id, q] : st.requests) results.push_back(std::move(q.result));
