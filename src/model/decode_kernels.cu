@@ -82,8 +82,10 @@ __global__ void norm_rotary_heads(const T* x, const T* weight, const T* cos, con
   }
   if (!mine) return;
   const float c = to_float(cos[token * half + i]), s = to_float(sin[token * half + i]);
-  out[row * dim + i] = from_float<T>(rounded<T>(a * c) - rounded<T>(b * s));
-  out[row * dim + i + half] = from_float<T>(rounded<T>(b * c) + rounded<T>(a * s));
+  // __fmul_rn: each product rounded on its own, never contracted into a fused multiply-add (the
+  // plain path multiplies and adds in separate ops).
+  out[row * dim + i] = from_float<T>(rounded<T>(__fmul_rn(a, c)) - rounded<T>(__fmul_rn(b, s)));
+  out[row * dim + i + half] = from_float<T>(rounded<T>(__fmul_rn(b, c)) + rounded<T>(__fmul_rn(a, s)));
 }
 
 template <typename T>

@@ -137,7 +137,7 @@ torch::Tensor fused_slot_attention(const SlotLayout& layout, size_t layer, const
     const torch::Tensor keys_used = (batch.start + batch.count).clamp_min(1).to(torch::kInt);
     const torch::Tensor out = flash_varlen(q.reshape({rows, heads, dim}), keys, values, torch::arange(rows + 1, int32),
                                            key_offsets, 1, batch.read_width, keys_used);
-    if (out.defined()) return out.view({rows, 1, heads * dim});
+    if (out.defined()) return out.reshape({rows, 1, heads * dim});
   }
   // (Where the flash kernel is missing the keys were stored above already; storing again is harmless.)
   const auto [keys, values] = store_in_slots(layout, layer, k.transpose(1, 2), v.transpose(1, 2));
