@@ -111,6 +111,15 @@ int main(int argc, char** argv) {
   policy.model()->set_activation_checkpointing(false);
   std::printf("%-52s | %12.0f | %-36s %12.0f | %6.2f\n", "  + activation checkpointing", n / checkpointed,
               "without checkpointing", n / chunked, chunked / checkpointed);
+  policy.model()->set_fused_kernels(true);
+  const double fused = time([&] { forward_backward(policy, tokens, false); clear_grads(); });
+  const double fused_full = time([&] { forward_backward(policy, tokens, true); clear_grads(); });
+  policy.model()->set_fused_kernels(false);
+  // On a CPU build the two are one path (the fused kernels need CUDA).
+  std::printf("%-52s | %12.0f | %-36s %12.0f | %6.2f\n", "  + fused kernels (model.fused_kernels)", n / fused,
+              "without", n / chunked, chunked / fused);
+  std::printf("%-52s | %12.0f | %-36s %12.0f | %6.2f\n", "  full-vocabulary logits + fused kernels", n / fused_full,
+              "without fused kernels", n / full, full / fused_full);
 
   {
     // The trainer's optimizer side (Trainer::update): float32 masters and AdamW states.

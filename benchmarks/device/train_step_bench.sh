@@ -20,6 +20,8 @@ def turnrl(label):
     return float(m.group(1)) if m else None
 print("\n== turnrl against transformers (same run)")
 for name, label, key in (("fwd+bwd B=8 T=1024", "fwd+bwd forward_logp", "fwd_bwd_tokens_per_s"),
+                         ("fwd+bwd, fused kernels", "+ fused kernels", "fwd_bwd_tokens_per_s"),
+                         ("fwd+bwd, full logits, fused kernels", "full-vocabulary logits + fused", "fwd_bwd_tokens_per_s"),
                          ("RL step (fp32 master AdamW, clip)", "RL step:", "rl_step_tokens_per_s")):
     t, h = turnrl(label), results.get(key)
     if t and h:

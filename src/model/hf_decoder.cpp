@@ -8,7 +8,7 @@
 
 #include "decoder_parts.h"
 #ifdef TURNRL_WITH_CUDA
-#include "fused_decode.h"
+#include "fused_decoder.h"
 #endif
 #include "turnrl/core/error.h"
 
@@ -64,7 +64,8 @@ struct HFLayer : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x, const torch::Tensor& cos, const torch::Tensor& sin, const torch::Tensor& attend,
                         KVCache* cache, size_t index, const SlotLayout* slots = nullptr) {
 #ifdef TURNRL_WITH_CUDA
-    if (slots && slots->batch->fused_kernels && fused_decode_supported(x)) return forward_fused(x, cos, sin, index, *slots);
+    const bool fused_here = slots ? slots->batch->fused_kernels : fused;
+    if (fused_here && fused_kernels_supported(x)) return forward_fused(x, cos, sin, attend, cache, index, slots);
 #endif
     const int64_t batch = x.size(0), length = x.size(1);
     const torch::Tensor h = rms_norm(x, input_norm, config.rms_norm_eps);
@@ -86,10 +87,10 @@ struct HFLayer : torch::nn::Module {
   }
 
 #ifdef TURNRL_WITH_CUDA
-  // forward() over the engine's slots through the fused kernels (fused_decode.h): the same
-  // roundings, fewer launches. Activations stay [B, T, heads, D] until attention.
-  torch::Tensor forward_fused(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin, size_t index,
-                              const SlotLayout& slots) {
+  // forward() through the fused kernels (fused_decoder.h): the same roundings, fewer launches and
+  // fewer float32 intermediates. Activations stay [B, T, heads, D] until attention.
+  torch::Tensor forward_fused(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
+                              const torch::Tensor& attend, KVCache* cache, size_t index, const SlotLayout* slots) {
     const int64_t batch = x.size(0), length = x.size(1), dim = config.head_dim;
     const double eps = config.rms_norm_eps;
     const torch::Tensor h = fused_rms_norm(x, input_norm, eps);
@@ -98,13 +99,28 @@ struct HFLayer : torch::nn::Module {
     const torch::Tensor k = fused_norm_rotary(
         projections.at("k_proj")(h).view({batch, length, config.num_key_value_heads, dim}), k_norm, cos, sin, eps);
     const torch::Tensor v = projections.at("v_proj")(h).view({batch, length, config.num_key_value_heads, dim});
-    const torch::Tensor a = fused_slot_attention(slots, index, q, k, v);
-    const auto [residual, m] = fused_add_rms_norm(x, projections.at("o_proj")(a), post_norm, eps);
+    torch::Tensor a;
+    if (slots) {
+      a = fused_slot_attention(*slots, index, q, k, v);
+    } else {
+      torch::Tensor keys = k.transpose(1, 2), values = v.transpose(1, 2);
+      if (cache) std::tie(keys, values) = append_to_cache(*cache, index, keys, values);
+      a = attention(q.transpose(1, 2), keys, values, attend).transpose(1, 2).reshape({batch, length, -1});
+    }
+    torch::Tensor residual, m;
+    const torch::Tensor attended = projections.at("o_proj")(a);
+    if (torch::GradMode::is_enabled()) {
+      residual = x + attended;  // the one-kernel add + norm has no backward
+      m = fused_rms_norm(residual, post_norm, eps);
+    } else {
+      std::tie(residual, m) = fused_add_rms_norm(x, attended, post_norm, eps);
+    }
     return residual +
            projections.at("down_proj")(fused_silu_mul(projections.at("gate_proj")(m), projections.at("up_proj")(m)));
   }
 #endif
 
+  bool fused = false;  // HFDecoderImpl::set_fused_kernels: the fused path outside the engine too
   HFConfig config;
   std::map<std::string, LoraLinear> projections;
   torch::Tensor q_norm, k_norm, input_norm, post_norm;
@@ -174,6 +190,11 @@ HFDecoderImpl::HFDecoderImpl(const HFConfig& config, const torch::TensorOptions&
 }
 
 HFDecoderImpl::~HFDecoderImpl() = default;
+
+void HFDecoderImpl::set_fused_kernels(bool on) {
+  fused_kernels_ = on;
+  for (auto& layer : layers_) layer->fused = on;
+}
 
 KVCache HFDecoderImpl::make_cache(int64_t batch, int64_t capacity) const {
   return KVCache::empty(config_.num_hidden_layers, batch, config_.num_key_value_heads, capacity, config_.head_dim,

@@ -81,6 +81,7 @@ std::unique_ptr<HFPolicy> load_hf_policy(const HFModelOptions& options) {
   model->load_weights(SafetensorsCheckpoint(options.path()));
   model->add_lora(options.lora());
   model->set_activation_checkpointing(options.activation_checkpointing());
+  model->set_fused_kernels(options.fused_kernels());
   auto policy = std::make_unique<HFPolicy>(model, options.path(),
                                            options.tokenizer_dir().empty() ? options.path() : options.tokenizer_dir());
   policy->set_logp_chunk_size(options.logp_chunk_size());

@@ -39,7 +39,8 @@ ChatPolicy make_hf_policy(const ModelConfig& model, torch::Device device) {
                                                      .lora(lora)
                                                      .tokenizer_dir(tokenizer_dir)
                                                      .logp_chunk_size(model.logp_chunk_size)
-                                                     .activation_checkpointing(model.activation_checkpointing));
+                                                     .activation_checkpointing(model.activation_checkpointing)
+                                                     .fused_kernels(model.fused_kernels));
   policy->engine_options(GenerationEngineOptions()
                              .slots(model.engine.slots)
                              .capacity(model.engine.capacity)

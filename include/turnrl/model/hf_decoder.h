@@ -64,6 +64,13 @@ class HFDecoderImpl : public torch::nn::Module {
   void set_activation_checkpointing(bool on) { activation_checkpointing_ = on; }
   bool activation_checkpointing() const { return activation_checkpointing_; }
 
+  // Fused GPU kernels in forward calls without the engine's slots (training, forward_logp, the
+  // sampler): RMSNorm, a head's norm with its rotary embedding and the SiLU-gated product, each one
+  // kernel with its own backward (src/model/fused_decoder.h), rounding where the plain ops round.
+  // Only where the build has CUDA and the model is on a GPU; off by default.
+  void set_fused_kernels(bool on);
+  bool fused_kernels() const { return fused_kernels_; }
+
   // Copies every tensor of the checkpoint into the parameters (converting dtype, straight to their
   // device). Strict: a missing, extra or mis-shaped tensor is an error naming it and its file.
   // A tied lm_head.weight and rotary inv_freq buffers that older checkpoints carry are skipped.
@@ -87,6 +94,7 @@ class HFDecoderImpl : public torch::nn::Module {
   HFConfig config_;
   LoraOptions lora_;
   bool activation_checkpointing_ = false;
+  bool fused_kernels_ = false;
   torch::Tensor inv_freq_;  // float32 [head_dim / 2], on the CPU
   torch::Tensor inv_freq_on_device_;  // its copy on the model's device: slot_hidden copies nothing from the host
   torch::Tensor embed_tokens_, final_norm_, lm_head_;

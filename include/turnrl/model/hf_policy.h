@@ -40,6 +40,8 @@ struct HFModelOptions {
   // (enable_gradient_checkpointing; hf_decoder.h).
   TORCH_ARG(int64_t, logp_chunk_size) = 1024;
   TORCH_ARG(bool, activation_checkpointing) = false;
+  // Fused GPU kernels in the trainer's forward and backward (hf_decoder.h, set_fused_kernels).
+  TORCH_ARG(bool, fused_kernels) = false;
 };
 
 // Throws turnrl::Error naming the field (model.path, model.dtype, model.logp_chunk_size, model.lora.*).

@@ -53,6 +53,7 @@ struct ModelConfig {
   // vocabulary, and re-running each decoder layer in the backward pass.
   int64_t logp_chunk_size = 1024;
   bool activation_checkpointing = false;
+  bool fused_kernels = false;
   LoraConfig lora;
   GenerationEngineConfig engine;
 };
@@ -99,6 +100,9 @@ void describe(V& v, ModelConfig& o) {
   v.flag("activation_checkpointing", o.activation_checkpointing,
          "hf: re-run each decoder layer in the backward pass instead of keeping its activations (verl's "
          "enable_gradient_checkpointing)");
+  v.flag("fused_kernels", o.fused_kernels,
+         "hf on cuda: fused kernels (with their own backward) for norms, rotary embedding and the gated MLP in the "
+         "trainer's forward and backward (Liger-style)");
   v.section("lora", o.lora, "hf: LoRA adapters (peft names)");
   v.section("engine", o.engine, "hf: the generation engine's sizes");
 }

@@ -1,9 +1,9 @@
-// The generation engine's fused GPU kernels (src/model/fused_decode.h) against the plain LibTorch
+// The generation engine's fused GPU kernels (src/model/fused_decoder.h) against the plain LibTorch
 // ops they replace (decoder_parts.h), on random data in every dtype they take, and the engine with
 // them against the engine without them on a bf16 model. Without a GPU each case says so.
 #include <catch2/catch.hpp>
 
-#include "model/fused_decode.h"
+#include "model/fused_decoder.h"
 #include "model/generation_requests.h"
 #include "model/hf_fixtures.h"
 
@@ -28,7 +28,7 @@ const std::vector<torch::Dtype> kDtypes = {torch::kFloat, torch::kHalf, torch::k
 
 }  // namespace
 
-TEST_CASE("fused_decode: norms, rotary and the gated product round as the plain ops do", "[model][cuda]") {
+TEST_CASE("fused_decoder: norms, rotary and the gated product round as the plain ops do", "[model][cuda]") {
   if (!at::hasCUDA()) {
     WARN("needs a GPU: skipped");
     return;
@@ -74,7 +74,7 @@ TEST_CASE("fused_decode: norms, rotary and the gated product round as the plain 
   }
 }
 
-TEST_CASE("fused_decode: decode attention over the slots equals the masked grouped attention", "[model][cuda]") {
+TEST_CASE("fused_decoder: decode attention over the slots equals the masked grouped attention", "[model][cuda]") {
   if (!at::hasCUDA()) {
     WARN("needs a GPU: skipped");
     return;
@@ -116,7 +116,7 @@ TEST_CASE("fused_decode: decode attention over the slots equals the masked group
   }
 }
 
-TEST_CASE("fused_decode: the bf16 engine with fused kernels samples what it samples without them", "[model][cuda]") {
+TEST_CASE("fused_decoder: the bf16 engine with fused kernels samples what it samples without them", "[model][cuda]") {
   if (!at::hasCUDA()) {
     WARN("needs a GPU: skipped");
     return;
@@ -146,5 +146,127 @@ TEST_CASE("fused_decode: the bf16 engine with fused kernels samples what it samp
     }
     WARN(family << ": fused and plain engines agree on " << same << " of " << compared << " sampled tokens");
     CHECK(double(same) >= 0.8 * double(compared));
+  }
+}
+
+namespace {
+
+// Gradients of sum(f(inputs) * probe) with respect to each input that requires one.
+std::vector<torch::Tensor> gradients(const std::function<torch::Tensor()>& f, const std::vector<torch::Tensor>& inputs,
+                                     const torch::Tensor& probe) {
+  for (const torch::Tensor& t : inputs) t.mutable_grad() = torch::Tensor();
+  (f().to(torch::kFloat) * probe).sum().backward();
+  std::vector<torch::Tensor> out;
+  for (const torch::Tensor& t : inputs) out.push_back(t.grad().clone());
+  return out;
+}
+
+// Summed in float32 in both paths, in different orders: a gradient of a bf16 op through several
+// roundings of its inputs moves by a few of them.
+double gradient_tolerance(torch::Dtype dtype) {
+  return dtype == torch::kBFloat16 ? 0.05 : dtype == torch::kHalf ? 0.01 : 1e-4;
+}
+
+}  // namespace
+
+TEST_CASE("fused_decoder: the fused ops' gradients equal the plain ops' gradients", "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  torch::manual_seed(6);
+  namespace d = turnrl::detail;
+  for (const torch::Dtype dtype : kDtypes) {
+    INFO(c10::toString(dtype));
+    const auto options = torch::TensorOptions(dtype).device(torch::kCUDA);
+    {
+      INFO("rms_norm over 33 rows of 1000 (a partial last block of rows)");
+      const torch::Tensor x = (torch::randn({33, 1, 1000}, options) * 2).requires_grad_();
+      const torch::Tensor w = (torch::rand({1000}, options) + 0.5).requires_grad_();
+      const torch::Tensor probe = torch::randn({33, 1, 1000}, torch::TensorOptions(torch::kFloat).device(torch::kCUDA));
+      const auto fused = gradients([&] { return d::fused_rms_norm(x, w, 1e-6); }, {x, w}, probe);
+      const auto plain = gradients([&] { return d::rms_norm(x, w, 1e-6); }, {x, w}, probe);
+      for (size_t i = 0; i < fused.size(); ++i) CHECK(relative_error(fused[i], plain[i]) <= gradient_tolerance(dtype));
+    }
+    for (const bool with_norm : {true, false}) {
+      INFO("norm_rotary, " << (with_norm ? "with" : "without") << " the head norm");
+      const int64_t batch = 3, length = 17, heads = 4, dim = 128;
+      const torch::Tensor x = torch::randn({batch, length, heads, dim}, options).requires_grad_();
+      const torch::Tensor w = (torch::rand({dim}, options) + 0.5).requires_grad_();
+      const torch::Tensor positions =
+          torch::arange(length, torch::TensorOptions(torch::kLong).device(torch::kCUDA)).unsqueeze(0).expand({batch, length});
+      const torch::Tensor inv_freq = torch::pow(10000.0, -torch::arange(0, dim, 2, torch::kFloat) / double(dim));
+      auto [cos, sin] = d::rotary_angles(positions, inv_freq.to(torch::kCUDA));
+      cos = cos.to(dtype);
+      sin = sin.to(dtype);
+      const torch::Tensor probe =
+          torch::randn({batch, length, heads, dim}, torch::TensorOptions(torch::kFloat).device(torch::kCUDA));
+      const torch::Tensor norm = with_norm ? w : torch::Tensor();
+      const auto fused = gradients([&] { return d::fused_norm_rotary(x, norm, cos, sin, 1e-6); }, {x}, probe);
+      const auto plain = gradients(
+          [&] {
+            const torch::Tensor h = x.transpose(1, 2);
+            return d::apply_rotary(with_norm ? d::rms_norm(h, w, 1e-6) : h, cos, sin).transpose(1, 2);
+          },
+          {x}, probe);
+      CHECK(relative_error(fused[0], plain[0]) <= gradient_tolerance(dtype));
+      if (with_norm) {
+        w.mutable_grad() = torch::Tensor();
+        (d::fused_norm_rotary(x, w, cos, sin, 1e-6).to(torch::kFloat) * probe).sum().backward();
+        const torch::Tensor fused_w = w.grad().clone();
+        w.mutable_grad() = torch::Tensor();
+        (d::apply_rotary(d::rms_norm(x.transpose(1, 2), w, 1e-6), cos, sin).transpose(1, 2).to(torch::kFloat) * probe)
+            .sum()
+            .backward();
+        CHECK(relative_error(fused_w, w.grad()) <= gradient_tolerance(dtype));
+      }
+    }
+    {
+      INFO("silu_mul");
+      const torch::Tensor g = (torch::randn({5, 3001}, options) * 3).requires_grad_();
+      const torch::Tensor u = torch::randn({5, 3001}, options).requires_grad_();
+      const torch::Tensor probe = torch::randn({5, 3001}, torch::TensorOptions(torch::kFloat).device(torch::kCUDA));
+      const auto fused = gradients([&] { return d::fused_silu_mul(g, u); }, {g, u}, probe);
+      const auto plain = gradients([&] { return torch::silu(g) * u; }, {g, u}, probe);
+      for (size_t i = 0; i < fused.size(); ++i) CHECK(relative_error(fused[i], plain[i]) <= gradient_tolerance(dtype));
+    }
+  }
+}
+
+TEST_CASE("fused_decoder: a decoder trained through the fused kernels gets the plain path's log-probs and gradients",
+          "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  for (const torch::Dtype dtype : {torch::kFloat, torch::kBFloat16}) {
+    for (const std::string& family : hf_families()) {
+      INFO(family << " " << c10::toString(dtype));
+      auto policy = load_fixture(family, dtype);
+      policy->to(torch::kCUDA);
+      const auto [tokens, mask] = left_pad({{5, 6, 7, 8, 9, 10}, {9, 10, 11, 12, 13, 14, 15, 16, 17}}, 0, torch::kCUDA);
+      const torch::Tensor response = mask.clone();
+      response.narrow(1, 0, 3).fill_(false);
+      std::vector<TokenLogp> logps;
+      std::vector<std::vector<torch::Tensor>> grads;
+      for (const bool fused : {false, true}) {
+        policy->model()->set_fused_kernels(fused);
+        policy->model()->zero_grad();
+        TokenLogp t = policy->forward_logp(tokens, mask, response);
+        t.logp.masked_select(response).sum().backward();
+        std::vector<torch::Tensor> g;
+        for (const auto& p : policy->model()->parameters()) g.push_back(p.grad().to(torch::kFloat).clone());
+        logps.push_back(t);
+        grads.push_back(g);
+      }
+      const double logp_gap = max_abs_diff(logps[0].logp.masked_select(response), logps[1].logp.masked_select(response));
+      double worst = 0;
+      for (size_t i = 0; i < grads[0].size(); ++i)
+        worst = std::max(worst, (grads[1][i] - grads[0][i]).norm().item<double>() / std::max(grads[0][i].norm().item<double>(), 1e-12));
+      WARN(family << " " << c10::toString(dtype) << ": max |logp fused - plain| " << logp_gap
+                  << ", worst relative gradient difference " << worst);
+      CHECK(logp_gap < (dtype == torch::kFloat ? 1e-4 : 0.05));
+      CHECK(worst < (dtype == torch::kFloat ? 1e-3 : 0.05));
+    }
   }
 }

@@ -1,5 +1,5 @@
 #pragma once
-// The generation engine's fused forward path on a GPU (fused_decode_cuda.cpp; CUDA builds only):
+// The generation engine's fused forward path on a GPU (fused_decoder_cuda.cpp; CUDA builds only):
 // one kernel each for RMSNorm (with the residual add before it), a head's RMSNorm plus rotary
 // embedding, and the SiLU-gated product, and decode attention that reads each sequence's own cached
 // keys in place. A decode step of the plain path launches about 67 small kernels a layer, which is
@@ -15,7 +15,7 @@ namespace turnrl::detail {
 
 // Whether the fused path serves a model whose parameters look like `like`: a CUDA tensor of
 // float32, float16 or bfloat16.
-bool fused_decode_supported(const torch::Tensor& like);
+bool fused_kernels_supported(const torch::Tensor& like);
 
 // rms_norm() of decoder_parts.h in one kernel.
 torch::Tensor fused_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps);

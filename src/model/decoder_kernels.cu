@@ -1,0 +1,318 @@
+#include "decoder_kernels.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace turnrl::decoder_kernels {
+namespace {
+
+template <typename T>
+__device__ __forceinline__ float to_float(T v);
+template <>
+__device__ __forceinline__ float to_float(float v) { return v; }
+template <>
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+template <>
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ float from_float(float v) { return v; }
+template <>
+__device__ __forceinline__ __half from_float(float v) { return __float2half_rn(v); }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
+
+// v as a LibTorch op in dtype T stores it: computed in float32, rounded to T.
+template <typename T>
+__device__ __forceinline__ float rounded(float v) { return to_float(from_float<T>(v)); }
+
+// The sum of v over the block (blockDim.x a multiple of 32, at most 1024), returned to every thread.
+__device__ float block_sum(float v) {
+  __shared__ float partial[32];
+  __shared__ float total;
+  for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < int(blockDim.x / 32) ? partial[lane] : 0.0f;
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    if (lane == 0) total = v;
+  }
+  __syncthreads();
+  return total;
+}
+
+template <typename T>
+__global__ void rms_norm_rows(const T* x, const T* delta, T* sum, const T* weight, T* out, float* rstd, int64_t dim,
+                              float eps) {
+  const int64_t row = blockIdx.x;
+  const T* xr = x + row * dim;
+  float squares = 0.0f;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+    float s = to_float(xr[i]);
+    if (delta != nullptr) {
+      s = rounded<T>(s + to_float(delta[row * dim + i]));
+      sum[row * dim + i] = from_float<T>(s);
+    }
+    squares += s * s;
+  }
+  const float scale = rsqrtf(block_sum(squares) / float(dim) + eps);
+  if (rstd != nullptr && threadIdx.x == 0) rstd[row] = scale;
+  // Each thread reads back only what it wrote itself: no barrier needed between the passes.
+  const T* s = delta != nullptr ? sum + row * dim : xr;
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
+    out[row * dim + i] = from_float<T>(to_float(weight[i]) * rounded<T>(to_float(s[i]) * scale));
+}
+
+// One block per (token, head), thread i owns the pair (i, i + dim / 2).
+template <typename T>
+__global__ void norm_rotary_heads(const T* x, const T* weight, const T* cos, const T* sin, T* out, float* rstd,
+                                  int64_t heads, int64_t dim, float eps) {
+  const int64_t row = blockIdx.x, token = row / heads, half = dim / 2;
+  const int64_t i = threadIdx.x;
+  const bool mine = i < half;
+  float a = mine ? to_float(x[row * dim + i]) : 0.0f, b = mine ? to_float(x[row * dim + i + half]) : 0.0f;
+  if (weight != nullptr) {
+    const float scale = rsqrtf(block_sum(a * a + b * b) / float(dim) + eps);
+    if (rstd != nullptr && threadIdx.x == 0) rstd[row] = scale;
+    if (mine) {
+      a = rounded<T>(to_float(weight[i]) * rounded<T>(a * scale));
+      b = rounded<T>(to_float(weight[i + half]) * rounded<T>(b * scale));
+    }
+  }
+  if (!mine) return;
+  const float c = to_float(cos[token * half + i]), s = to_float(sin[token * half + i]);
+  // __fmul_rn: each product rounded on its own, never contracted into a fused multiply-add (the
+  // plain path multiplies and adds in separate ops).
+  out[row * dim + i] = from_float<T>(rounded<T>(__fmul_rn(a, c)) - rounded<T>(__fmul_rn(b, s)));
+  out[row * dim + i + half] = from_float<T>(rounded<T>(__fmul_rn(b, c)) + rounded<T>(__fmul_rn(a, s)));
+}
+
+template <typename T>
+__global__ void silu_mul_values(const T* gate, const T* up, T* out, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = to_float(gate[i]);
+    out[i] = from_float<T>(rounded<T>(g / (1.0f + expf(-g))) * to_float(up[i]));
+  }
+}
+
+// Rows handled by one block of a backward kernel: its weight-gradient partial sums are added to
+// the global sum once per block, not once per row.
+constexpr int64_t kRowsPerBlock = 32;
+
+// dn = dy * weight, n = x * rstd: dx = rstd * (dn - n * mean(dn * n)); dweight += dy * to_dtype(n).
+// The partial weight gradient lives in shared memory ([dim] floats).
+template <typename T>
+__global__ void rms_norm_backward_rows(const T* dy, const T* x, const T* weight, const float* rstd, T* dx,
+                                       float* dweight, int64_t rows, int64_t dim) {
+  extern __shared__ float partial_dweight[];
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) partial_dweight[i] = 0.0f;
+  const int64_t first = int64_t(blockIdx.x) * kRowsPerBlock;
+  const int64_t last = first + kRowsPerBlock < rows ? first + kRowsPerBlock : rows;
+  for (int64_t row = first; row < last; ++row) {
+    const float r = rstd[row];
+    float dot = 0.0f;
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      const float n = to_float(x[row * dim + i]) * r, g = to_float(dy[row * dim + i]);
+      dot += g * to_float(weight[i]) * n;
+      partial_dweight[i] += g * rounded<T>(n);  // thread i owns column i: no race
+    }
+    const float mean_dot = block_sum(dot) / float(dim);
+    for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) {
+      const float n = to_float(x[row * dim + i]) * r;
+      const float dn = to_float(dy[row * dim + i]) * to_float(weight[i]);
+      dx[row * dim + i] = from_float<T>(r * (dn - n * mean_dot));
+    }
+  }
+  for (int64_t i = threadIdx.x; i < dim; i += blockDim.x) atomicAdd(&dweight[i], partial_dweight[i]);
+}
+
+// Rows of one block are (token, head) pairs; thread i owns the pair (i, i + dim / 2). The rotation
+// is orthogonal: its gradient rotates dy back (angle -theta). Then the norm's gradient as above.
+template <typename T>
+__global__ void norm_rotary_backward_heads(const T* dy, const T* x, const T* weight, const T* cos, const T* sin,
+                                           const float* rstd, T* dx, float* dweight, int64_t rows, int64_t heads,
+                                           int64_t dim) {
+  const int64_t half = dim / 2, i = threadIdx.x;
+  const bool mine = i < half;
+  float dweight_low = 0.0f, dweight_high = 0.0f;
+  const int64_t first = int64_t(blockIdx.x) * kRowsPerBlock;
+  const int64_t last = first + kRowsPerBlock < rows ? first + kRowsPerBlock : rows;
+  for (int64_t row = first; row < last; ++row) {
+    const int64_t token = row / heads;
+    float g1 = 0.0f, g2 = 0.0f, x1 = 0.0f, x2 = 0.0f;
+    if (mine) {
+      const float c = to_float(cos[token * half + i]), s = to_float(sin[token * half + i]);
+      const float dy1 = to_float(dy[row * dim + i]), dy2 = to_float(dy[row * dim + i + half]);
+      g1 = dy1 * c + dy2 * s;
+      g2 = dy2 * c - dy1 * s;
+      x1 = to_float(x[row * dim + i]);
+      x2 = to_float(x[row * dim + i + half]);
+    }
+    if (weight == nullptr) {
+      if (mine) {
+        dx[row * dim + i] = from_float<T>(g1);
+        dx[row * dim + i + half] = from_float<T>(g2);
+      }
+      continue;
+    }
+    const float r = rstd[row];
+    const float n1 = x1 * r, n2 = x2 * r;
+    const float w1 = mine ? to_float(weight[i]) : 0.0f, w2 = mine ? to_float(weight[i + half]) : 0.0f;
+    dweight_low += g1 * rounded<T>(n1);
+    dweight_high += g2 * rounded<T>(n2);
+    const float dn1 = g1 * w1, dn2 = g2 * w2;
+    const float mean_dot = block_sum(dn1 * n1 + dn2 * n2) / float(dim);
+    if (mine) {
+      dx[row * dim + i] = from_float<T>(r * (dn1 - n1 * mean_dot));
+      dx[row * dim + i + half] = from_float<T>(r * (dn2 - n2 * mean_dot));
+    }
+  }
+  if (weight != nullptr && mine) {
+    atomicAdd(&dweight[i], dweight_low);
+    atomicAdd(&dweight[i + half], dweight_high);
+  }
+}
+
+template <typename T>
+__global__ void silu_mul_backward_values(const T* dy, const T* gate, const T* up, T* dgate, T* dup, int64_t n) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float g = to_float(gate[i]), u = to_float(up[i]), d = to_float(dy[i]);
+    const float sigmoid = 1.0f / (1.0f + expf(-g));
+    dup[i] = from_float<T>(d * rounded<T>(g * sigmoid));
+    dgate[i] = from_float<T>(d * u * sigmoid * (1.0f + g * (1.0f - sigmoid)));
+  }
+}
+
+int threads_for(int64_t work) {
+  int threads = 32;
+  while (threads < work && threads < 1024) threads *= 2;
+  return threads;
+}
+
+unsigned blocks_of(int64_t rows, int64_t per_block) { return unsigned((rows + per_block - 1) / per_block); }
+
+template <typename T>
+cudaError_t rms_norm_typed(const void* x, const void* delta, void* sum, const void* weight, void* out, float* rstd,
+                           int64_t rows, int64_t dim, float eps, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  rms_norm_rows<T><<<unsigned(rows), threads_for(dim / 4), 0, stream>>>(
+      static_cast<const T*>(x), static_cast<const T*>(delta), static_cast<T*>(sum), static_cast<const T*>(weight),
+      static_cast<T*>(out), rstd, dim, eps);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t rms_norm_backward_typed(const void* dy, const void* x, const void* weight, const float* rstd, void* dx,
+                                    float* dweight, int64_t rows, int64_t dim, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  const size_t shared = size_t(dim) * sizeof(float);
+  if (shared > 48 * 1024) return cudaErrorInvalidValue;  // dim > 12,288: beyond the default shared memory
+  rms_norm_backward_rows<T><<<blocks_of(rows, kRowsPerBlock), threads_for(dim / 4), shared, stream>>>(
+      static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(weight), rstd, static_cast<T*>(dx),
+      dweight, rows, dim);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t norm_rotary_typed(const void* x, const void* weight, const void* cos, const void* sin, void* out,
+                              float* rstd, int64_t tokens, int64_t heads, int64_t dim, float eps, cudaStream_t stream) {
+  if (tokens * heads == 0) return cudaSuccess;
+  norm_rotary_heads<T><<<unsigned(tokens * heads), threads_for(dim / 2), 0, stream>>>(
+      static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(cos), static_cast<const T*>(sin),
+      static_cast<T*>(out), rstd, heads, dim, eps);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t norm_rotary_backward_typed(const void* dy, const void* x, const void* weight, const void* cos,
+                                       const void* sin, const float* rstd, void* dx, float* dweight, int64_t tokens,
+                                       int64_t heads, int64_t dim, cudaStream_t stream) {
+  const int64_t rows = tokens * heads;
+  if (rows == 0) return cudaSuccess;
+  norm_rotary_backward_heads<T><<<blocks_of(rows, kRowsPerBlock), threads_for(dim / 2), 0, stream>>>(
+      static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(cos),
+      static_cast<const T*>(sin), rstd, static_cast<T*>(dx), dweight, rows, heads, dim);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t silu_mul_typed(const void* gate, const void* up, void* out, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  const int threads = 256;
+  const int64_t blocks = (n + threads - 1) / threads;
+  silu_mul_values<T><<<unsigned(blocks < 65535 ? blocks : 65535), threads, 0, stream>>>(
+      static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t silu_mul_backward_typed(const void* dy, const void* gate, const void* up, void* dgate, void* dup, int64_t n,
+                                    cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  const int threads = 256;
+  const int64_t blocks = (n + threads - 1) / threads;
+  silu_mul_backward_values<T><<<unsigned(blocks < 65535 ? blocks : 65535), threads, 0, stream>>>(
+      static_cast<const T*>(dy), static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(dgate),
+      static_cast<T*>(dup), n);
+  return cudaGetLastError();
+}
+
+// Calls f.template operator()<T>() for the element type of dtype.
+template <typename F>
+cudaError_t by_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::f32: return f(float());
+    case DType::f16: return f(__half());
+    case DType::bf16: return f(__nv_bfloat16());
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+cudaError_t rms_norm(DType dtype, const void* x, const void* delta, void* sum, const void* weight, void* out,
+                     float* rstd, int64_t rows, int64_t dim, float eps, cudaStream_t stream) {
+  return by_dtype(dtype, [&](auto zero) {
+    return rms_norm_typed<decltype(zero)>(x, delta, sum, weight, out, rstd, rows, dim, eps, stream);
+  });
+}
+
+cudaError_t rms_norm_backward(DType dtype, const void* dy, const void* x, const void* weight, const float* rstd,
+                              void* dx, float* dweight, int64_t rows, int64_t dim, cudaStream_t stream) {
+  return by_dtype(dtype, [&](auto zero) {
+    return rms_norm_backward_typed<decltype(zero)>(dy, x, weight, rstd, dx, dweight, rows, dim, stream);
+  });
+}
+
+cudaError_t norm_rotary(DType dtype, const void* x, const void* weight, const void* cos, const void* sin, void* out,
+                        float* rstd, int64_t tokens, int64_t heads, int64_t dim, float eps, cudaStream_t stream) {
+  return by_dtype(dtype, [&](auto zero) {
+    return norm_rotary_typed<decltype(zero)>(x, weight, cos, sin, out, rstd, tokens, heads, dim, eps, stream);
+  });
+}
+
+cudaError_t norm_rotary_backward(DType dtype, const void* dy, const void* x, const void* weight, const void* cos,
+                                 const void* sin, const float* rstd, void* dx, float* dweight, int64_t tokens,
+                                 int64_t heads, int64_t dim, cudaStream_t stream) {
+  return by_dtype(dtype, [&](auto zero) {
+    return norm_rotary_backward_typed<decltype(zero)>(dy, x, weight, cos, sin, rstd, dx, dweight, tokens, heads, dim,
+                                                      stream);
+  });
+}
+
+cudaError_t silu_mul(DType dtype, const void* gate, const void* up, void* out, int64_t n, cudaStream_t stream) {
+  return by_dtype(dtype, [&](auto zero) { return silu_mul_typed<decltype(zero)>(gate, up, out, n, stream); });
+}
+
+cudaError_t silu_mul_backward(DType dtype, const void* dy, const void* gate, const void* up, void* dgate, void* dup,
+                              int64_t n, cudaStream_t stream) {
+  return by_dtype(dtype, [&](auto zero) {
+    return silu_mul_backward_typed<decltype(zero)>(dy, gate, up, dgate, dup, n, stream);
+  });
+}
+
+}  // namespace turnrl::decoder_kernels

@@ -1,0 +1,47 @@
+#pragma once
+// Launchers of the decoder's fused kernels (decoder_kernels.cu), free of LibTorch
+// so that nvcc builds them without its headers. Each replaces a chain of LibTorch elementwise ops
+// with one kernel that rounds to the model dtype exactly where that chain does (transformers'
+// RMSNorm, rotate_half rotation and SiLU-gated MLP), so the fused path computes what the plain one
+// does up to the order of the float32 sums in a norm. Tensors are contiguous; dtype says what
+// every T* pointer holds.
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace turnrl::decoder_kernels {
+
+enum class DType { f32, f16, bf16 };
+
+// out[r] = weight * to_dtype(s[r] * rsqrt(mean(s[r]^2) + eps)) over rows of `dim`, where
+// s = x, or s = to_dtype(x + delta) written to `sum` when delta is not null (a residual add).
+// rstd (float32 [rows], may be null) receives each row's rsqrt(mean(s^2) + eps) for the backward.
+cudaError_t rms_norm(DType dtype, const void* x, const void* delta, void* sum, const void* weight, void* out,
+                     float* rstd, int64_t rows, int64_t dim, float eps, cudaStream_t stream);
+
+// The gradients of rms_norm (no residual add) from dy: dx [rows, dim] in the dtype, and the
+// weight's gradient summed over the rows into dweight (float32 [dim], zeroed by the caller).
+// x's rstd as the forward wrote it.
+cudaError_t rms_norm_backward(DType dtype, const void* dy, const void* x, const void* weight, const float* rstd,
+                              void* dx, float* dweight, int64_t rows, int64_t dim, cudaStream_t stream);
+
+// x [tokens, heads, dim]: each head's vector RMS-normalised with `weight` [dim] (skipped when null),
+// then rotated (rotate_half layout) by cos, sin [tokens, dim / 2] given in the model dtype.
+// rstd (float32 [tokens * heads], may be null) as for rms_norm.
+cudaError_t norm_rotary(DType dtype, const void* x, const void* weight, const void* cos, const void* sin, void* out,
+                        float* rstd, int64_t tokens, int64_t heads, int64_t dim, float eps, cudaStream_t stream);
+
+// The gradients of norm_rotary: dx, and (with a weight) its gradient summed into dweight
+// (float32 [dim], zeroed by the caller).
+cudaError_t norm_rotary_backward(DType dtype, const void* dy, const void* x, const void* weight, const void* cos,
+                                 const void* sin, const float* rstd, void* dx, float* dweight, int64_t tokens,
+                                 int64_t heads, int64_t dim, cudaStream_t stream);
+
+// out = to_dtype(silu(gate)) * up, elementwise over n values.
+cudaError_t silu_mul(DType dtype, const void* gate, const void* up, void* out, int64_t n, cudaStream_t stream);
+
+// Its gradients: dgate = dy * up * silu'(gate), dup = dy * silu(gate).
+cudaError_t silu_mul_backward(DType dtype, const void* dy, const void* gate, const void* up, void* dgate, void* dup,
+                              int64_t n, cudaStream_t stream);
+
+}  // namespace turnrl::decoder_kernels

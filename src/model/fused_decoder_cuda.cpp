@@ -1,0 +1,248 @@
+#include "fused_decoder.h"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAStream.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "decoder_kernels.cuh"
+#include "turnrl/core/error.h"
+
+namespace turnrl::detail {
+namespace {
+
+namespace dk = decoder_kernels;
+
+dk::DType kernel_dtype(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat: return dk::DType::f32;
+    case torch::kHalf: return dk::DType::f16;
+    case torch::kBFloat16: return dk::DType::bf16;
+    default: fail("fused kernels: dtype {} (allowed: float32, float16, bfloat16)", c10::toString(t.scalar_type()));
+  }
+}
+
+cudaStream_t stream_of(const torch::Tensor& t) { return c10::cuda::getCurrentCUDAStream(t.device().index()).stream(); }
+
+void check(cudaError_t status, const char* kernel) {
+  if (status != cudaSuccess) fail("fused kernels: {} kernel failed to launch: {}", kernel, cudaGetErrorString(status));
+}
+
+const void* data_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+
+}  // namespace
+
+bool fused_kernels_supported(const torch::Tensor& like) {
+  const auto type = like.scalar_type();
+  return like.is_cuda() && (type == torch::kFloat || type == torch::kHalf || type == torch::kBFloat16);
+}
+
+namespace {
+
+namespace ag = torch::autograd;
+
+// Whether a call must record a graph: grad mode on and an input that wants a gradient.
+bool differentiable(std::initializer_list<const torch::Tensor*> inputs) {
+  if (!torch::GradMode::is_enabled()) return false;
+  for (const torch::Tensor* t : inputs)
+    if (t->defined() && t->requires_grad()) return true;
+  return false;
+}
+
+torch::Tensor float_rows(const torch::Tensor& like, int64_t rows) {
+  return torch::empty({rows}, like.options().dtype(torch::kFloat));
+}
+
+// rms_norm forward (rstd kept when `rstd` is defined).
+torch::Tensor run_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps, const torch::Tensor& rstd) {
+  torch::Tensor out = torch::empty_like(x);
+  const int64_t dim = x.size(-1);
+  check(dk::rms_norm(kernel_dtype(x), x.data_ptr(), nullptr, nullptr, weight.data_ptr(), out.data_ptr(),
+                     rstd.defined() ? rstd.data_ptr<float>() : nullptr, x.numel() / dim, dim, float(eps), stream_of(x)),
+        "rms_norm");
+  return out;
+}
+
+torch::Tensor run_norm_rotary(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& cos,
+                              const torch::Tensor& sin, double eps, const torch::Tensor& rstd) {
+  const int64_t tokens = x.size(0) * x.size(1), heads = x.size(2), dim = x.size(3);
+  if (cos.numel() != tokens * dim / 2)
+    fail("fused kernels: cos has {} values, {} tokens of head_dim {} need {}", cos.numel(), tokens, dim, tokens * dim / 2);
+  torch::Tensor out = torch::empty_like(x);
+  check(dk::norm_rotary(kernel_dtype(x), x.data_ptr(), data_or_null(weight), cos.data_ptr(), sin.data_ptr(),
+                        out.data_ptr(), rstd.defined() ? rstd.data_ptr<float>() : nullptr, tokens, heads, dim, float(eps),
+                        stream_of(x)),
+        "norm_rotary");
+  return out;
+}
+
+torch::Tensor run_silu_mul(const torch::Tensor& g, const torch::Tensor& u) {
+  torch::Tensor out = torch::empty_like(g);
+  check(dk::silu_mul(kernel_dtype(g), g.data_ptr(), u.data_ptr(), out.data_ptr(), g.numel(), stream_of(g)), "silu_mul");
+  return out;
+}
+
+struct RmsNormFunction : ag::Function<RmsNormFunction> {
+  static torch::Tensor forward(ag::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+    const torch::Tensor input = x.contiguous();
+    const torch::Tensor rstd = float_rows(input, input.numel() / input.size(-1));
+    torch::Tensor out = run_rms_norm(input, weight, eps, rstd);
+    ctx->save_for_backward({input, weight, rstd});
+    return out;
+  }
+  static ag::variable_list backward(ag::AutogradContext* ctx, ag::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &weight = saved[1], &rstd = saved[2];
+    const torch::Tensor dy = grads[0].contiguous();
+    torch::Tensor dx = torch::empty_like(x);
+    torch::Tensor dweight = torch::zeros({x.size(-1)}, x.options().dtype(torch::kFloat));
+    const int64_t dim = x.size(-1);
+    check(dk::rms_norm_backward(kernel_dtype(x), dy.data_ptr(), x.data_ptr(), weight.data_ptr(), rstd.data_ptr<float>(),
+                                dx.data_ptr(), dweight.data_ptr<float>(), x.numel() / dim, dim, stream_of(x)),
+          "rms_norm_backward");
+    return {dx, dweight.to(weight.scalar_type()), torch::Tensor()};
+  }
+};
+
+struct NormRotaryFunction : ag::Function<NormRotaryFunction> {
+  static torch::Tensor forward(ag::AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
+                               const torch::Tensor& cos, const torch::Tensor& sin, double eps) {
+    const torch::Tensor input = x.contiguous();
+    const torch::Tensor rstd = float_rows(input, input.numel() / input.size(-1));
+    torch::Tensor out = run_norm_rotary(input, weight, cos, sin, eps, rstd);
+    ctx->save_for_backward({input, weight, cos, sin, rstd});
+    return out;
+  }
+  static ag::variable_list backward(ag::AutogradContext* ctx, ag::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &weight = saved[1], &cos = saved[2], &sin = saved[3], &rstd = saved[4];
+    const torch::Tensor dy = grads[0].contiguous();
+    const int64_t tokens = x.size(0) * x.size(1), heads = x.size(2), dim = x.size(3);
+    torch::Tensor dx = torch::empty_like(x);
+    torch::Tensor dweight;
+    if (weight.defined()) dweight = torch::zeros({dim}, x.options().dtype(torch::kFloat));
+    check(dk::norm_rotary_backward(kernel_dtype(x), dy.data_ptr(), x.data_ptr(), data_or_null(weight), cos.data_ptr(),
+                                   sin.data_ptr(), rstd.data_ptr<float>(), dx.data_ptr(),
+                                   dweight.defined() ? dweight.data_ptr<float>() : nullptr, tokens, heads, dim,
+                                   stream_of(x)),
+          "norm_rotary_backward");
+    return {dx, dweight.defined() ? dweight.to(weight.scalar_type()) : torch::Tensor(), torch::Tensor(), torch::Tensor(),
+            torch::Tensor()};
+  }
+};
+
+struct SiluMulFunction : ag::Function<SiluMulFunction> {
+  static torch::Tensor forward(ag::AutogradContext* ctx, const torch::Tensor& gate, const torch::Tensor& up) {
+    const torch::Tensor g = gate.contiguous(), u = up.contiguous();
+    ctx->save_for_backward({g, u});
+    return run_silu_mul(g, u);
+  }
+  static ag::variable_list backward(ag::AutogradContext* ctx, ag::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor &g = saved[0], &u = saved[1];
+    const torch::Tensor dy = grads[0].contiguous();
+    torch::Tensor dg = torch::empty_like(g), du = torch::empty_like(u);
+    check(dk::silu_mul_backward(kernel_dtype(g), dy.data_ptr(), g.data_ptr(), u.data_ptr(), dg.data_ptr(),
+                                du.data_ptr(), g.numel(), stream_of(g)),
+          "silu_mul_backward");
+    return {dg, du};
+  }
+};
+
+}  // namespace
+
+torch::Tensor fused_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps) {
+  if (differentiable({&x, &weight})) return RmsNormFunction::apply(x, weight, eps);
+  return run_rms_norm(x.contiguous(), weight, eps, {});
+}
+
+std::pair<torch::Tensor, torch::Tensor> fused_add_rms_norm(const torch::Tensor& x, const torch::Tensor& delta,
+                                                           const torch::Tensor& weight, double eps) {
+  const torch::Tensor a = x.contiguous(), b = delta.contiguous();
+  torch::Tensor sum = torch::empty_like(a), out = torch::empty_like(a);
+  const int64_t dim = a.size(-1);
+  check(dk::rms_norm(kernel_dtype(a), a.data_ptr(), b.data_ptr(), sum.data_ptr(), weight.data_ptr(), out.data_ptr(),
+                     nullptr, a.numel() / dim, dim, float(eps), stream_of(a)),
+        "add_rms_norm");
+  return {sum, out};
+}
+
+torch::Tensor fused_norm_rotary(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& cos,
+                                const torch::Tensor& sin, double eps) {
+  const torch::Tensor c = cos.to(x.scalar_type()).contiguous(), s = sin.to(x.scalar_type()).contiguous();
+  if (differentiable({&x, &weight})) return NormRotaryFunction::apply(x, weight, c, s, eps);
+  return run_norm_rotary(x.contiguous(), weight, c, s, eps, {});
+}
+
+torch::Tensor fused_silu_mul(const torch::Tensor& gate, const torch::Tensor& up) {
+  if (differentiable({&gate, &up})) return SiluMulFunction::apply(gate, up);
+  return run_silu_mul(gate.contiguous(), up.contiguous());
+}
+
+namespace {
+
+// FlashAttention's variable-length forward through the dispatcher, its arguments matched by name
+// against the schema of the LibTorch at hand: the op's C++ signature has grown across releases
+// (seqused_k, window sizes, alibi slopes), and any argument this code does not know has a default.
+// Undefined where the op, or its seqused_k argument, is missing.
+torch::Tensor flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                           const torch::Tensor& query_offsets, const torch::Tensor& key_offsets, int64_t max_q,
+                           int64_t max_k, const torch::Tensor& keys_used) {
+  static const auto op = c10::Dispatcher::singleton().findSchema({"aten::_flash_attention_forward", ""});
+  if (!op) return {};
+  std::vector<c10::IValue> stack;
+  bool restricted = false;
+  for (const c10::Argument& a : op->schema().arguments()) {
+    const std::string& name = a.name();
+    if (name == "query") stack.emplace_back(q);
+    else if (name == "key") stack.emplace_back(k);
+    else if (name == "value") stack.emplace_back(v);
+    else if (name == "cum_seq_q") stack.emplace_back(query_offsets);
+    else if (name == "cum_seq_k") stack.emplace_back(key_offsets);
+    else if (name == "max_q") stack.emplace_back(max_q);
+    else if (name == "max_k") stack.emplace_back(max_k);
+    else if (name == "dropout_p") stack.emplace_back(0.0);
+    else if (name == "is_causal" || name == "return_debug_mask") stack.emplace_back(false);
+    else if (name == "seqused_k") {
+      stack.emplace_back(keys_used);
+      restricted = true;
+    } else if (a.default_value()) stack.push_back(*a.default_value());
+    else return {};
+  }
+  if (!restricted) return {};
+  op->callBoxed(&stack);
+  return stack.front().toTensor();
+}
+
+}  // namespace
+
+torch::Tensor fused_slot_attention(const SlotLayout& layout, size_t layer, const torch::Tensor& q, const torch::Tensor& k,
+                                   const torch::Tensor& v) {
+  const int64_t rows = q.size(0), length = q.size(1), heads = q.size(2), dim = q.size(3);
+  const bool half_precision = q.scalar_type() == torch::kHalf || q.scalar_type() == torch::kBFloat16;
+  if (length == 1 && half_precision && dim % 8 == 0 && dim <= 256) {
+    SlotKVCache& cache = *layout.cache;
+    const SlotBatch& batch = *layout.batch;
+    const int64_t kv_heads = k.size(2), capacity = cache.capacity();
+    const torch::Tensor keys = cache.keys[layer].view({-1, kv_heads, dim});
+    const torch::Tensor values = cache.values[layer].view({-1, kv_heads, dim});
+    // The cache [slots + 1, capacity, Hkv, D] is already the packed [total, Hkv, D] layout of the
+    // variable-length kernel: row b's keys start at slot[b] * capacity and it reads the first
+    // start[b] + 1 of them, its own (written here) last. Idle rows (count 0) read one key; their
+    // outputs are ignored.
+    keys.index_copy_(0, layout.write_index, k.reshape({rows, kv_heads, dim}));
+    values.index_copy_(0, layout.write_index, v.reshape({rows, kv_heads, dim}));
+    const auto int32 = batch.slot.options().dtype(torch::kInt);
+    const torch::Tensor key_offsets =
+        torch::cat({(batch.slot * capacity).to(torch::kInt), torch::full({1}, (cache.slots() + 1) * capacity, int32)});
+    const torch::Tensor keys_used = (batch.start + batch.count).clamp_min(1).to(torch::kInt);
+    const torch::Tensor out = flash_varlen(q.reshape({rows, heads, dim}), keys, values, torch::arange(rows + 1, int32),
+                                           key_offsets, 1, batch.read_width, keys_used);
+    if (out.defined()) return out.reshape({rows, 1, heads * dim});
+  }
+  // (Where the flash kernel is missing the keys were stored above already; storing again is harmless.)
+  const auto [keys, values] = store_in_slots(layout, layer, k.transpose(1, 2), v.transpose(1, 2));
+  return grouped_attention(q.transpose(1, 2), keys, values, layout.attend).transpose(1, 2).reshape({rows, length, -1});
+}
+
+}  // namespace turnrl::detail
