@@ -161,6 +161,13 @@ SlotLayout slot_layout(const torch::Tensor& tokens, const SlotBatch& batch, Slot
       torch::where(real, batch.slot.unsqueeze(1) * capacity + layout.positions, scratch.view({rows, length})).view(-1);
   const torch::Tensor key_index = torch::arange(batch.read_width, index_options);
   layout.attend = key_index.view({1, 1, -1}).le(layout.positions.unsqueeze(-1)).unsqueeze(1);
+  if (batch.fused_kernels && length == 1 && tokens.is_cuda()) {
+    const auto int32 = index_options.dtype(torch::kInt);
+    layout.key_offsets =
+        torch::cat({(batch.slot * capacity).to(torch::kInt), torch::full({1}, (cache.slots() + 1) * capacity, int32)});
+    layout.query_offsets = torch::arange(rows + 1, int32);
+    layout.keys_used = (batch.start + batch.count).clamp_min(1).to(torch::kInt);
+  }
   return layout;
 }
 

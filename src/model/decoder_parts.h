@@ -58,6 +58,11 @@ struct SlotLayout {
   torch::Tensor positions;    // int64 [B, T] start + t
   torch::Tensor attend;       // bool  [B, 1, T, read_width] key j <= start + t
   torch::Tensor write_index;  // int64 [B * T] row of the flattened cache [(slots + 1) * capacity] per token
+  // Decode calls of the fused path (batch.fused_kernels, one token a row, on a GPU): the variable-
+  // length attention kernel's int32 arguments, built once for all layers (fused_decoder.h):
+  // each row's first key in the flattened cache (+ one past the cache), the rows' query offsets
+  // 0..B, and how many keys each row reads (start + count, at least 1). Undefined otherwise.
+  torch::Tensor key_offsets, query_offsets, keys_used;
 };
 SlotLayout slot_layout(const torch::Tensor& tokens, const SlotBatch& batch, SlotKVCache& cache);
 

@@ -32,6 +32,10 @@ torch::Tensor fused_norm_rotary(const torch::Tensor& x, const torch::Tensor& wei
 // to_dtype(silu(gate)) * up.
 torch::Tensor fused_silu_mul(const torch::Tensor& gate, const torch::Tensor& up);
 
+// Whether this LibTorch has FlashAttention's variable-length forward with per-row key counts
+// (aten::_flash_attention_forward with seqused_k; LibTorch >= 2.5), which decode attention uses.
+bool varlen_decode_attention_available();
+
 // Stores k, v [B, T, Hkv, D] in the slots and returns the attention output [B, T, H * D] of
 // q [B, T, H, D]. One token a row (decode) in float16 or bfloat16 runs FlashAttention's
 // variable-length kernel over the cache as it lies, each row reading its slot's start + count keys

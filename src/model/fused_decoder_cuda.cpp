@@ -184,14 +184,28 @@ namespace {
 // FlashAttention's variable-length forward through the dispatcher, its arguments matched by name
 // against the schema of the LibTorch at hand: the op's C++ signature has grown across releases
 // (seqused_k, window sizes, alibi slopes), and any argument this code does not know has a default.
-// Undefined where the op, or its seqused_k argument, is missing.
+// Undefined where the op, or its seqused_k argument, is missing, or it has an argument without a
+// default that this code does not know.
+// std::optional from LibTorch 2.0, c10::optional before.
+using MaybeOperator = decltype(c10::Dispatcher::singleton().findSchema(c10::OperatorName("", "")));
+
+const MaybeOperator& flash_op() {
+  static const MaybeOperator op = []() -> MaybeOperator {
+    MaybeOperator found = c10::Dispatcher::singleton().findSchema({"aten::_flash_attention_forward", ""});
+    if (found)
+      for (const c10::Argument& a : found->schema().arguments())
+        if (a.name() == "seqused_k") return found;
+    return MaybeOperator();
+  }();
+  return op;
+}
+
 torch::Tensor flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                            const torch::Tensor& query_offsets, const torch::Tensor& key_offsets, int64_t max_q,
                            int64_t max_k, const torch::Tensor& keys_used) {
-  static const auto op = c10::Dispatcher::singleton().findSchema({"aten::_flash_attention_forward", ""});
+  const auto& op = flash_op();
   if (!op) return {};
   std::vector<c10::IValue> stack;
-  bool restricted = false;
   for (const c10::Argument& a : op->schema().arguments()) {
     const std::string& name = a.name();
     if (name == "query") stack.emplace_back(q);
@@ -203,27 +217,25 @@ torch::Tensor flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const
     else if (name == "max_k") stack.emplace_back(max_k);
     else if (name == "dropout_p") stack.emplace_back(0.0);
     else if (name == "is_causal" || name == "return_debug_mask") stack.emplace_back(false);
-    else if (name == "seqused_k") {
-      stack.emplace_back(keys_used);
-      restricted = true;
-    } else if (a.default_value()) stack.push_back(*a.default_value());
+    else if (name == "seqused_k") stack.emplace_back(keys_used);
+    else if (a.default_value()) stack.push_back(*a.default_value());
     else return {};
   }
-  if (!restricted) return {};
   op->callBoxed(&stack);
   return stack.front().toTensor();
 }
 
 }  // namespace
 
+bool varlen_decode_attention_available() { return flash_op().has_value(); }
+
 torch::Tensor fused_slot_attention(const SlotLayout& layout, size_t layer, const torch::Tensor& q, const torch::Tensor& k,
                                    const torch::Tensor& v) {
   const int64_t rows = q.size(0), length = q.size(1), heads = q.size(2), dim = q.size(3);
   const bool half_precision = q.scalar_type() == torch::kHalf || q.scalar_type() == torch::kBFloat16;
-  if (length == 1 && half_precision && dim % 8 == 0 && dim <= 256) {
+  if (layout.keys_used.defined() && length == 1 && half_precision && dim % 8 == 0 && dim <= 256) {
     SlotKVCache& cache = *layout.cache;
-    const SlotBatch& batch = *layout.batch;
-    const int64_t kv_heads = k.size(2), capacity = cache.capacity();
+    const int64_t kv_heads = k.size(2);
     const torch::Tensor keys = cache.keys[layer].view({-1, kv_heads, dim});
     const torch::Tensor values = cache.values[layer].view({-1, kv_heads, dim});
     // The cache [slots + 1, capacity, Hkv, D] is already the packed [total, Hkv, D] layout of the
@@ -232,12 +244,8 @@ torch::Tensor fused_slot_attention(const SlotLayout& layout, size_t layer, const
     // outputs are ignored.
     keys.index_copy_(0, layout.write_index, k.reshape({rows, kv_heads, dim}));
     values.index_copy_(0, layout.write_index, v.reshape({rows, kv_heads, dim}));
-    const auto int32 = batch.slot.options().dtype(torch::kInt);
-    const torch::Tensor key_offsets =
-        torch::cat({(batch.slot * capacity).to(torch::kInt), torch::full({1}, (cache.slots() + 1) * capacity, int32)});
-    const torch::Tensor keys_used = (batch.start + batch.count).clamp_min(1).to(torch::kInt);
-    const torch::Tensor out = flash_varlen(q.reshape({rows, heads, dim}), keys, values, torch::arange(rows + 1, int32),
-                                           key_offsets, 1, batch.read_width, keys_used);
+    const torch::Tensor out = flash_varlen(q.reshape({rows, heads, dim}), keys, values, layout.query_offsets,
+                                           layout.key_offsets, 1, layout.batch->read_width, layout.keys_used);
     if (out.defined()) return out.reshape({rows, 1, heads * dim});
   }
   // (Where the flash kernel is missing the keys were stored above already; storing again is harmless.)

@@ -98,6 +98,7 @@ TEST_CASE("fused_decoder: decode attention over the slots equals the masked grou
     batch.count = torch::tensor({1, 1, 1, 0, 1}, index);
     batch.read_width = capacity;
     batch.leading_slots = true;
+    batch.fused_kernels = true;
     const torch::Tensor tokens = torch::zeros({rows, 1}, index);
     const turnrl::detail::SlotLayout plain_layout = turnrl::detail::slot_layout(tokens, batch, plain_cache);
     const turnrl::detail::SlotLayout fused_layout = turnrl::detail::slot_layout(tokens, batch, fused_cache);
@@ -106,6 +107,8 @@ TEST_CASE("fused_decoder: decode attention over the slots equals the masked grou
     const auto [keys, values] = turnrl::detail::store_in_slots(plain_layout, 0, k.transpose(1, 2), v.transpose(1, 2));
     const torch::Tensor want =
         turnrl::detail::grouped_attention(q.transpose(1, 2), keys, values, plain_layout.attend).transpose(1, 2).reshape({rows, 1, -1});
+    REQUIRE(turnrl::detail::varlen_decode_attention_available());
+    REQUIRE(fused_layout.keys_used.defined());
     const torch::Tensor got = turnrl::detail::fused_slot_attention(fused_layout, 0, q, k, v);
     CHECK(torch::equal(fused_cache.keys[0], plain_cache.keys[0]));
     CHECK(torch::equal(fused_cache.values[0], plain_cache.values[0]));
