@@ -65,7 +65,10 @@ struct HFLayer : torch::nn::Module {
                         KVCache* cache, size_t index, const SlotLayout* slots = nullptr) {
 #ifdef TURNRL_WITH_CUDA
     const bool fused_here = slots ? slots->batch->fused_kernels : fused;
-    if (fused_here && fused_kernels_supported(x)) return forward_fused(x, cos, sin, attend, cache, index, slots);
+    if (fused_here && fused_kernels_supported(x)) {
+      const auto [residual, mlp] = forward_fused(x, {}, cos, sin, attend, cache, index, slots);
+      return residual + mlp;
+    }
 #endif
     const int64_t batch = x.size(0), length = x.size(1);
     const torch::Tensor h = rms_norm(x, input_norm, config.rms_norm_eps);
@@ -88,12 +91,17 @@ struct HFLayer : torch::nn::Module {
 
 #ifdef TURNRL_WITH_CUDA
   // forward() through the fused kernels (fused_decoder.h): the same roundings, fewer launches and
-  // fewer float32 intermediates. Activations stay [B, T, heads, D] until attention.
-  torch::Tensor forward_fused(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin,
-                              const torch::Tensor& attend, KVCache* cache, size_t index, const SlotLayout* slots) {
-    const int64_t batch = x.size(0), length = x.size(1), dim = config.head_dim;
+  // fewer float32 intermediates. Activations stay [B, T, heads, D] until attention. Returns the
+  // residual stream after attention and the MLP's output, not yet added, so that the next layer
+  // adds them in the kernel of its input norm: `pending` is the previous layer's MLP output
+  // (undefined for the first layer, or when x is complete).
+  std::pair<torch::Tensor, torch::Tensor> forward_fused(const torch::Tensor& input, const torch::Tensor& pending,
+                                                        const torch::Tensor& cos, const torch::Tensor& sin,
+                                                        const torch::Tensor& attend, KVCache* cache, size_t index,
+                                                        const SlotLayout* slots) {
+    const int64_t batch = input.size(0), length = input.size(1), dim = config.head_dim;
     const double eps = config.rms_norm_eps;
-    const torch::Tensor h = fused_rms_norm(x, input_norm, eps);
+    const auto [x, h] = add_and_norm(input, pending, input_norm);
     const torch::Tensor q = fused_norm_rotary(
         projections.at("q_proj")(h).view({batch, length, config.num_attention_heads, dim}), q_norm, cos, sin, eps);
     const torch::Tensor k = fused_norm_rotary(
@@ -107,16 +115,19 @@ struct HFLayer : torch::nn::Module {
       if (cache) std::tie(keys, values) = append_to_cache(*cache, index, keys, values);
       a = attention(q.transpose(1, 2), keys, values, attend).transpose(1, 2).reshape({batch, length, -1});
     }
-    torch::Tensor residual, m;
-    const torch::Tensor attended = projections.at("o_proj")(a);
-    if (torch::GradMode::is_enabled()) {
-      residual = x + attended;  // the one-kernel add + norm has no backward
-      m = fused_rms_norm(residual, post_norm, eps);
-    } else {
-      std::tie(residual, m) = fused_add_rms_norm(x, attended, post_norm, eps);
-    }
-    return residual +
-           projections.at("down_proj")(fused_silu_mul(projections.at("gate_proj")(m), projections.at("up_proj")(m)));
+    const auto [residual, m] = add_and_norm(x, projections.at("o_proj")(a), post_norm);
+    return {residual, projections.at("down_proj")(fused_silu_mul(projections.at("gate_proj")(m), projections.at("up_proj")(m)))};
+  }
+
+  // {x + delta, rms_norm(x + delta, weight)} (delta may be undefined: {x, rms_norm(x)}), in one
+  // kernel where no gradient is recorded (the one-kernel add + norm has no backward).
+  std::pair<torch::Tensor, torch::Tensor> add_and_norm(const torch::Tensor& x, const torch::Tensor& delta,
+                                                       const torch::Tensor& weight) const {
+    const double eps = config.rms_norm_eps;
+    if (!delta.defined()) return {x, fused_rms_norm(x, weight, eps)};
+    if (!torch::GradMode::is_enabled()) return fused_add_rms_norm(x, delta, weight, eps);
+    const torch::Tensor sum = x + delta;
+    return {sum, fused_rms_norm(sum, weight, eps)};
   }
 #endif
 
@@ -213,6 +224,15 @@ torch::Tensor HFDecoderImpl::slot_hidden(const torch::Tensor& tokens, const Slot
   cos = cos.to(dtype());
   sin = sin.to(dtype());
   torch::Tensor x = torch::embedding(embed_tokens_, tokens);
+#ifdef TURNRL_WITH_CUDA
+  if (batch.fused_kernels && detail::fused_kernels_supported(x)) {
+    // Each layer's last residual add happens in the next layer's norm kernel (the final norm's for the last).
+    torch::Tensor pending;
+    for (size_t i = 0; i < layers_.size(); ++i)
+      std::tie(x, pending) = layers_[i]->forward_fused(x, pending, cos, sin, {}, nullptr, i, &layout);
+    return layers_.back()->add_and_norm(x, pending, final_norm_).second;
+  }
+#endif
   for (size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward(x, cos, sin, {}, nullptr, i, &layout);
   return detail::rms_norm(x, final_norm_, config_.rms_norm_eps);
 }
