@@ -1,37 +1,34 @@
 #pragma once
-// CUDA graphs of the generation engine's decode step (generation_engine.cpp): one graph per
-// (batch-size bucket, read-width bucket), captured on a side stream the first time the pair runs,
-// then replayed with the step's inputs copied into the graph's static buffers. Compiled only with
-// CUDA.
+// CUDA graphs of the generation engine's decode steps (generation_engine.cpp): one graph per key
+// (the batch-size bucket, the read-width bucket and what the step computes), captured on a side
+// stream the first time the key runs, then replayed with the step's inputs copied into the graph's
+// static buffers. Compiled only with CUDA.
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <utility>
+#include <vector>
 
 #include <torch/types.h>
 
 namespace turnrl::detail {
 
-// The decode step: tokens, start and count int64 [R] (R = the batch bucket), reading the first
-// `width` cached positions of each slot (the width bucket) -> logits [R, V]. Must not read
-// tensors on the host (it is captured).
-using DecodeStep = std::function<torch::Tensor(const torch::Tensor& tokens, const torch::Tensor& start,
-                                                const torch::Tensor& count, int64_t width)>;
+// A step of fixed-shape input tensors to one output tensor. Must not read tensors on the host
+// (it is captured).
+using DecodeStep = std::function<torch::Tensor(const std::vector<torch::Tensor>& inputs)>;
 
 class DecodeGraphs {
  public:
-  explicit DecodeGraphs(DecodeStep step);
+  DecodeGraphs();
   ~DecodeGraphs();
-  // logits [R, V] of the step for inputs of R rows reading `width` positions (R and width
-  // buckets): a static buffer, valid until the next call.
-  torch::Tensor run(const torch::Tensor& tokens, const torch::Tensor& start, const torch::Tensor& count,
-                    int64_t width);
+  // The output of `step` for `inputs`, replayed from the graph captured for `key` (captured from
+  // `step` on the key's first call; later calls must pass inputs of the same shapes): a static
+  // buffer, valid until the key's next call.
+  torch::Tensor run(const std::vector<int64_t>& key, const std::vector<torch::Tensor>& inputs, const DecodeStep& step);
 
  private:
   struct Graph;
-  DecodeStep step_;
-  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<Graph>> graphs_;  // (rows, width) -> graph
+  std::map<std::vector<int64_t>, std::unique_ptr<Graph>> graphs_;
 };
 
 }  // namespace turnrl::detail

@@ -1,6 +1,7 @@
 #include "turnrl/model/generation_engine.h"
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <set>
@@ -79,11 +80,7 @@ struct GenerationEngine::State {
       : model(std::move(m)), options(o), cache(model->make_slot_cache(o.slots(), o.capacity())),
         device(model->device()), slots(size_t(o.slots())) {
 #ifdef TURNRL_WITH_CUDA
-    if (o.cuda_graphs() && device.is_cuda())
-      graphs = std::make_unique<detail::DecodeGraphs>(
-          [this](const torch::Tensor& tokens, const torch::Tensor& start, const torch::Tensor& count, int64_t width) {
-            return decode_logits(tokens, start, count, width);
-          });
+    if (o.cuda_graphs() && device.is_cuda()) graphs = std::make_unique<detail::DecodeGraphs>();
 #endif
   }
 
@@ -228,7 +225,10 @@ struct GenerationEngine::State {
     torch::Tensor logits;
 #ifdef TURNRL_WITH_CUDA
     if (graphs) {
-      logits = graphs->run(inputs[0], inputs[1], inputs[2], bucket_for(read_width, 64, options.capacity()));
+      const int64_t width = bucket_for(read_width, 64, options.capacity());
+      logits = graphs->run({kLogitsGraph, rows, width}, {inputs}, [this, width](const std::vector<torch::Tensor>& in) {
+        return decode_logits(in[0][0], in[0][1], in[0][2], width);
+      });
       ++stats.graph_replays;
     }
 #endif
@@ -237,6 +237,71 @@ struct GenerationEngine::State {
     const bool leading = rows_of.back() == int64_t(rows_of.size()) - 1;
     return {leading ? logits.narrow(0, 0, int64_t(rows_of.size())) : logits.index_select(0, to_device(rows_of)), ids};
   }
+
+#ifdef TURNRL_WITH_CUDA
+  // What a captured decode step computes (part of its graph's key).
+  static constexpr int64_t kLogitsGraph = 0, kSampleGraph = 1, kSampleFilteredGraph = 2;
+
+  // A step without prefill, on graphs: the decode forward of every running slot and the sampling
+  // of its next token replayed as one graph, its inputs sent in one transfer and the tokens and
+  // log-probs read back in one. Draws what decode_running() + sample_rows() draw.
+  void decode_and_sample() {
+    std::vector<int64_t> running;
+    for (size_t s = 0; s < slots.size(); ++s)
+      if (slots[s].use == Use::running) running.push_back(int64_t(s));
+    const int64_t rows = bucket_for(running.back() + 1, 1, options.slots());
+    // Rows of one int64 buffer [8, rows]: token, start, count, top_k, key, counter, and the
+    // float64 bits of temperature and top_p. Idle rows: count 0, temperature and top_p 1.
+    enum Field { token_f, start_f, count_f, top_k_f, key_f, counter_f, temperature_f, top_p_f, fields };
+    std::vector<int64_t> packed(size_t(fields * rows), 0);
+    const auto at = [&](Field f, int64_t row) -> int64_t& { return packed[size_t(f * rows + row)]; };
+    const auto bits = [](double v) {
+      int64_t b = 0;
+      std::memcpy(&b, &v, sizeof b);
+      return b;
+    };
+    for (int64_t row = 0; row < rows; ++row) at(temperature_f, row) = at(top_p_f, row) = bits(1.0);
+    bool filtered = false;
+    int64_t read_width = 1;
+    for (int64_t s : running) {
+      Slot& slot = slots[size_t(s)];
+      const Request& q = requests.at(slot.owner);
+      const SamplingOptions& o = q.request.sampling;
+      at(token_f, s) = slot.sequence.back();
+      at(start_f, s) = slot.cached;
+      at(count_f, s) = 1;
+      at(top_k_f, s) = o.top_k;
+      at(key_f, s) = q.request.key;
+      at(counter_f, s) = int64_t(q.result.tokens.size());
+      at(temperature_f, s) = bits(o.temperature);
+      at(top_p_f, s) = bits(o.top_p);
+      filtered = filtered || o.top_k > 0 || o.top_p < 1;
+      read_width = std::max(read_width, slot.cached + 1);
+      ++slot.cached;
+    }
+    ++stats.decode_steps;
+    ++stats.graph_replays;
+    const int64_t width = bucket_for(read_width, 64, options.capacity());
+    const torch::Tensor inputs = torch::tensor(packed, torch::kLong).view({fields, rows}).to(device);
+    const torch::Tensor drawn = graphs->run(
+        {filtered ? kSampleFilteredGraph : kSampleGraph, rows, width}, {inputs},
+        [this, width, filtered](const std::vector<torch::Tensor>& in) {
+          const torch::Tensor& x = in[0];
+          const torch::Tensor logits = decode_logits(x[token_f], x[start_f], x[count_f], width);
+          const torch::Tensor shaping = x.narrow(0, temperature_f, 2).view(torch::kDouble).to(torch::kFloat);
+          RowSampling sampling;
+          sampling.temperature = shaping[0];
+          sampling.top_k = x[top_k_f];
+          sampling.top_p = shaping[1];
+          sampling.filtered = filtered;
+          const auto [token, logp] = draw_tokens(logits, sampling, counter_uniform(x[key_f], x[counter_f]));
+          return torch::stack({token.to(torch::kDouble), logp.to(torch::kDouble)});
+        });
+    const torch::Tensor host = drawn.cpu();
+    const double* t = host.data_ptr<double>();
+    for (int64_t s : running) record(slots[size_t(s)].owner, int64_t(t[s]), float(t[rows + s]));
+  }
+#endif
 
   // Samples one token for each row of logits (request ids in row order) and records it.
   void sample_rows(const torch::Tensor& logits, const std::vector<int64_t>& ids) {
@@ -265,17 +330,18 @@ struct GenerationEngine::State {
     const torch::Tensor host = torch::stack({token.to(torch::kDouble), logp.to(torch::kDouble)}).cpu();
     const double* t = host[0].data_ptr<double>();
     const double* l = host[1].data_ptr<double>();
-    for (size_t i = 0; i < ids.size(); ++i) {
-      Request& q = requests.at(ids[i]);
-      const SamplingOptions& o = q.request.sampling;
-      const int64_t token_id = int64_t(t[i]);
-      q.result.tokens.push_back(token_id);
-      q.result.logp.push_back(float(l[i]));
-      Slot& slot = slots[size_t(q.slot)];
-      slot.sequence.push_back(token_id);
-      q.result.stopped = std::find(o.stop_tokens.begin(), o.stop_tokens.end(), token_id) != o.stop_tokens.end();
-      if (q.result.stopped || int64_t(q.result.tokens.size()) == o.max_new_tokens) finish(ids[i]);
-    }
+    for (size_t i = 0; i < ids.size(); ++i) record(ids[i], int64_t(t[i]), float(l[i]));
+  }
+
+  // Appends a drawn token to request `id`; finishes it at a stop token or max_new_tokens.
+  void record(int64_t id, int64_t token, float logp) {
+    Request& q = requests.at(id);
+    const SamplingOptions& o = q.request.sampling;
+    q.result.tokens.push_back(token);
+    q.result.logp.push_back(logp);
+    slots[size_t(q.slot)].sequence.push_back(token);
+    q.result.stopped = std::find(o.stop_tokens.begin(), o.stop_tokens.end(), token) != o.stop_tokens.end();
+    if (q.result.stopped || int64_t(q.result.tokens.size()) == o.max_new_tokens) finish(id);
   }
 
   void finish(int64_t id) {
@@ -332,6 +398,12 @@ std::vector<GenerationResult> GenerationEngine::run() {
     // Requests prefilled this step sample their first token from the prefill's logits; the ones
     // already running advance by one token. One sampling call serves both.
     auto [prefill_logits, prefilled] = st.prefill_waiting();
+#ifdef TURNRL_WITH_CUDA
+    if (prefilled.empty() && st.graphs && st.any_running()) {
+      st.decode_and_sample();
+      continue;
+    }
+#endif
     const std::set<int64_t> just_started(prefilled.begin(), prefilled.end());
     auto [decoded_logits, decoded] = st.decode_running(just_started);
     std::vector<torch::Tensor> logits;
