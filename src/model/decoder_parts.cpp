@@ -161,12 +161,20 @@ SlotLayout slot_layout(const torch::Tensor& tokens, const SlotBatch& batch, Slot
       torch::where(real, batch.slot.unsqueeze(1) * capacity + layout.positions, scratch.view({rows, length})).view(-1);
   const torch::Tensor key_index = torch::arange(batch.read_width, index_options);
   layout.attend = key_index.view({1, 1, -1}).le(layout.positions.unsqueeze(-1)).unsqueeze(1);
-  if (batch.fused_kernels && length == 1 && tokens.is_cuda()) {
+  if (batch.fused_kernels && tokens.is_cuda()) {
     const auto int32 = index_options.dtype(torch::kInt);
     layout.key_offsets =
         torch::cat({(batch.slot * capacity).to(torch::kInt), torch::full({1}, (cache.slots() + 1) * capacity, int32)});
-    layout.query_offsets = torch::arange(rows + 1, int32);
     layout.keys_used = (batch.start + batch.count).clamp_min(1).to(torch::kInt);
+    if (length == 1) {
+      layout.query_offsets = torch::arange(rows + 1, int32);
+      layout.longest_count = 1;
+    } else {
+      // Prefill calls are not captured: reading the counts on the host is allowed here.
+      layout.query_offsets = torch::cat({torch::zeros({1}, int32), batch.count.cumsum(0).to(torch::kInt)});
+      layout.real_tokens = real.view(-1).nonzero().squeeze(1);
+      layout.longest_count = batch.count.max().item<int64_t>();
+    }
   }
   return layout;
 }

@@ -58,11 +58,14 @@ struct SlotLayout {
   torch::Tensor positions;    // int64 [B, T] start + t
   torch::Tensor attend;       // bool  [B, 1, T, read_width] key j <= start + t
   torch::Tensor write_index;  // int64 [B * T] row of the flattened cache [(slots + 1) * capacity] per token
-  // Decode calls of the fused path (batch.fused_kernels, one token a row, on a GPU): the variable-
-  // length attention kernel's int32 arguments, built once for all layers (fused_decoder.h):
-  // each row's first key in the flattened cache (+ one past the cache), the rows' query offsets
-  // 0..B, and how many keys each row reads (start + count, at least 1). Undefined otherwise.
-  torch::Tensor key_offsets, query_offsets, keys_used;
+  // Calls of the fused path on a GPU (batch.fused_kernels): the variable-length attention kernel's
+  // arguments, built once for all layers (fused_decoder.h): each row's first key in the flattened
+  // cache (+ one past the cache), the offsets of each row's real tokens among all real tokens
+  // (0..B for decode), how many keys each row reads (start + count, at least 1), all int32; with
+  // more than one token a row, the flattened [B * T] positions of the real tokens (the others are
+  // padding) and the longest row's count. Undefined (0) otherwise.
+  torch::Tensor key_offsets, query_offsets, keys_used, real_tokens;
+  int64_t longest_count = 0;
 };
 SlotLayout slot_layout(const torch::Tensor& tokens, const SlotBatch& batch, SlotKVCache& cache);
 

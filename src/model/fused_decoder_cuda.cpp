@@ -202,7 +202,7 @@ const MaybeOperator& flash_op() {
 
 torch::Tensor flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                            const torch::Tensor& query_offsets, const torch::Tensor& key_offsets, int64_t max_q,
-                           int64_t max_k, const torch::Tensor& keys_used) {
+                           int64_t max_k, const torch::Tensor& keys_used, bool causal) {
   const auto& op = flash_op();
   if (!op) return {};
   std::vector<c10::IValue> stack;
@@ -216,7 +216,8 @@ torch::Tensor flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const
     else if (name == "max_q") stack.emplace_back(max_q);
     else if (name == "max_k") stack.emplace_back(max_k);
     else if (name == "dropout_p") stack.emplace_back(0.0);
-    else if (name == "is_causal" || name == "return_debug_mask") stack.emplace_back(false);
+    else if (name == "is_causal") stack.emplace_back(causal);
+    else if (name == "return_debug_mask") stack.emplace_back(false);
     else if (name == "seqused_k") stack.emplace_back(keys_used);
     else if (a.default_value()) stack.push_back(*a.default_value());
     else return {};
@@ -233,20 +234,30 @@ torch::Tensor fused_slot_attention(const SlotLayout& layout, size_t layer, const
                                    const torch::Tensor& v) {
   const int64_t rows = q.size(0), length = q.size(1), heads = q.size(2), dim = q.size(3);
   const bool half_precision = q.scalar_type() == torch::kHalf || q.scalar_type() == torch::kBFloat16;
-  if (layout.keys_used.defined() && length == 1 && half_precision && dim % 8 == 0 && dim <= 256) {
+  if (layout.keys_used.defined() && half_precision && dim % 8 == 0 && dim <= 256) {
     SlotKVCache& cache = *layout.cache;
     const int64_t kv_heads = k.size(2);
     const torch::Tensor keys = cache.keys[layer].view({-1, kv_heads, dim});
     const torch::Tensor values = cache.values[layer].view({-1, kv_heads, dim});
-    // The cache [slots + 1, capacity, Hkv, D] is already the packed [total, Hkv, D] layout of the
-    // variable-length kernel: row b's keys start at slot[b] * capacity and it reads the first
-    // start[b] + 1 of them, its own (written here) last. Idle rows (count 0) read one key; their
-    // outputs are ignored.
-    keys.index_copy_(0, layout.write_index, k.reshape({rows, kv_heads, dim}));
-    values.index_copy_(0, layout.write_index, v.reshape({rows, kv_heads, dim}));
-    const torch::Tensor out = flash_varlen(q.reshape({rows, heads, dim}), keys, values, layout.query_offsets,
-                                           layout.key_offsets, 1, layout.batch->read_width, layout.keys_used);
-    if (out.defined()) return out.reshape({rows, 1, heads * dim});
+    // The cache [slots + 1, capacity, Hkv, D] is already the packed [total, Hkv, D] key layout of
+    // the variable-length kernel: row b's keys start at slot[b] * capacity and it reads the first
+    // start[b] + count[b] of them, its own new ones (written here) last. Its queries are its real
+    // tokens, packed; causal alignment is bottom-right (query t sees keys up to start[b] + t),
+    // which is what the cache holds. Idle decode rows (count 0) read one key; their outputs are
+    // ignored.
+    keys.index_copy_(0, layout.write_index, k.reshape({rows * length, kv_heads, dim}));
+    values.index_copy_(0, layout.write_index, v.reshape({rows * length, kv_heads, dim}));
+    const torch::Tensor all_queries = q.reshape({rows * length, heads, dim});
+    const torch::Tensor queries = length == 1 ? all_queries : all_queries.index_select(0, layout.real_tokens);
+    const torch::Tensor out =
+        flash_varlen(queries, keys, values, layout.query_offsets, layout.key_offsets, layout.longest_count,
+                     layout.batch->read_width, layout.keys_used, /*causal=*/length > 1);
+    if (out.defined()) {
+      if (length == 1) return out.reshape({rows, 1, heads * dim});
+      torch::Tensor padded = torch::zeros({rows * length, heads * dim}, out.options());
+      padded.index_copy_(0, layout.real_tokens, out.reshape({-1, heads * dim}));
+      return padded.view({rows, length, heads * dim});
+    }
   }
   // (Where the flash kernel is missing the keys were stored above already; storing again is harmless.)
   const auto [keys, values] = store_in_slots(layout, layer, k.transpose(1, 2), v.transpose(1, 2));

@@ -74,48 +74,62 @@ TEST_CASE("fused_decoder: norms, rotary and the gated product round as the plain
   }
 }
 
-TEST_CASE("fused_decoder: decode attention over the slots equals the masked grouped attention", "[model][cuda]") {
+TEST_CASE("fused_decoder: attention over the slots equals the masked grouped attention", "[model][cuda]") {
   if (!at::hasCUDA()) {
     WARN("needs a GPU: skipped");
     return;
   }
+  REQUIRE(turnrl::detail::varlen_decode_attention_available());
   torch::manual_seed(5);
+  const auto index = torch::TensorOptions(torch::kLong).device(torch::kCUDA);
+  struct Case {
+    const char* name;
+    std::vector<int64_t> slot, start, count;
+    bool leading;
+  };
+  // Decode: rows of 1 to 90 cached tokens and an idle row (count 0). Prefill: rows of 1 to 7 new
+  // tokens after 0 to 60 cached ones, in slots out of order, padded to 7.
+  const std::vector<Case> cases = {{"decode", {0, 1, 2, 3, 4}, {0, 17, 89, 40, 3}, {1, 1, 1, 0, 1}, true},
+                                   {"prefill", {4, 0, 2}, {0, 60, 5}, {7, 1, 4}, false}};
   for (const torch::Dtype dtype : {torch::kHalf, torch::kBFloat16}) {
-    INFO(c10::toString(dtype));
-    const auto options = torch::TensorOptions(dtype).device(torch::kCUDA);
-    const auto index = torch::TensorOptions(torch::kLong).device(torch::kCUDA);
-    const int64_t slots = 6, capacity = 96, kv_heads = 2, groups = 4, dim = 128, rows = 5;
-    SlotKVCache plain_cache = SlotKVCache::empty(1, slots, kv_heads, capacity, dim, options);
-    plain_cache.keys[0].normal_();
-    plain_cache.values[0].normal_();
-    SlotKVCache fused_cache;
-    fused_cache.keys = {plain_cache.keys[0].clone()};
-    fused_cache.values = {plain_cache.values[0].clone()};
-    // Rows of 1 to 90 cached tokens, one idle row (count 0), reading a 96-wide bucket.
-    SlotBatch batch;
-    batch.slot = torch::arange(rows, index);
-    batch.start = torch::tensor({0, 17, 89, 40, 3}, index);
-    batch.count = torch::tensor({1, 1, 1, 0, 1}, index);
-    batch.read_width = capacity;
-    batch.leading_slots = true;
-    batch.fused_kernels = true;
-    const torch::Tensor tokens = torch::zeros({rows, 1}, index);
-    const turnrl::detail::SlotLayout plain_layout = turnrl::detail::slot_layout(tokens, batch, plain_cache);
-    const turnrl::detail::SlotLayout fused_layout = turnrl::detail::slot_layout(tokens, batch, fused_cache);
-    const torch::Tensor q = torch::randn({rows, 1, kv_heads * groups, dim}, options);
-    const torch::Tensor k = torch::randn({rows, 1, kv_heads, dim}, options), v = torch::randn({rows, 1, kv_heads, dim}, options);
-    const auto [keys, values] = turnrl::detail::store_in_slots(plain_layout, 0, k.transpose(1, 2), v.transpose(1, 2));
-    const torch::Tensor want =
-        turnrl::detail::grouped_attention(q.transpose(1, 2), keys, values, plain_layout.attend).transpose(1, 2).reshape({rows, 1, -1});
-    REQUIRE(turnrl::detail::varlen_decode_attention_available());
-    REQUIRE(fused_layout.keys_used.defined());
-    const torch::Tensor got = turnrl::detail::fused_slot_attention(fused_layout, 0, q, k, v);
-    CHECK(torch::equal(fused_cache.keys[0], plain_cache.keys[0]));
-    CHECK(torch::equal(fused_cache.values[0], plain_cache.values[0]));
-    const torch::Tensor active = batch.count.gt(0);
-    const double gap = max_abs_diff(got.index({active}), want.index({active}));
-    INFO("max |fused - plain| " << gap);
-    CHECK(gap < (dtype == torch::kHalf ? 2e-3 : 1.6e-2));
+    for (const Case& c : cases) {
+      INFO(c10::toString(dtype) << " " << c.name);
+      const auto options = torch::TensorOptions(dtype).device(torch::kCUDA);
+      const int64_t slots = 6, capacity = 96, kv_heads = 2, groups = 4, dim = 128;
+      const int64_t rows = int64_t(c.slot.size()), length = *std::max_element(c.count.begin(), c.count.end());
+      SlotKVCache plain_cache = SlotKVCache::empty(1, slots, kv_heads, capacity, dim, options);
+      plain_cache.keys[0].normal_();
+      plain_cache.values[0].normal_();
+      SlotKVCache fused_cache;
+      fused_cache.keys = {plain_cache.keys[0].clone()};
+      fused_cache.values = {plain_cache.values[0].clone()};
+      SlotBatch batch;
+      batch.slot = torch::tensor(c.slot, index);
+      batch.start = torch::tensor(c.start, index);
+      batch.count = torch::tensor(c.count, index);
+      batch.read_width = capacity;
+      batch.leading_slots = c.leading;
+      batch.fused_kernels = true;
+      const torch::Tensor tokens = torch::zeros({rows, length}, index);
+      const turnrl::detail::SlotLayout plain_layout = turnrl::detail::slot_layout(tokens, batch, plain_cache);
+      const turnrl::detail::SlotLayout fused_layout = turnrl::detail::slot_layout(tokens, batch, fused_cache);
+      REQUIRE(fused_layout.keys_used.defined());
+      const torch::Tensor q = torch::randn({rows, length, kv_heads * groups, dim}, options);
+      const torch::Tensor k = torch::randn({rows, length, kv_heads, dim}, options);
+      const torch::Tensor v = torch::randn({rows, length, kv_heads, dim}, options);
+      const auto [keys, values] = turnrl::detail::store_in_slots(plain_layout, 0, k.transpose(1, 2), v.transpose(1, 2));
+      const torch::Tensor want = turnrl::detail::grouped_attention(q.transpose(1, 2), keys, values, plain_layout.attend)
+                                     .transpose(1, 2)
+                                     .reshape({rows, length, -1});
+      const torch::Tensor got = turnrl::detail::fused_slot_attention(fused_layout, 0, q, k, v);
+      CHECK(torch::equal(fused_cache.keys[0], plain_cache.keys[0]));
+      CHECK(torch::equal(fused_cache.values[0], plain_cache.values[0]));
+      // Real tokens only: padding positions and idle rows are meaningless in both.
+      const torch::Tensor real = torch::arange(length, index).unsqueeze(0) < batch.count.unsqueeze(1);
+      const double gap = max_abs_diff(got.index({real}), want.index({real}));
+      INFO("max |fused - plain| " << gap);
+      CHECK(gap < (dtype == torch::kHalf ? 2e-3 : 1.6e-2));
+    }
   }
 }
 
