@@ -187,6 +187,83 @@ __global__ void silu_mul_backward_values(const T* dy, const T* gate, const T* up
   }
 }
 
+// Running (max, sum of exp(x - max), sum of exp(x - max) * x) of a row, merged across threads.
+struct SoftmaxStats {
+  float max = -INFINITY, sum = 0.0f, weighted = 0.0f;
+  __device__ void add(float x) {
+    if (x > max) {
+      const float scale = __expf(max - x);  // max = -inf at the first value: scale 0
+      sum *= scale;
+      weighted *= scale;
+      max = x;
+    }
+    const float e = __expf(x - max);
+    sum += e;
+    weighted += e * x;
+  }
+  __device__ void merge(const SoftmaxStats& o) {
+    if (o.max == -INFINITY) return;
+    if (max == -INFINITY) {
+      *this = o;
+      return;
+    }
+    const float m = fmaxf(max, o.max), a = __expf(max - m), b = __expf(o.max - m);
+    sum = sum * a + o.sum * b;
+    weighted = weighted * a + o.weighted * b;
+    max = m;
+  }
+};
+
+__device__ SoftmaxStats shuffle_down(const SoftmaxStats& s, int offset) {
+  SoftmaxStats o;
+  o.max = __shfl_down_sync(0xffffffffu, s.max, offset);
+  o.sum = __shfl_down_sync(0xffffffffu, s.sum, offset);
+  o.weighted = __shfl_down_sync(0xffffffffu, s.weighted, offset);
+  return o;
+}
+
+constexpr int kRowThreads = 512;
+
+// One block per row.
+template <typename T>
+__global__ void logp_entropy_rows(const T* logits, const int64_t* targets, float* lse, float* logp, float* entropy,
+                                  int64_t vocab) {
+  __shared__ SoftmaxStats partial[kRowThreads / 32];
+  const int64_t row = blockIdx.x;
+  const T* x = logits + row * vocab;
+  SoftmaxStats s;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) s.add(to_float(x[j]));
+  for (int offset = 16; offset > 0; offset >>= 1) s.merge(shuffle_down(s, offset));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) partial[warp] = s;
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  SoftmaxStats total = partial[0];
+  for (int w = 1; w < int(blockDim.x / 32); ++w) total.merge(partial[w]);
+  const float log_sum = total.max + logf(total.sum);
+  lse[row] = log_sum;
+  logp[row] = to_float(x[targets[row]]) - log_sum;
+  entropy[row] = log_sum - total.weighted / total.sum;
+}
+
+template <typename T>
+__global__ void logp_entropy_backward_rows(const T* logits, const int64_t* targets, const float* lse,
+                                           const float* entropy, const float* g_logp, const float* g_entropy,
+                                           T* grad_logits, int64_t vocab) {
+  const int64_t row = blockIdx.x;
+  const T* x = logits + row * vocab;
+  T* out = grad_logits + row * vocab;
+  const float log_sum = lse[row], h = entropy[row];
+  const float gl = g_logp != nullptr ? g_logp[row] : 0.0f, ge = g_entropy != nullptr ? g_entropy[row] : 0.0f;
+  const int64_t target = targets[row];
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+    const float log_p = to_float(x[j]) - log_sum, p = expf(log_p);
+    float g = -p * gl - p * (log_p + h) * ge;
+    if (j == target) g += gl;
+    out[j] = from_float<T>(g);
+  }
+}
+
 int threads_for(int64_t work) {
   int threads = 32;
   while (threads < work && threads < 1024) threads *= 2;
@@ -261,6 +338,25 @@ cudaError_t silu_mul_backward_typed(const void* dy, const void* gate, const void
   return cudaGetLastError();
 }
 
+template <typename T>
+cudaError_t logp_entropy_typed(const void* logits, const int64_t* targets, float* lse, float* logp, float* entropy,
+                               int64_t rows, int64_t vocab, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  logp_entropy_rows<T><<<unsigned(rows), kRowThreads, 0, stream>>>(static_cast<const T*>(logits), targets, lse, logp,
+                                                                     entropy, vocab);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t logp_entropy_backward_typed(const void* logits, const int64_t* targets, const float* lse,
+                                        const float* entropy, const float* g_logp, const float* g_entropy,
+                                        void* grad_logits, int64_t rows, int64_t vocab, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  logp_entropy_backward_rows<T><<<unsigned(rows), kRowThreads, 0, stream>>>(
+      static_cast<const T*>(logits), targets, lse, entropy, g_logp, g_entropy, static_cast<T*>(grad_logits), vocab);
+  return cudaGetLastError();
+}
+
 // Calls f.template operator()<T>() for the element type of dtype.
 template <typename F>
 cudaError_t by_dtype(DType dtype, F&& f) {
@@ -312,6 +408,22 @@ cudaError_t silu_mul_backward(DType dtype, const void* dy, const void* gate, con
                               int64_t n, cudaStream_t stream) {
   return by_dtype(dtype, [&](auto zero) {
     return silu_mul_backward_typed<decltype(zero)>(dy, gate, up, dgate, dup, n, stream);
+  });
+}
+
+cudaError_t logp_entropy(DType dtype, const void* logits, const int64_t* targets, float* lse, float* logp,
+                         float* entropy, int64_t rows, int64_t vocab, cudaStream_t stream) {
+  return by_dtype(dtype, [&](auto zero) {
+    return logp_entropy_typed<decltype(zero)>(logits, targets, lse, logp, entropy, rows, vocab, stream);
+  });
+}
+
+cudaError_t logp_entropy_backward(DType dtype, const void* logits, const int64_t* targets, const float* lse,
+                                  const float* entropy, const float* g_logp, const float* g_entropy, void* grad_logits,
+                                  int64_t rows, int64_t vocab, cudaStream_t stream) {
+  return by_dtype(dtype, [&](auto zero) {
+    return logp_entropy_backward_typed<decltype(zero)>(logits, targets, lse, entropy, g_logp, g_entropy, grad_logits,
+                                                       rows, vocab, stream);
   });
 }
 

@@ -32,6 +32,19 @@ torch::Tensor fused_norm_rotary(const torch::Tensor& x, const torch::Tensor& wei
 // to_dtype(silu(gate)) * up.
 torch::Tensor fused_silu_mul(const torch::Tensor& gate, const torch::Tensor& up);
 
+// One pass over each row of logits [rows, V] (contiguous; float32, float16 or bfloat16) for the
+// chunked log-probs (chunked_logp.h): logsumexp, the target's log-prob and the entropy, float32 [rows].
+struct RowSoftmax {
+  torch::Tensor lse, logp, entropy;
+};
+RowSoftmax fused_logp_entropy(const torch::Tensor& logits, const torch::Tensor& targets);
+
+// The gradient with respect to the logits (their dtype) of sum(g_logp * logp + g_entropy *
+// entropy), from the forward's lse and entropy; an undefined g_* leaves its term out.
+torch::Tensor fused_logp_entropy_backward(const torch::Tensor& logits, const torch::Tensor& targets,
+                                          const torch::Tensor& lse, const torch::Tensor& entropy,
+                                          const torch::Tensor& g_logp, const torch::Tensor& g_entropy);
+
 // Whether this LibTorch has FlashAttention's variable-length forward with per-row key counts
 // (aten::_flash_attention_forward with seqused_k; LibTorch >= 2.5), which decode attention uses.
 bool varlen_decode_attention_available();

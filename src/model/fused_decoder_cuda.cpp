@@ -179,13 +179,33 @@ torch::Tensor fused_silu_mul(const torch::Tensor& gate, const torch::Tensor& up)
   return run_silu_mul(gate.contiguous(), up.contiguous());
 }
 
+RowSoftmax fused_logp_entropy(const torch::Tensor& logits, const torch::Tensor& targets) {
+  const torch::Tensor x = logits.contiguous(), t = targets.contiguous();
+  const int64_t rows = x.size(0), vocab = x.size(1);
+  RowSoftmax r{float_rows(x, rows), float_rows(x, rows), float_rows(x, rows)};
+  check(dk::logp_entropy(kernel_dtype(x), x.data_ptr(), t.data_ptr<int64_t>(), r.lse.data_ptr<float>(),
+                         r.logp.data_ptr<float>(), r.entropy.data_ptr<float>(), rows, vocab, stream_of(x)),
+        "logp_entropy");
+  return r;
+}
+
+torch::Tensor fused_logp_entropy_backward(const torch::Tensor& logits, const torch::Tensor& targets,
+                                          const torch::Tensor& lse, const torch::Tensor& entropy,
+                                          const torch::Tensor& g_logp, const torch::Tensor& g_entropy) {
+  const torch::Tensor x = logits.contiguous(), t = targets.contiguous();
+  const torch::Tensor gl = g_logp.defined() ? g_logp.to(torch::kFloat).contiguous() : g_logp;
+  const torch::Tensor ge = g_entropy.defined() ? g_entropy.to(torch::kFloat).contiguous() : g_entropy;
+  torch::Tensor grad = torch::empty_like(x);
+  check(dk::logp_entropy_backward(kernel_dtype(x), x.data_ptr(), t.data_ptr<int64_t>(), lse.data_ptr<float>(),
+                                  entropy.data_ptr<float>(), gl.defined() ? gl.data_ptr<float>() : nullptr,
+                                  ge.defined() ? ge.data_ptr<float>() : nullptr, grad.data_ptr(), x.size(0), x.size(1),
+                                  stream_of(x)),
+        "logp_entropy_backward");
+  return grad;
+}
+
 namespace {
 
-// FlashAttention's variable-length forward through the dispatcher, its arguments matched by name
-// against the schema of the LibTorch at hand: the op's C++ signature has grown across releases
-// (seqused_k, window sizes, alibi slopes), and any argument this code does not know has a default.
-// Undefined where the op, or its seqused_k argument, is missing, or it has an argument without a
-// default that this code does not know.
 // std::optional from LibTorch 2.0, c10::optional before.
 using MaybeOperator = decltype(c10::Dispatcher::singleton().findSchema(c10::OperatorName("", "")));
 
@@ -200,6 +220,11 @@ const MaybeOperator& flash_op() {
   return op;
 }
 
+// FlashAttention's variable-length forward through the dispatcher, its arguments matched by name
+// against the schema of the LibTorch at hand: the op's C++ signature has grown across releases
+// (seqused_k, window sizes, alibi slopes), and any argument this code does not know has a default.
+// Undefined where the op, or its seqused_k argument, is missing, or it has an argument without a
+// default that this code does not know.
 torch::Tensor flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                            const torch::Tensor& query_offsets, const torch::Tensor& key_offsets, int64_t max_q,
                            int64_t max_k, const torch::Tensor& keys_used, bool causal) {

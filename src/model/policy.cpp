@@ -41,7 +41,8 @@ TokenLogp token_logp_from_logits(const torch::Tensor& logits, const torch::Tenso
 }
 
 TokenLogp token_logp_at_responses(const torch::Tensor& hidden, const torch::Tensor& head_weight,
-                                  const torch::Tensor& tokens, const torch::Tensor& response_mask, int64_t chunk_rows) {
+                                  const torch::Tensor& tokens, const torch::Tensor& response_mask, int64_t chunk_rows,
+                                  bool fused_kernels) {
   if (hidden.dim() != 3 || tokens.dim() != 2 || hidden.size(0) != tokens.size(0) || hidden.size(1) != tokens.size(1))
     fail("token_logp_at_responses: hidden {} must be [B, T, H] for tokens {} [B, T]", c10::str(hidden.sizes()),
          c10::str(tokens.sizes()));
@@ -58,7 +59,8 @@ TokenLogp token_logp_at_responses(const torch::Tensor& hidden, const torch::Tens
   if (where.size(0) == 0) return out;
   const torch::Tensor row = where.select(1, 0), column = where.select(1, 1);
   const RowLogp scored_rows =
-      chunked_logp_entropy(hidden.index({row, column - 1}), head_weight, tokens.index({row, column}), chunk_rows);
+      chunked_logp_entropy(hidden.index({row, column - 1}), head_weight, tokens.index({row, column}), chunk_rows,
+                           fused_kernels);
   out.logp = out.logp.index_put({row, column}, scored_rows.logp);
   out.entropy = out.entropy.index_put({row, column}, scored_rows.entropy);
   return out;

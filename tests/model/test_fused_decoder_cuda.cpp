@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "model/fused_decoder.h"
+#include "turnrl/model/chunked_logp.h"
 #include "model/generation_requests.h"
 #include "model/hf_fixtures.h"
 
@@ -285,5 +286,45 @@ TEST_CASE("fused_decoder: a decoder trained through the fused kernels gets the p
       CHECK(logp_gap < (dtype == torch::kFloat ? 1e-4 : 0.05));
       CHECK(worst < (dtype == torch::kFloat ? 1e-3 : 0.05));
     }
+  }
+}
+
+TEST_CASE("fused_decoder: chunked log-probs and entropies by the one-pass kernels equal the plain chunks", "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  torch::manual_seed(7);
+  for (const torch::Dtype dtype : kDtypes) {
+    INFO(c10::toString(dtype));
+    const auto options = torch::TensorOptions(dtype).device(torch::kCUDA);
+    // 37 rows in chunks of 16 (a short last chunk), a vocabulary that is not a multiple of the block.
+    const int64_t rows = 37, hidden_size = 64, vocab = 5003;
+    const torch::Tensor hidden = torch::randn({rows, hidden_size}, options).requires_grad_();
+    const torch::Tensor weight = (torch::randn({vocab, hidden_size}, options) * 0.3).requires_grad_();
+    const torch::Tensor targets = torch::randint(0, vocab, {rows}, torch::TensorOptions(torch::kLong).device(torch::kCUDA));
+    const torch::Tensor a = torch::randn({rows}, torch::TensorOptions(torch::kFloat).device(torch::kCUDA));
+    const torch::Tensor b = torch::randn({rows}, torch::TensorOptions(torch::kFloat).device(torch::kCUDA));
+    std::vector<RowLogp> outs;
+    std::vector<std::vector<torch::Tensor>> grads;
+    for (const bool fused : {false, true}) {
+      hidden.mutable_grad() = torch::Tensor();
+      weight.mutable_grad() = torch::Tensor();
+      const RowLogp r = chunked_logp_entropy(hidden, weight, targets, 16, fused);
+      (r.logp * a + r.entropy * b).sum().backward();
+      outs.push_back(r);
+      grads.push_back({hidden.grad().clone(), weight.grad().clone()});
+    }
+    const double value_tolerance = dtype == torch::kFloat ? 1e-4 : 1e-3;  // float32 math on the same logits
+    CHECK(max_abs_diff(outs[1].logp, outs[0].logp) < value_tolerance);
+    CHECK(max_abs_diff(outs[1].entropy, outs[0].entropy) < value_tolerance);
+    for (size_t i = 0; i < 2; ++i) CHECK(relative_error(grads[1][i], grads[0][i]) <= gradient_tolerance(dtype));
+    // Only the log-probs differentiated: the entropy's term is left out, as in the plain path.
+    hidden.mutable_grad() = torch::Tensor();
+    chunked_logp_entropy(hidden, weight, targets, 16, true).logp.mul(a).sum().backward();
+    const torch::Tensor fused_only_logp = hidden.grad().clone();
+    hidden.mutable_grad() = torch::Tensor();
+    chunked_logp_entropy(hidden, weight, targets, 16, false).logp.mul(a).sum().backward();
+    CHECK(relative_error(fused_only_logp, hidden.grad()) <= gradient_tolerance(dtype));
   }
 }

@@ -27,7 +27,11 @@ struct RowLogp {
 // chunk_rows > 0: rows per chunk (the last chunk may be shorter).
 // Equal to log_softmax(float(hidden · weightᵀ)) gathered at targets, and its entropy, with the
 // same gradients (up to float rounding of a different summation order).
+// fused_kernels (CUDA builds, tensors on a GPU; ignored elsewhere): each chunk's logits are read
+// once by one kernel that keeps each row's logsumexp, log-prob and entropy (an online softmax),
+// and the backward writes their gradient in one pass from the recomputed logits, instead of some
+// fifteen float32 passes over [chunk_rows, V] (src/model/fused_decoder.h).
 RowLogp chunked_logp_entropy(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
-                             int64_t chunk_rows);
+                             int64_t chunk_rows, bool fused_kernels = false);
 
 }  // namespace turnrl

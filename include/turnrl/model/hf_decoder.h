@@ -66,7 +66,8 @@ class HFDecoderImpl : public torch::nn::Module {
 
   // Fused GPU kernels in forward calls without the engine's slots (training, forward_logp, the
   // sampler): RMSNorm, a head's norm with its rotary embedding and the SiLU-gated product, each one
-  // kernel with its own backward (src/model/fused_decoder.h), rounding where the plain ops round.
+  // kernel with its own backward (src/model/fused_decoder.h), rounding where the plain ops round;
+  // HFPolicy::forward_logp's chunked log-probs take their one-pass kernels too (chunked_logp.h).
   // Only where the build has CUDA and the model is on a GPU; off by default.
   void set_fused_kernels(bool on);
   bool fused_kernels() const { return fused_kernels_; }

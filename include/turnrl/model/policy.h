@@ -75,8 +75,10 @@ TokenLogp token_logp_from_logits(const torch::Tensor& logits, const torch::Tenso
 // (chunked_logp.h): the full [B, T, V] logits never exist, in the forward pass or the backward.
 // hidden [B, T, H]; head_weight [V, H]; tokens [B, T]; response_mask [B, T] or undefined (every
 // position but column 0). Synchronises with the device once (the count of response tokens).
+// fused_kernels: chunked_logp_entropy's one-pass GPU kernels (chunked_logp.h).
 TokenLogp token_logp_at_responses(const torch::Tensor& hidden, const torch::Tensor& head_weight,
-                                  const torch::Tensor& tokens, const torch::Tensor& response_mask, int64_t chunk_rows);
+                                  const torch::Tensor& tokens, const torch::Tensor& response_mask, int64_t chunk_rows,
+                                  bool fused_kernels = false);
 
 // Positions from an attention mask: each valid token's index among the valid tokens of its row
 // (0 for pads), int64 [B, T]. Left padding then gives the same positions as no padding.

@@ -101,8 +101,8 @@ void describe(V& v, ModelConfig& o) {
          "hf: re-run each decoder layer in the backward pass instead of keeping its activations (verl's "
          "enable_gradient_checkpointing)");
   v.flag("fused_kernels", o.fused_kernels,
-         "hf on cuda: fused kernels (with their own backward) for norms, rotary embedding and the gated MLP in the "
-         "trainer's forward and backward (Liger-style)");
+         "hf on cuda: fused kernels (with their own backward) for norms, rotary embedding, the gated MLP and the "
+         "chunked log-probs in the trainer's forward and backward (Liger-style)");
   v.section("lora", o.lora, "hf: LoRA adapters (peft names)");
   v.section("engine", o.engine, "hf: the generation engine's sizes");
 }
