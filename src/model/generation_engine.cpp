@@ -242,9 +242,9 @@ struct GenerationEngine::State {
   // What a captured decode step computes (part of its graph's key).
   static constexpr int64_t kLogitsGraph = 0, kSampleGraph = 1, kSampleFilteredGraph = 2;
 
-  // A step without prefill, on graphs: the decode forward of every running slot and the sampling
-  // of its next token replayed as one graph, its inputs sent in one transfer and the tokens and
-  // log-probs read back in one. Draws what decode_running() + sample_rows() draw.
+  // A step without prefill, on graphs, with fused_kernels: the decode forward of every running
+  // slot and the sampling of its next token replayed as one graph, its inputs sent in one transfer
+  // and the tokens and log-probs read back in one. Draws what decode_running() + sample_rows() draw.
   void decode_and_sample() {
     std::vector<int64_t> running;
     for (size_t s = 0; s < slots.size(); ++s)
@@ -399,7 +399,7 @@ std::vector<GenerationResult> GenerationEngine::run() {
     // already running advance by one token. One sampling call serves both.
     auto [prefill_logits, prefilled] = st.prefill_waiting();
 #ifdef TURNRL_WITH_CUDA
-    if (prefilled.empty() && st.graphs && st.any_running()) {
+    if (prefilled.empty() && st.graphs && st.options.fused_kernels() && st.any_running()) {
       st.decode_and_sample();
       continue;
     }

@@ -12,8 +12,8 @@ using namespace turnrl::test;
 namespace {
 
 std::vector<GenerationResult> run_all(HFDecoder model, const std::vector<GenerationRequest>& requests, bool graphs,
-                                      int64_t* replays = nullptr) {
-  GenerationEngine engine(model, GenerationEngineOptions().slots(4).capacity(64).cuda_graphs(graphs));
+                                      bool fused, int64_t* replays = nullptr) {
+  GenerationEngine engine(model, GenerationEngineOptions().slots(4).capacity(64).cuda_graphs(graphs).fused_kernels(fused));
   for (const GenerationRequest& r : requests) engine.add(r);
   std::vector<GenerationResult> results = engine.run();
   // Twice: the second run replays graphs captured in the first.
@@ -31,24 +31,26 @@ TEST_CASE("generation_engine: CUDA graph replay equals eager decoding and the CP
     WARN("needs a GPU: skipped");
     return;
   }
-  for (const std::string& family : hf_families()) {
-    INFO(family);
-    auto cpu = load_fixture(family);
-    auto gpu = load_fixture(family);
-    gpu->to(torch::kCUDA);
-    const std::vector<GenerationRequest> requests = mixed_requests();
-    int64_t graph_replays = 0, eager_replays = 0;
-    const auto graphed = run_all(gpu->model(), requests, true, &graph_replays);
-    const auto eager = run_all(gpu->model(), requests, false, &eager_replays);
-    const auto on_cpu = run_all(cpu->model(), requests, false);
-    CHECK(graph_replays > 0);
-    CHECK(eager_replays == 0);
-    for (size_t i = 0; i < requests.size(); ++i) {
-      INFO("request " << i);
-      check_same(graphed[i], eager[i]);
-      check_same(graphed[i], on_cpu[i]);
+  // Without and with the fused path (its kernels, and sampling inside the graphs).
+  for (const bool fused : {false, true})
+    for (const std::string& family : hf_families()) {
+      INFO(family << (fused ? ", fused kernels" : ", plain ops"));
+      auto cpu = load_fixture(family);
+      auto gpu = load_fixture(family);
+      gpu->to(torch::kCUDA);
+      const std::vector<GenerationRequest> requests = mixed_requests();
+      int64_t graph_replays = 0, eager_replays = 0;
+      const auto graphed = run_all(gpu->model(), requests, true, fused, &graph_replays);
+      const auto eager = run_all(gpu->model(), requests, false, fused, &eager_replays);
+      const auto on_cpu = run_all(cpu->model(), requests, false, false);
+      CHECK(graph_replays > 0);
+      CHECK(eager_replays == 0);
+      for (size_t i = 0; i < requests.size(); ++i) {
+        INFO("request " << i);
+        check_same(graphed[i], eager[i]);
+        check_same(graphed[i], on_cpu[i]);
+      }
     }
-  }
 }
 
 TEST_CASE("generation_engine: bf16 on the GPU records the log-probs forward_logp recomputes", "[model][cuda]") {

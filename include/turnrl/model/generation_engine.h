@@ -40,7 +40,9 @@ struct GenerationEngineOptions {
   TORCH_ARG(int64_t, capacity) = 4096;     // tokens one slot holds: prompt + response (+ later turns when kept)
   TORCH_ARG(int64_t, prefill_tokens) = 16384;  // new tokens per batched prefill (one request is always admitted)
   TORCH_ARG(bool, cuda_graphs) = true;     // capture and replay decode steps on a CUDA device
-  TORCH_ARG(bool, fused_kernels) = true;   // the fused GPU forward path (kv_cache.h, SlotBatch::fused_kernels)
+  // The fused GPU path: the forward's fused kernels (kv_cache.h, SlotBatch::fused_kernels) and
+  // decode steps that sample inside their CUDA graph. Off until measured on a GPU (docs/model.md).
+  TORCH_ARG(bool, fused_kernels) = false;
 };
 
 // Throws turnrl::Error naming the field (engine.slots, engine.capacity, engine.prefill_tokens).

@@ -29,7 +29,7 @@ struct GenerationEngineConfig {
   int64_t capacity = 0;
   int64_t prefill_tokens = 16384;
   bool cuda_graphs = true;
-  bool fused_kernels = true;
+  bool fused_kernels = false;
 };
 
 struct ModelConfig {
@@ -79,7 +79,8 @@ void describe(V& v, GenerationEngineConfig& o) {
             "new tokens per batched prefill (one request is always admitted); >= 1");
   v.flag("cuda_graphs", o.cuda_graphs, "capture decode steps as CUDA graphs on a CUDA device (false: eager)");
   v.flag("fused_kernels", o.fused_kernels,
-         "fused GPU kernels for norms, rotary embedding, the gated MLP and decode attention (false: plain LibTorch ops)");
+         "fused GPU kernels for norms, rotary embedding, the gated MLP and attention, and sampling inside the decode "
+         "graphs (false: plain LibTorch ops)");
 }
 
 template <typename V>
