@@ -451,24 +451,31 @@ void perturb_inputs(Device& dev, const CudaTask& task, std::vector<at::Tensor>& 
 // it: another process that sets it (a second evaluator's candidate on the same GPU) is read here
 // as this call's doing, so an evaluator must own its GPUs (seen on an H100 when CUDA test
 // programs ran side by side: honest candidates flagged with the 9,830,400 bytes a pinning
-// candidate of another program had set).
+// candidate of another program had set). A limit already set when an evaluation's timing begins
+// (left by an earlier process, whose worker died with it set, or the device's own setting) is
+// cleared then, before the first candidate call, and not counted against the candidate (an H100,
+// 2026-12-05, one test program alone: honest candidates flagged at the first check).
+void clear_l2_state(Device& dev) {
+  cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+  const cudaStreamAttrValue none{};
+  cudaStreamSetAttribute(dev.stream, cudaStreamAttributeAccessPolicyWindow, &none);
+  cudaCtxResetPersistingL2Cache();
+  cudaGetLastError();
+}
+
 std::string take_l2_state(Device& dev) {
   std::string changed;
   size_t persisting = 0;
-  if (cudaDeviceGetLimit(&persisting, cudaLimitPersistingL2CacheSize) == cudaSuccess && persisting > 0) {
+  if (cudaDeviceGetLimit(&persisting, cudaLimitPersistingL2CacheSize) == cudaSuccess && persisting > 0)
     changed = fmt::format("set a persisting-L2 cache of {} bytes", persisting);
-    cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
-  }
   cudaStreamAttrValue window{};
   if (cudaStreamGetAttribute(dev.stream, cudaStreamAttributeAccessPolicyWindow, &window) == cudaSuccess &&
       window.accessPolicyWindow.num_bytes > 0) {
     if (!changed.empty()) changed += "; ";
     changed += fmt::format("set an L2 access-policy window of {} bytes on the evaluator's stream",
                            size_t(window.accessPolicyWindow.num_bytes));
-    const cudaStreamAttrValue none{};
-    cudaStreamSetAttribute(dev.stream, cudaStreamAttributeAccessPolicyWindow, &none);
   }
-  if (!changed.empty()) cudaCtxResetPersistingL2Cache();
+  if (!changed.empty()) clear_l2_state(dev);
   cudaGetLastError();
   return changed;
 }
@@ -582,6 +589,7 @@ void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerReque
   out.poison();
   const std::vector<int64_t> dims = task.dims(task.shape_sets[0]);
   ensure_flush_buffer(dev, req.l2_flush_mib);
+  clear_l2_state(dev);  // what this evaluation's candidate calls then leave set is theirs
 
   const auto t0 = Clock::now();
   for (int i = 0; i < req.warmup; ++i) {

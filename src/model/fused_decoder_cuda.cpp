@@ -28,7 +28,8 @@ void check(cudaError_t status, const char* kernel) {
   if (status != cudaSuccess) fail("fused kernels: {} kernel failed to launch: {}", kernel, cudaGetErrorString(status));
 }
 
-const void* data_or_null(const torch::Tensor& t) { return t.defined() ? t.data_ptr() : nullptr; }
+// An absent weight is undefined or empty (autograd functions take only defined tensors).
+const void* data_or_null(const torch::Tensor& t) { return t.defined() && t.numel() > 0 ? t.data_ptr() : nullptr; }
 
 }  // namespace
 
@@ -120,7 +121,7 @@ struct NormRotaryFunction : ag::Function<NormRotaryFunction> {
     const int64_t tokens = x.size(0) * x.size(1), heads = x.size(2), dim = x.size(3);
     torch::Tensor dx = torch::empty_like(x);
     torch::Tensor dweight;
-    if (weight.defined()) dweight = torch::zeros({dim}, x.options().dtype(torch::kFloat));
+    if (weight.numel() > 0) dweight = torch::zeros({dim}, x.options().dtype(torch::kFloat));
     check(dk::norm_rotary_backward(kernel_dtype(x), dy.data_ptr(), x.data_ptr(), data_or_null(weight), cos.data_ptr(),
                                    sin.data_ptr(), rstd.data_ptr<float>(), dx.data_ptr(),
                                    dweight.defined() ? dweight.data_ptr<float>() : nullptr, tokens, heads, dim,
@@ -170,7 +171,8 @@ std::pair<torch::Tensor, torch::Tensor> fused_add_rms_norm(const torch::Tensor& 
 torch::Tensor fused_norm_rotary(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& cos,
                                 const torch::Tensor& sin, double eps) {
   const torch::Tensor c = cos.to(x.scalar_type()).contiguous(), s = sin.to(x.scalar_type()).contiguous();
-  if (differentiable({&x, &weight})) return NormRotaryFunction::apply(x, weight, c, s, eps);
+  if (differentiable({&x, &weight}))
+    return NormRotaryFunction::apply(x, weight.defined() ? weight : torch::empty({0}, x.options()), c, s, eps);
   return run_norm_rotary(x.contiguous(), weight, c, s, eps, {});
 }
 
