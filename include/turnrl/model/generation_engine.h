@@ -41,8 +41,8 @@ struct GenerationEngineOptions {
   TORCH_ARG(int64_t, prefill_tokens) = 16384;  // new tokens per batched prefill (one request is always admitted)
   TORCH_ARG(bool, cuda_graphs) = true;     // capture and replay decode steps on a CUDA device
   // The fused GPU path: the forward's fused kernels (kv_cache.h, SlotBatch::fused_kernels) and
-  // decode steps that sample inside their CUDA graph. Off until measured on a GPU (docs/model.md).
-  TORCH_ARG(bool, fused_kernels) = false;
+  // decode steps that sample inside their CUDA graph (docs/model.md). false: plain LibTorch ops.
+  TORCH_ARG(bool, fused_kernels) = true;
 };
 
 // Throws turnrl::Error naming the field (engine.slots, engine.capacity, engine.prefill_tokens).

@@ -68,7 +68,8 @@ class HFDecoderImpl : public torch::nn::Module {
   // sampler): RMSNorm, a head's norm with its rotary embedding and the SiLU-gated product, each one
   // kernel with its own backward (src/model/fused_decoder.h), rounding where the plain ops round;
   // HFPolicy::forward_logp's chunked log-probs take their one-pass kernels too (chunked_logp.h).
-  // Only where the build has CUDA and the model is on a GPU; off by default.
+  // Only where the build has CUDA and the model is on a GPU. Off for a bare HFDecoder;
+  // HFModelOptions::fused_kernels (model.fused_kernels) turns it on for a loaded policy.
   void set_fused_kernels(bool on);
   bool fused_kernels() const { return fused_kernels_; }
 

@@ -41,7 +41,7 @@ struct HFModelOptions {
   TORCH_ARG(int64_t, logp_chunk_size) = 1024;
   TORCH_ARG(bool, activation_checkpointing) = false;
   // Fused GPU kernels in the trainer's forward and backward (hf_decoder.h, set_fused_kernels).
-  TORCH_ARG(bool, fused_kernels) = false;
+  TORCH_ARG(bool, fused_kernels) = true;
 };
 
 // Throws turnrl::Error naming the field (model.path, model.dtype, model.logp_chunk_size, model.lora.*).

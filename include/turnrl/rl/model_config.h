@@ -29,7 +29,7 @@ struct GenerationEngineConfig {
   int64_t capacity = 0;
   int64_t prefill_tokens = 16384;
   bool cuda_graphs = true;
-  bool fused_kernels = false;
+  bool fused_kernels = true;
 };
 
 struct ModelConfig {
@@ -53,7 +53,7 @@ struct ModelConfig {
   // vocabulary, and re-running each decoder layer in the backward pass.
   int64_t logp_chunk_size = 1024;
   bool activation_checkpointing = false;
-  bool fused_kernels = false;
+  bool fused_kernels = true;
   LoraConfig lora;
   GenerationEngineConfig engine;
 };
