@@ -35,8 +35,7 @@ else
 fi
 
 # 1. The corpus: compact C++ for relu_bias, every turn's verdict checked by a real evaluation.
-"$turnrl" make-sft-data configs/cpu_qwen3_code.yaml --out "$out/data" --style compact --conversations 240 --seed 1 \
-  --set model.path=none
+"$turnrl" make-sft-data configs/cpu_qwen3_code.yaml --out "$out/data" --style compact --conversations 240 --seed 1
 # 2. The Qwen3 tokenizer cut to the corpus's tokens, and a random qwen3-tiny over it.
 "$turnrl" trim-vocab --tokenizer .deps/hf-tokenizers/qwen3 --texts "$out/data/train.jsonl" --out "$out/tokenizer"
 "$turnrl" init-model --out "$out/qwen3-tiny" --preset qwen3-tiny --seed 1 --tokenizer "$out/tokenizer"
