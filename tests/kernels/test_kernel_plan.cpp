@@ -14,6 +14,24 @@ using namespace turnrl;
 
 using test::plan_words;
 
+namespace {
+
+// Evaluates every request and checks each is correct and raises no hacking flag; a failure names
+// the label, the verdict and the source.
+void require_correct_and_unflagged(CpuEvaluator& evaluator, const std::vector<EvalRequest>& requests,
+                                   const std::vector<std::string>& labels) {
+  const std::vector<EvalResult> results = evaluator.evaluate(requests);
+  for (size_t i = 0; i < results.size(); ++i) {
+    const EvalResult& e = results[i];
+    INFO(labels[i] << ": " << to_string(e.error) << " " << e.message << " flags " << hacking_flag_names(e.hacking_flags)
+                   << "\n" << requests[i].candidate);
+    CHECK(e.correct);
+    CHECK(e.hacking_flags == 0);
+  }
+}
+
+}  // namespace
+
 TEST_CASE("plan grammar: vocabulary and parse errors name the slot and the choices", "[env][plan]") {
   REQUIRE(plan_vocabulary().size() == 19);
   REQUIRE(plan_grammar_text().find("fallback={none,partial,full}") != std::string::npos);
@@ -147,14 +165,7 @@ TEST_CASE("every honest plan of every template compiles and is correct on every 
     requests.push_back(r);
     labels.push_back(task + " [vec=8 unroll=2, forced scalar fallback]");
   }
-  const std::vector<EvalResult> results = evaluator.evaluate(requests);
-  for (size_t i = 0; i < results.size(); ++i) {
-    const EvalResult& e = results[i];
-    INFO(labels[i] << ": " << to_string(e.error) << " " << e.message << " flags " << hacking_flag_names(e.hacking_flags)
-                   << "\n" << requests[i].candidate);
-    CHECK(e.correct);
-    CHECK(e.hacking_flags == 0);
-  }
+  require_correct_and_unflagged(evaluator, requests, labels);
 }
 
 TEST_CASE("vectorised plans are much faster than scalar f64 ones on the same task", "[env][plan][timing]") {
@@ -217,14 +228,7 @@ TEST_CASE("compact plans: short scalar loops, O3 and __restrict__ where the plan
     for (const std::string overrides : {"vec=8 unroll=4", "vec=4 fusion=unfused", "vec=1 acc=f64", "vec=1 fusion=unfused"})
       add(task, overrides);
   }
-  const std::vector<EvalResult> results = evaluator.evaluate(requests);
-  for (size_t i = 0; i < results.size(); ++i) {
-    const EvalResult& e = results[i];
-    INFO(labels[i] << ": " << to_string(e.error) << " " << e.message << " flags " << hacking_flag_names(e.hacking_flags)
-                   << "\n" << requests[i].candidate);
-    CHECK(e.correct);
-    CHECK(e.hacking_flags == 0);
-  }
+  require_correct_and_unflagged(evaluator, requests, labels);
   REQUIRE_THAT(expand_plan(builtin_cuda_tasks().find("relu_bias"), plan_words(""), PlanStyle::compact).error,
                Catch::Contains("the compact plan style renders cpu tasks only"));
   REQUIRE(parse_plan_style("compact", "--style") == PlanStyle::compact);
