@@ -41,9 +41,9 @@ fi
 "$turnrl" init-model --out "$out/qwen3-tiny" --preset qwen3-tiny --seed 1 --tokenizer "$out/tokenizer"
 # 3. SFT, then RL from its export.
 "${blas[@]}" "$turnrl" sft configs/cpu_qwen3_sft.yaml --set "run.dir=$out/sft" --set "model.path=$out/qwen3-tiny" \
-  --set "data.train=$out/data/train.jsonl" --set data.validation=
+  --set "data.train=$out/data/train.jsonl"
 "${blas[@]}" "$turnrl" train configs/cpu_qwen3_code.yaml --set "run.dir=$out/rl" --set "model.path=$out/sft/export"
 # 4. The curves.
 "$turnrl" plot "$out/sft/metrics.jsonl" --metrics sft/loss --out "$out/sft.png"
-"$turnrl" plot "$out/rl/metrics.jsonl" --metrics critic/score/mean,kernel/correct --out "$out/rl.png"
+"$turnrl" plot "$out/rl/metrics.jsonl" --metrics critic/score/mean,kernel/correct,kernel/compile,kernel/speedup --out "$out/rl.png"
 echo "cpu_learning_run: done; $out/sft/metrics.jsonl, $out/rl/metrics.jsonl, $out/sft.png, $out/rl.png"
