@@ -26,6 +26,7 @@ struct MakeSftDataArgs {
   std::vector<std::string> sets;
   std::vector<std::string> holdout;
   std::string mix;
+  std::string style = "full";
   SftCorpusOptions options;
 };
 
@@ -56,6 +57,7 @@ void run_make_sft_data(MakeSftDataArgs& a) {
   if (const std::string error = shipped_config()(a.config); !error.empty()) fail("CONFIG: {}", error);
   const TrainConfig config = load_config(a.config, a.sets);
   if (!a.mix.empty()) a.options.mix = parse_sft_mix(a.mix, "--mix");
+  a.options.style = parse_plan_style(a.style, "--style");
   validate(a.options);
   const auto [train, held_out] = corpus_tasks(config, a.holdout);
   const auto start = std::chrono::steady_clock::now();
@@ -93,6 +95,10 @@ void add_make_sft_data_command(CLI::App& app) {
       ->delimiter(',')->type_name("ID,...");
   c->add_option("--fast-speedup", a->options.fast_speedup, "A fast turn must reach this speedup")->capture_default_str();
   c->add_option("--slow-speedup", a->options.slow_speedup, "A slow turn must stay under this speedup")->capture_default_str();
+  c->add_option("--style", a->style,
+                "How cpu plans are written: full (explicit SIMD, AVX2 with a scalar fallback; 1-12 KB) or compact "
+                "(plain loops the compiler vectorises; a few hundred bytes)")
+      ->capture_default_str();
   c->footer(
       "Each conversation is a real env.action: code episode: KernelEnv's system and task messages, a first\n"
       "attempt of some kind (rendered from a kernel plan, or a deliberate failure), and unless it was fast,\n"
@@ -102,7 +108,8 @@ void add_make_sft_data_command(CLI::App& app) {
       "Examples:\n"
       "  turnrl make-sft-data --out runs/sft_cpu\n"
       "  turnrl make-sft-data configs/cpu_code_actions.yaml --out runs/sft_cpu --conversations 600 --seed 2\n"
-      "  turnrl make-sft-data --out runs/sft_cpu --set tasks.validation_fraction=0.3 --mix fast=0.5,wrong=0.5");
+      "  turnrl make-sft-data --out runs/sft_cpu --set tasks.validation_fraction=0.3 --mix fast=0.5,wrong=0.5\n"
+      "  turnrl make-sft-data --out runs/sft_compact --style compact --set 'tasks.include=[relu_bias,matmul_bias_relu]'");
   c->callback([a] { run_make_sft_data(*a); });
 }
 

@@ -7,6 +7,7 @@
 #include "turnrl/kernels/kernel_plan.h"
 #include "turnrl/kernels/eval_codec.h"
 #include "turnrl/rl/metrics.h"
+#include "../core/utf8.h"
 
 namespace turnrl {
 
@@ -128,7 +129,9 @@ std::string render_feedback(const EvalResult& e, const KernelReward& reward, siz
   if (reward.outcome == RewardOutcome::correct)
     out += fmt::format(" (correct {:.3f} + speedup {:.3f} + coverage {:.3f})", reward.correctness, reward.speedup,
                        reward.coverage);
-  return out + "\n";
+  // The compiler quotes the policy's source, which may hold U+FFFD or any bytes, and trim_middle
+  // cuts bytes, not characters: the feedback goes to a tokenizer, which takes valid UTF-8 only.
+  return detail::utf8_lossy(out + "\n");
 }
 
 namespace {

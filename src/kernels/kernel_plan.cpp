@@ -42,11 +42,12 @@ namespace {
 
 struct Plan : PlanChoices {
   bool scalar_only = false;  // the portable fallback of an AVX2 plan
+  bool compact = false;      // PlanStyle::compact: scalar loops the compiler vectorises
   // vec > 1 with float intermediates: the inner loop works on GCC vector types of `vec` floats
   // (explicit SIMD, independent of the optimiser's cost model), `unroll` vectors per iteration,
   // with one accumulator per unrolled vector in reductions. f64 stays scalar (the vector math
   // below is float only), as does vec=1.
-  bool simd() const { return vec > 1 && acc != "f64" && !scalar_only; }
+  bool simd() const { return vec > 1 && acc != "f64" && !scalar_only && !compact; }
   // vec=8 is a 256-bit vector: AVX2+FMA code for this function only (#pragma GCC target), chosen at
   // run time when the CPU has both, with the scalar rendering of the same plan as the fallback.
   // vec=4 is a 128-bit vector, baseline x86-64 (SSE2). The compile flags stay the same for all.
@@ -96,7 +97,7 @@ std::string loop(const Plan& p, const std::string& n, const Statement& stmt, con
                  const Accumulators* accs = nullptr) {
   const Lane scalar{false}, vector{true};
   if (!p.simd()) {
-    if (p.width() == 1) return fmt::format("for (int64_t v = 0; v < {}; ++v) {{ {} }}\n", n, stmt(scalar, "v", 0));
+    if (p.width() == 1 || p.compact) return fmt::format("for (int64_t v = 0; v < {}; ++v) {{ {} }}\n", n, stmt(scalar, "v", 0));
     std::string body;
     for (int j = 0; j < p.width(); ++j) body += stmt(scalar, fmt::format("(v + {})", j), 0) + " ";
     if (!p.checked) return fmt::format("for (int64_t v = 0; v < {}; v += {}) {{ {}}}\n", n, p.width(), body);
@@ -141,6 +142,27 @@ std::string prelude(const Plan& p) {
        "static inline float th(float x) { return tanhf(x); }\nstatic inline double th(double x) { return tanh(x); }\n";
   s += "static inline float mx(float a, float b) { return a > b ? a : b; }\n";
   if (p.shortcut == "cache") s += "static const float* cached_input = 0;\nstatic std::vector<float> cached_output;\n";
+  return s;
+}
+
+// The compact style's prelude: only what `body` uses, scalar helpers typed on ACC (libm's
+// overloads pick the float or double routine).
+std::string compact_prelude(const Plan& p, const std::string& body) {
+  const auto uses = [&](const char* word) { return body.find(word) != std::string::npos; };
+  std::string s = "#include <turnrl/kernels/candidate_api.h>\n";
+  if (uses("ex(") || uses("th(") || uses("log")) s += "#include <math.h>\n";
+  if (uses("memcpy") || p.acc == "bf16") s += "#include <string.h>\n";
+  if (uses("std::vector") || uses("cached_output")) s += "#include <vector>\n";
+  // -O2 vectorises a loop only when its trip count is a known multiple of the vector width.
+  if (p.vec > 1) s += "#pragma GCC optimize(\"O3\")\n";
+  s += p.acc == "f64" ? "typedef double ACC;\n" : "typedef float ACC;\n";
+  if (p.acc == "bf16")
+    s += "static inline float RND(float v) { unsigned u; memcpy(&u, &v, 4); u &= 0xFFFF0000u; memcpy(&v, &u, 4); return v; }\n";
+  else s += "#define RND(x) ((float)(x))\n";
+  if (uses("relu_(")) s += "static inline ACC relu_(ACC t) { return t > 0 ? t : 0; }\n";
+  if (uses("ex(")) s += "static inline ACC ex(ACC x) { return exp(x); }\n";
+  if (uses("th(")) s += "static inline ACC th(ACC x) { return tanh(x); }\n";
+  if (uses("cached_output")) s += "static const float* cached_input = 0;\nstatic std::vector<float> cached_output;\n";
   return s;
 }
 
@@ -400,7 +422,15 @@ std::vector<std::string> plan_task_names(const std::string& backend) {
   return names;
 }
 
-PlanExpansion expand_plan(const Task& task, const std::string& text) {
+const char* to_string(PlanStyle style) { return style == PlanStyle::compact ? "compact" : "full"; }
+
+PlanStyle parse_plan_style(const std::string& word, const std::string& field) {
+  if (word == "full") return PlanStyle::full;
+  if (word == "compact") return PlanStyle::compact;
+  fail("{}: unknown plan style '{}'; allowed: full, compact", field, word);
+}
+
+PlanExpansion expand_plan(const Task& task, const std::string& text, PlanStyle style) {
   PlanExpansion out;
   const std::vector<std::string> known = plan_task_names(task.backend);
   if (std::find(known.begin(), known.end(), task.id) == known.end()) {
@@ -413,6 +443,11 @@ PlanExpansion expand_plan(const Task& task, const std::string& text) {
     out.error = "invalid kernel plan: " + error;
     return out;
   }
+  if (style == PlanStyle::compact && task.backend != "cpu") {
+    out.error = fmt::format("task '{}' (backend {}): the compact plan style renders cpu tasks only; allowed for {}: full",
+                            task.id, task.backend, task.backend);
+    return out;
+  }
   if (task.backend == "cuda") return expand_cuda_plan(task, plan, text);
   if (task.backend == "python") return expand_triton_plan(task, plan, text);
   const auto it = templates().find(task.id);
@@ -420,6 +455,13 @@ PlanExpansion expand_plan(const Task& task, const std::string& text) {
   const std::string unused = "(void)n_in; (void)n_out; (void)lib;\n";
   const std::string lookup = plan.shortcut == "cache" ? cache_lookup("out[0].data", "out[0].numel") : "";
   const std::string store = plan.shortcut == "cache" ? cache_store("out[0].data", "out[0].numel") : "";
+  if (style == PlanStyle::compact) {
+    plan.compact = true;
+    const std::string body = lookup + it->second(plan) + store;
+    out.source = compact_prelude(plan, body) + "// plan: " + text + "\nextern \"C\" int turnrl_kernel" + params + " {\n" +
+                 body + "return 0;\n}\n";
+    return out;
+  }
   out.source = prelude(plan) + "// plan: " + text + "\n";
   if (!plan.avx2()) {
     if (plan.simd()) out.source += simd_helpers(plan);

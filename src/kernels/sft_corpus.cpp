@@ -118,8 +118,8 @@ std::string plan_for(SftTurnKind kind, Draw& draw) {
 std::string fenced(const std::string& tag, const std::string& source) { return "```" + tag + "\n" + source + "```"; }
 
 // The assistant's text for a turn of `kind` on `task`, rendered from `plan`.
-std::string assistant_text(SftTurnKind kind, const Task& task, const std::string& plan, Draw& draw) {
-  const PlanExpansion x = expand_plan(task, plan);
+std::string assistant_text(SftTurnKind kind, const Task& task, const std::string& plan, PlanStyle style, Draw& draw) {
+  const PlanExpansion x = expand_plan(task, plan, style);
   if (!x.error.empty()) fail("make_sft_corpus: plan '{}' for task '{}' did not expand: {}", plan, task.id, x.error);
   std::string source = x.source;
   switch (kind) {
@@ -269,7 +269,7 @@ SftCorpus make_sft_corpus(const TaskSet& train, const TaskSet& held_out, std::sh
         const SftTurnKind kind = e.planned[turn];
         const std::string plan = plan_for(kind, e.draw);
         live.push_back(k);
-        actions.push_back({assistant_text(kind, *e.task, plan, e.draw)});
+        actions.push_back({assistant_text(kind, *e.task, plan, o.style, e.draw)});
         e.conversation.kinds.push_back(kind);
         e.conversation.plans.push_back(plan);
         if (kind != SftTurnKind::format) ++corpus.evaluations;
@@ -383,9 +383,9 @@ void write_sft_corpus(const std::string& dir, const SftCorpus& corpus, const Sft
   write_file_atomically(
       dir + "/stats.json",
       fmt::format("{{\"backend\":{},\"seed\":{},\"conversations_asked\":{},\"mix\":{{{}}},\"fast_speedup\":{},"
-                  "\"slow_speedup\":{},\"held_out_tasks\":{},\"evaluations\":{},\"train\":{},\"validation\":{},"
+                  "\"slow_speedup\":{},\"style\":{},\"held_out_tasks\":{},\"evaluations\":{},\"train\":{},\"validation\":{},"
                   "\"dropped\":{},\"dropped_by_class\":{{{}}}}}\n",
-                  json_string(backend), o.seed, o.conversations, mix, o.fast_speedup, o.slow_speedup,
+                  json_string(backend), o.seed, o.conversations, mix, o.fast_speedup, o.slow_speedup, json_string(to_string(o.style)),
                   json_array(corpus.held_out_tasks, json_word), corpus.evaluations,
                   stats_json(sft_corpus_stats(corpus.train)), stats_json(sft_corpus_stats(corpus.validation)),
                   corpus.dropped.size(), drops));

@@ -218,3 +218,25 @@ TEST_CASE("a pool of 64 episodes steps through the real CPU evaluator in one cal
   CHECK_THROWS_WITH(pool->step({0, 0}, {actions[0], actions[0]}), Catch::Contains("listed twice"));
   CHECK_THROWS_WITH(pool->step({64}, {actions[0]}), Catch::Contains("out of range"));
 }
+
+TEST_CASE("feedback is valid UTF-8 when the trimmed compiler log cuts a character or quotes stray bytes", "[env]") {
+  // U+FFFD (EF BF BD) is what a lossy decode of the policy's tokens leaves for stray bytes; the
+  // compiler quotes it back, and trimming to 64 bytes cuts the one at offset 41 after its first byte.
+  EvalResult e;
+  e.error = EvalError::compile;
+  e.message = std::string(41, 'a') + "\xEF\xBF\xBD" + std::string(200, 'b') + "\xC3";
+  KernelReward reward;
+  const std::string feedback = render_feedback(e, reward, 64);
+  INFO(feedback);
+  CHECK(feedback.find("compilation failed") != std::string::npos);
+  // Each cut or stray sequence became one U+FFFD; nothing else changed.
+  CHECK(feedback.find(std::string(41, 'a') + "\xEF\xBF\xBD\n... [") != std::string::npos);
+  CHECK(feedback.find(std::string(20, 'b') + "\xEF\xBF\xBD\n") != std::string::npos);
+  for (size_t i = 0; i < feedback.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(feedback[i]);
+    if (c < 0x80) continue;
+    // Only U+FFFD is outside ASCII here.
+    REQUIRE(feedback.compare(i, 3, "\xEF\xBF\xBD") == 0);
+    i += 2;
+  }
+}

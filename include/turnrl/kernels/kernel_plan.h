@@ -41,6 +41,19 @@ std::string plan_grammar_text();
 // code actions); an unknown backend has none.
 std::vector<std::string> plan_task_names(const std::string& backend = "cpu");
 
+// How a cpu plan is written out. `full` is the explicit rendering above (GCC vector types, AVX2
+// with a scalar fallback, polynomial exp/tanh): 1-12 KB of C++. `compact` writes the same plan as
+// plain scalar loops of a few hundred bytes, short enough for a small model to learn in minutes:
+// vec=4/8 becomes `#pragma GCC optimize("O3")` (the evaluator's -O2 does not vectorise loops of
+// unknown trip count) and __restrict__ pointers, so the compiler vectorises what it can; unroll is
+// left to the compiler, and math is libm's. Loops the compiler cannot vectorise (float reductions,
+// libm calls) stay scalar, so a compact vec=8 plan of softmax_rows is no faster than a vec=1 one
+// (docs/training.md, "SFT corpus"). cuda and python plans have the full style only.
+enum class PlanStyle { full, compact };
+const char* to_string(PlanStyle style);
+// "full" | "compact"; throws turnrl::Error naming `field`, the word and the allowed styles.
+PlanStyle parse_plan_style(const std::string& word, const std::string& field);
+
 struct PlanExpansion {
   std::string source;  // the candidate, when error is empty
   std::string error;   // a format error naming the slot, the word and the allowed choices
@@ -48,7 +61,7 @@ struct PlanExpansion {
 
 // Parses the plan in `text` (words separated by spaces or newlines; each slot exactly once) and
 // expands it for `task`: C++ for a cpu task, a CUDA kernel for a cuda task, a Triton program for a
-// python task (the renderer is chosen by Task::backend).
-PlanExpansion expand_plan(const Task& task, const std::string& text);
+// python task (the renderer is chosen by Task::backend), written in `style` (compact: cpu only).
+PlanExpansion expand_plan(const Task& task, const std::string& text, PlanStyle style = PlanStyle::full);
 
 }  // namespace turnrl

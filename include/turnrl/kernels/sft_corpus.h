@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "turnrl/kernels/kernel_env.h"
+#include "turnrl/kernels/kernel_plan.h"
 #include "turnrl/rl/task.h"
 #include "turnrl/kernels/evaluator.h"
 #include "turnrl/kernels/kernel_reward.h"
@@ -58,6 +59,7 @@ struct SftCorpusOptions {
   double fast_speedup = 1.0;    // a fast turn's speedup must be at least this
   double slow_speedup = 0.8;    // a slow turn's speedup must be under this
   int64_t batch = 64;           // conversations played together (one evaluator call per turn)
+  PlanStyle style = PlanStyle::full;  // how plans are written out (compact: short cpu programs)
   // Called after each batch with (conversations played, of the total).
   std::function<void(int64_t done, int64_t total)> progress;
 
@@ -67,6 +69,7 @@ struct SftCorpusOptions {
   SftCorpusOptions& with_fast_speedup(double v) { fast_speedup = v; return *this; }
   SftCorpusOptions& with_slow_speedup(double v) { slow_speedup = v; return *this; }
   SftCorpusOptions& with_batch(int64_t v) { batch = v; return *this; }
+  SftCorpusOptions& with_style(PlanStyle v) { style = v; return *this; }
   SftCorpusOptions& with_progress(std::function<void(int64_t, int64_t)> v) { progress = std::move(v); return *this; }
 };
 
