@@ -107,7 +107,7 @@ PlanSample sample_plans(const LogitsFn& logits, const PlanActionSpace& space, co
 }
 
 TokenLogp plan_token_logp(const torch::Tensor& logits, const torch::Tensor& tokens, const torch::Tensor& response_mask,
-                          const PlanActionSpace& space) {
+                          const PlanActionSpace& space, double temperature) {
   const torch::Device device = logits.device();
   const torch::Tensor mask = response_mask.narrow(1, 1, tokens.size(1) - 1).to(torch::kBool);  // [B, S-1]
   const torch::Tensor pred = logits.narrow(1, 0, tokens.size(1) - 1).to(torch::kFloat);       // [B, S-1, V]
@@ -116,7 +116,7 @@ TokenLogp plan_token_logp(const torch::Tensor& logits, const torch::Tensor& toke
   const torch::Tensor ids = space.choice_ids().to(device).index_select(0, slot.reshape(-1)).view(
       {slot.size(0), slot.size(1), -1});  // [B, S-1, C]
   const torch::Tensor slot_logits = pred.gather(2, ids.clamp_min(0)).masked_fill(ids < 0, kMissingChoice);
-  const torch::Tensor lsm = slot_logits.log_softmax(2);
+  const torch::Tensor lsm = (temperature == 1.0 ? slot_logits : slot_logits / temperature).log_softmax(2);
   const torch::Tensor target = tokens.narrow(1, 1, tokens.size(1) - 1);
   const torch::Tensor chosen = space.choice_index().to(device).index_select(0, target.reshape(-1)).view_as(target);
   const torch::Tensor logp = lsm.gather(2, chosen.clamp_min(0).unsqueeze(2)).squeeze(2);
@@ -161,7 +161,7 @@ TokenLogp PlanPolicy::forward_logp(const torch::Tensor& tokens, const torch::Ten
     response = torch::zeros_like(tokens, torch::kBool);
     response.narrow(1, tokens.size(1) - space_->slots(), space_->slots()).fill_(true);
   }
-  return plan_token_logp(model_->model()->forward(tokens, attention), tokens, response, *space_);
+  return plan_token_logp(model_->model()->forward(tokens, attention), tokens, response, *space_, logp_temperature());
 }
 
 Rollout PlanPolicy::generate(const torch::Tensor& prompts, const torch::Tensor&, const SamplingOptions& options) {

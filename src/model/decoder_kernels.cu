@@ -227,12 +227,12 @@ constexpr int kRowThreads = 512;
 // One block per row.
 template <typename T>
 __global__ void logp_entropy_rows(const T* logits, const int64_t* targets, float* lse, float* logp, float* entropy,
-                                  int64_t vocab) {
+                                  int64_t vocab, float temperature) {
   __shared__ SoftmaxStats partial[kRowThreads / 32];
   const int64_t row = blockIdx.x;
   const T* x = logits + row * vocab;
   SoftmaxStats s;
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) s.add(to_float(x[j]));
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) s.add(__fdiv_rn(to_float(x[j]), temperature));
   for (int offset = 16; offset > 0; offset >>= 1) s.merge(shuffle_down(s, offset));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) partial[warp] = s;
@@ -242,14 +242,14 @@ __global__ void logp_entropy_rows(const T* logits, const int64_t* targets, float
   for (int w = 1; w < int(blockDim.x / 32); ++w) total.merge(partial[w]);
   const float log_sum = total.max + logf(total.sum);
   lse[row] = log_sum;
-  logp[row] = to_float(x[targets[row]]) - log_sum;
+  logp[row] = __fdiv_rn(to_float(x[targets[row]]), temperature) - log_sum;
   entropy[row] = log_sum - total.weighted / total.sum;
 }
 
 template <typename T>
 __global__ void logp_entropy_backward_rows(const T* logits, const int64_t* targets, const float* lse,
                                            const float* entropy, const float* g_logp, const float* g_entropy,
-                                           T* grad_logits, int64_t vocab) {
+                                           T* grad_logits, int64_t vocab, float temperature) {
   const int64_t row = blockIdx.x;
   const T* x = logits + row * vocab;
   T* out = grad_logits + row * vocab;
@@ -257,10 +257,10 @@ __global__ void logp_entropy_backward_rows(const T* logits, const int64_t* targe
   const float gl = g_logp != nullptr ? g_logp[row] : 0.0f, ge = g_entropy != nullptr ? g_entropy[row] : 0.0f;
   const int64_t target = targets[row];
   for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-    const float log_p = to_float(x[j]) - log_sum, p = expf(log_p);
+    const float log_p = __fdiv_rn(to_float(x[j]), temperature) - log_sum, p = expf(log_p);
     float g = -p * gl - p * (log_p + h) * ge;
     if (j == target) g += gl;
-    out[j] = from_float<T>(g);
+    out[j] = from_float<T>(__fdiv_rn(g, temperature));
   }
 }
 
@@ -340,20 +340,22 @@ cudaError_t silu_mul_backward_typed(const void* dy, const void* gate, const void
 
 template <typename T>
 cudaError_t logp_entropy_typed(const void* logits, const int64_t* targets, float* lse, float* logp, float* entropy,
-                               int64_t rows, int64_t vocab, cudaStream_t stream) {
+                               int64_t rows, int64_t vocab, float temperature, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   logp_entropy_rows<T><<<unsigned(rows), kRowThreads, 0, stream>>>(static_cast<const T*>(logits), targets, lse, logp,
-                                                                     entropy, vocab);
+                                                                     entropy, vocab, temperature);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t logp_entropy_backward_typed(const void* logits, const int64_t* targets, const float* lse,
                                         const float* entropy, const float* g_logp, const float* g_entropy,
-                                        void* grad_logits, int64_t rows, int64_t vocab, cudaStream_t stream) {
+                                        void* grad_logits, int64_t rows, int64_t vocab, float temperature,
+                                        cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   logp_entropy_backward_rows<T><<<unsigned(rows), kRowThreads, 0, stream>>>(
-      static_cast<const T*>(logits), targets, lse, entropy, g_logp, g_entropy, static_cast<T*>(grad_logits), vocab);
+      static_cast<const T*>(logits), targets, lse, entropy, g_logp, g_entropy, static_cast<T*>(grad_logits), vocab,
+      temperature);
   return cudaGetLastError();
 }
 
@@ -412,18 +414,18 @@ cudaError_t silu_mul_backward(DType dtype, const void* dy, const void* gate, con
 }
 
 cudaError_t logp_entropy(DType dtype, const void* logits, const int64_t* targets, float* lse, float* logp,
-                         float* entropy, int64_t rows, int64_t vocab, cudaStream_t stream) {
+                         float* entropy, int64_t rows, int64_t vocab, float temperature, cudaStream_t stream) {
   return by_dtype(dtype, [&](auto zero) {
-    return logp_entropy_typed<decltype(zero)>(logits, targets, lse, logp, entropy, rows, vocab, stream);
+    return logp_entropy_typed<decltype(zero)>(logits, targets, lse, logp, entropy, rows, vocab, temperature, stream);
   });
 }
 
 cudaError_t logp_entropy_backward(DType dtype, const void* logits, const int64_t* targets, const float* lse,
                                   const float* entropy, const float* g_logp, const float* g_entropy, void* grad_logits,
-                                  int64_t rows, int64_t vocab, cudaStream_t stream) {
+                                  int64_t rows, int64_t vocab, float temperature, cudaStream_t stream) {
   return by_dtype(dtype, [&](auto zero) {
     return logp_entropy_backward_typed<decltype(zero)>(logits, targets, lse, entropy, g_logp, g_entropy, grad_logits,
-                                                       rows, vocab, stream);
+                                                       rows, vocab, temperature, stream);
   });
 }
 

@@ -44,16 +44,17 @@ cudaError_t silu_mul(DType dtype, const void* gate, const void* up, void* out, i
 cudaError_t silu_mul_backward(DType dtype, const void* dy, const void* gate, const void* up, void* dgate, void* dup,
                               int64_t n, cudaStream_t stream);
 
-// Per row of logits [rows, vocab] (read once, in float32): lse = logsumexp, logp = logit[target] -
-// lse, entropy = lse - sum(softmax * logit). All outputs float32 [rows].
+// Per row of logits [rows, vocab] (read once, in float32, each divided by temperature first: z =
+// logit / temperature): lse = logsumexp(z), logp = z[target] - lse, entropy = lse - sum(softmax(z)
+// * z). All outputs float32 [rows].
 cudaError_t logp_entropy(DType dtype, const void* logits, const int64_t* targets, float* lse, float* logp,
-                         float* entropy, int64_t rows, int64_t vocab, cudaStream_t stream);
+                         float* entropy, int64_t rows, int64_t vocab, float temperature, cudaStream_t stream);
 
 // The gradient of g_logp * logp + g_entropy * entropy with respect to the logits, in the dtype:
-// (onehot(target) - p) * g_logp - p * (log p + entropy) * g_entropy, p = exp(logit - lse).
-// g_logp or g_entropy null: that term is absent.
+// ((onehot(target) - p) * g_logp - p * (log p + entropy) * g_entropy) / temperature,
+// p = exp(z - lse). g_logp or g_entropy null: that term is absent.
 cudaError_t logp_entropy_backward(DType dtype, const void* logits, const int64_t* targets, const float* lse,
                                   const float* entropy, const float* g_logp, const float* g_entropy, void* grad_logits,
-                                  int64_t rows, int64_t vocab, cudaStream_t stream);
+                                  int64_t rows, int64_t vocab, float temperature, cudaStream_t stream);
 
 }  // namespace turnrl::decoder_kernels

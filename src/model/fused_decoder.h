@@ -33,17 +33,19 @@ torch::Tensor fused_norm_rotary(const torch::Tensor& x, const torch::Tensor& wei
 torch::Tensor fused_silu_mul(const torch::Tensor& gate, const torch::Tensor& up);
 
 // One pass over each row of logits [rows, V] (contiguous; float32, float16 or bfloat16) for the
-// chunked log-probs (chunked_logp.h): logsumexp, the target's log-prob and the entropy, float32 [rows].
+// chunked log-probs (chunked_logp.h): logsumexp, the target's log-prob and the entropy of
+// softmax(logits / temperature), float32 [rows].
 struct RowSoftmax {
   torch::Tensor lse, logp, entropy;
 };
-RowSoftmax fused_logp_entropy(const torch::Tensor& logits, const torch::Tensor& targets);
+RowSoftmax fused_logp_entropy(const torch::Tensor& logits, const torch::Tensor& targets, double temperature);
 
 // The gradient with respect to the logits (their dtype) of sum(g_logp * logp + g_entropy *
 // entropy), from the forward's lse and entropy; an undefined g_* leaves its term out.
 torch::Tensor fused_logp_entropy_backward(const torch::Tensor& logits, const torch::Tensor& targets,
                                           const torch::Tensor& lse, const torch::Tensor& entropy,
-                                          const torch::Tensor& g_logp, const torch::Tensor& g_entropy);
+                                          const torch::Tensor& g_logp, const torch::Tensor& g_entropy,
+                                          double temperature);
 
 // Whether this LibTorch has FlashAttention's variable-length forward with per-row key counts
 // (aten::_flash_attention_forward with seqused_k; LibTorch >= 2.5), which decode attention uses.

@@ -181,19 +181,21 @@ torch::Tensor fused_silu_mul(const torch::Tensor& gate, const torch::Tensor& up)
   return run_silu_mul(gate.contiguous(), up.contiguous());
 }
 
-RowSoftmax fused_logp_entropy(const torch::Tensor& logits, const torch::Tensor& targets) {
+RowSoftmax fused_logp_entropy(const torch::Tensor& logits, const torch::Tensor& targets, double temperature) {
   const torch::Tensor x = logits.contiguous(), t = targets.contiguous();
   const int64_t rows = x.size(0), vocab = x.size(1);
   RowSoftmax r{float_rows(x, rows), float_rows(x, rows), float_rows(x, rows)};
   check(dk::logp_entropy(kernel_dtype(x), x.data_ptr(), t.data_ptr<int64_t>(), r.lse.data_ptr<float>(),
-                         r.logp.data_ptr<float>(), r.entropy.data_ptr<float>(), rows, vocab, stream_of(x)),
+                         r.logp.data_ptr<float>(), r.entropy.data_ptr<float>(), rows, vocab, float(temperature),
+                         stream_of(x)),
         "logp_entropy");
   return r;
 }
 
 torch::Tensor fused_logp_entropy_backward(const torch::Tensor& logits, const torch::Tensor& targets,
                                           const torch::Tensor& lse, const torch::Tensor& entropy,
-                                          const torch::Tensor& g_logp, const torch::Tensor& g_entropy) {
+                                          const torch::Tensor& g_logp, const torch::Tensor& g_entropy,
+                                          double temperature) {
   const torch::Tensor x = logits.contiguous(), t = targets.contiguous();
   const torch::Tensor gl = g_logp.defined() ? g_logp.to(torch::kFloat).contiguous() : g_logp;
   const torch::Tensor ge = g_entropy.defined() ? g_entropy.to(torch::kFloat).contiguous() : g_entropy;
@@ -201,7 +203,7 @@ torch::Tensor fused_logp_entropy_backward(const torch::Tensor& logits, const tor
   check(dk::logp_entropy_backward(kernel_dtype(x), x.data_ptr(), t.data_ptr<int64_t>(), lse.data_ptr<float>(),
                                   entropy.data_ptr<float>(), gl.defined() ? gl.data_ptr<float>() : nullptr,
                                   ge.defined() ? ge.data_ptr<float>() : nullptr, grad.data_ptr(), x.size(0), x.size(1),
-                                  stream_of(x)),
+                                  float(temperature), stream_of(x)),
         "logp_entropy_backward");
   return grad;
 }

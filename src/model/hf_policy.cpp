@@ -96,7 +96,7 @@ void HFPolicy::set_logp_chunk_size(int64_t rows) {
 TokenLogp HFPolicy::forward_logp(const torch::Tensor& tokens, const torch::Tensor& attention_mask,
                                  const torch::Tensor& response_mask) {
   return token_logp_at_responses(model_->final_hidden(tokens, attention_mask), model_->lm_head_weight(), tokens,
-                                 response_mask, logp_chunk_size_, model_->fused_kernels());
+                                 response_mask, logp_chunk_size_, model_->fused_kernels(), logp_temperature());
 }
 
 Rollout HFPolicy::generate(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,

@@ -1,5 +1,7 @@
 #include "turnrl/model/policy.h"
 
+#include <cmath>
+
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 #include <torch/utils.h>
@@ -11,8 +13,23 @@
 
 namespace turnrl {
 
+namespace {
+
+void check_temperature(double temperature, const char* where) {
+  if (!(temperature > 0) || !std::isfinite(temperature))
+    fail("{}: temperature {} must be finite and > 0", where, temperature);
+}
+
+}  // namespace
+
+void Policy::set_logp_temperature(double temperature) {
+  check_temperature(temperature, "Policy::set_logp_temperature");
+  logp_temperature_ = temperature;
+}
+
 TokenLogp token_logp_from_logits(const torch::Tensor& logits, const torch::Tensor& tokens,
-                                 const torch::Tensor& response_mask) {
+                                 const torch::Tensor& response_mask, double temperature) {
+  check_temperature(temperature, "token_logp_from_logits");
   if (logits.dim() != 3 || tokens.dim() != 2 || logits.size(0) != tokens.size(0) || logits.size(1) != tokens.size(1))
     fail("token_logp_from_logits: logits {} must be [B, T, V] for tokens {} [B, T]", c10::str(logits.sizes()),
          c10::str(tokens.sizes()));
@@ -25,7 +42,8 @@ TokenLogp token_logp_from_logits(const torch::Tensor& logits, const torch::Tenso
     return out;
   }
   // Position t-1 predicts token t; column 0 has no prediction and gets 0.
-  const torch::Tensor log_probs = logits.narrow(1, 0, length - 1).to(torch::kFloat).log_softmax(-1);
+  const torch::Tensor scores = logits.narrow(1, 0, length - 1).to(torch::kFloat);
+  const torch::Tensor log_probs = (temperature == 1.0 ? scores : scores / temperature).log_softmax(-1);
   const torch::Tensor next = tokens.narrow(1, 1, length - 1).unsqueeze(-1);
   const torch::Tensor zero_column = torch::zeros({rows, 1}, float_options);
   out.logp = torch::cat({zero_column, log_probs.gather(-1, next).squeeze(-1)}, 1);
@@ -42,7 +60,7 @@ TokenLogp token_logp_from_logits(const torch::Tensor& logits, const torch::Tenso
 
 TokenLogp token_logp_at_responses(const torch::Tensor& hidden, const torch::Tensor& head_weight,
                                   const torch::Tensor& tokens, const torch::Tensor& response_mask, int64_t chunk_rows,
-                                  bool fused_kernels) {
+                                  bool fused_kernels, double temperature) {
   if (hidden.dim() != 3 || tokens.dim() != 2 || hidden.size(0) != tokens.size(0) || hidden.size(1) != tokens.size(1))
     fail("token_logp_at_responses: hidden {} must be [B, T, H] for tokens {} [B, T]", c10::str(hidden.sizes()),
          c10::str(tokens.sizes()));
@@ -60,7 +78,7 @@ TokenLogp token_logp_at_responses(const torch::Tensor& hidden, const torch::Tens
   const torch::Tensor row = where.select(1, 0), column = where.select(1, 1);
   const RowLogp scored_rows =
       chunked_logp_entropy(hidden.index({row, column - 1}), head_weight, tokens.index({row, column}), chunk_rows,
-                           fused_kernels);
+                           fused_kernels, temperature);
   out.logp = out.logp.index_put({row, column}, scored_rows.logp);
   out.entropy = out.entropy.index_put({row, column}, scored_rows.entropy);
   return out;
@@ -90,7 +108,8 @@ ModulePolicy::ModulePolicy(std::shared_ptr<torch::nn::Module> module, LogitsFn l
 
 TokenLogp ModulePolicy::forward_logp(const torch::Tensor& tokens, const torch::Tensor& attention_mask,
                                      const torch::Tensor& response_mask) {
-  return token_logp_from_logits(logits_(tokens, mask_or_all(tokens, attention_mask)), tokens, response_mask);
+  return token_logp_from_logits(logits_(tokens, mask_or_all(tokens, attention_mask)), tokens, response_mask,
+                                logp_temperature());
 }
 
 Rollout ModulePolicy::generate(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,

@@ -34,7 +34,7 @@ torch::Tensor TorchScriptPolicy::logits(const torch::Tensor& tokens, const torch
 
 TokenLogp TorchScriptPolicy::forward_logp(const torch::Tensor& tokens, const torch::Tensor& attention_mask,
                                           const torch::Tensor& response_mask) {
-  return token_logp_from_logits(logits(tokens, attention_mask), tokens, response_mask);
+  return token_logp_from_logits(logits(tokens, attention_mask), tokens, response_mask, logp_temperature());
 }
 
 Rollout TorchScriptPolicy::generate(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,

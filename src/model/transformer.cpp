@@ -198,7 +198,7 @@ TokenLogp TransformerPolicy::forward_logp(const torch::Tensor& tokens, const tor
   if (attention_mask.defined() && attention_mask.sizes() != tokens.sizes())
     fail("forward_logp: attention_mask has shape {}, tokens {}; they must match", c10::str(attention_mask.sizes()),
          c10::str(tokens.sizes()));
-  return token_logp_from_logits(model_->forward(tokens, attention_mask), tokens, response_mask);
+  return token_logp_from_logits(model_->forward(tokens, attention_mask), tokens, response_mask, logp_temperature());
 }
 
 Rollout TransformerPolicy::generate(const torch::Tensor& prompts, const torch::Tensor& prompt_mask,

@@ -64,6 +64,9 @@ static void describe(V& v, RolloutSamplingConfig& o) {
   v.integer("top_k", o.top_k, 0, 1 << 20, "0 = off");
   v.number("top_p", o.top_p, 1e-6, 1.0, "(0, 1]; 1 = off");
   v.integer("max_new_tokens", o.max_new_tokens, 1, 1 << 20, "response tokens per turn (env.action: code)");
+  v.flag("score_at_temperature", o.score_at_temperature,
+         "the trainer's log-probs and entropies (PPO ratio, mismatch correction, entropy bonus) of the logits divided by "
+         "temperature, as verl's actor computes them (false: of the model's own distribution, temperature 1)");
 }
 
 void read_options(ConfigReader& r, RunConfig& o) { read_described(r, o); }

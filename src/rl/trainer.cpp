@@ -134,6 +134,8 @@ Trainer::Trainer(TrainerParts parts, std::shared_ptr<Communicator> comm) : s_(st
          c.policy_loss.kl_loss_coef);
   s.collector = std::make_unique<RolloutCollector>(s.parts.environments, s.parts.codec, c.trainer.rollout_waves);
   s.device = s.parts.policy->device();
+  // The trainer's log-probs are of the distribution the rollout drew from (up to top-k / top-p).
+  s.parts.policy->set_logp_temperature(c.sampling.score_at_temperature ? c.sampling.temperature : 1.0);
   const DistributedEnv env = comm ? DistributedEnv{comm->rank(), comm->world_size(), comm->rank()}
                                   : distributed_env_from_environment();
   if (comm)

@@ -78,6 +78,15 @@ TEST_CASE("sampled plans are always valid and the trainer's log-probs equal the 
   const TokenLogp ct = plan_token_logp(f.policy->model()->forward(c.tokens, plan_attention_mask(c.tokens)), c.tokens,
                                        c.response_mask, f.space);
   CHECK_FALSE(torch::allclose(ct.logp, c.logp, 1e-4, 1e-4));
+  // Scored at the sampling temperature, the trainer's log-probs are the rollout's again.
+  const TokenLogp warm = plan_token_logp(f.policy->model()->forward(c.tokens, plan_attention_mask(c.tokens)),
+                                         c.tokens, c.response_mask, f.space, 0.5);
+  CHECK(torch::allclose(warm.logp, c.logp, 1e-5, 1e-5));
+  PlanPolicy plan(std::make_shared<PlanActionSpace>(f.space), std::move(f.policy));
+  plan.set_logp_temperature(0.5);
+  CHECK(torch::allclose(plan.forward_logp(c.tokens, plan_attention_mask(c.tokens), c.response_mask).logp, c.logp, 1e-5,
+                        1e-5));
+  CHECK_THROWS_WITH(plan.set_logp_temperature(0), Catch::Contains("finite and > 0"));
 }
 
 TEST_CASE("plan log-probs are differentiable and finite where slots have fewer choices", "[trainer][plan]") {

@@ -120,6 +120,21 @@ TEST_CASE("the stages compose by hand into a step and the batch is shaped as doc
   CHECK(m.at("optim/lr") == trainer.config().optimizer.lr);
 }
 
+TEST_CASE("at a sampling temperature the trainer scores the distribution the rollout drew from", "[trainer][mismatch]") {
+  for (const bool at_temperature : {true, false}) {
+    INFO("score_at_temperature " << at_temperature);
+    TrainConfig c = test::tiny_config(test::fresh_dir("temperature"));
+    c.sampling.temperature = 0.6;
+    c.sampling.score_at_temperature = at_temperature;
+    KernelTrainer trainer(c, rules());
+    CHECK(trainer.policy().logp_temperature() == (at_temperature ? 0.6 : 1.0));
+    RolloutBatch r = trainer.collect_rollouts(trainer.step_tasks(0), 4, rollout_sampling(c), 5);
+    trainer.recompute_old_logp(r.batch);
+    // Off: the trainer scores the temperature-1 distribution, a mismatch the correction sees.
+    CHECK(torch::allclose(r.batch.old_logp, r.batch.rollout_logp, 1e-5, 1e-5) == at_temperature);
+  }
+}
+
 TEST_CASE("PPO updates on a fixed batch lower its loss", "[trainer][loss]") {
   TrainConfig c = test::tiny_config(test::fresh_dir("fixed-batch"));
   c.optimizer.lr = 3e-3;

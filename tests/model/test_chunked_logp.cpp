@@ -12,9 +12,11 @@ using namespace turnrl::test;
 
 namespace {
 
-// The unchunked reference: the whole [K, V] logits, log_softmax in float32, plain autograd.
-RowLogp whole_logp_entropy(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets) {
-  const torch::Tensor log_probs = torch::matmul(hidden, weight.t()).to(torch::kFloat).log_softmax(-1);
+// The unchunked reference: the whole [K, V] logits (divided by the temperature), log_softmax in
+// float32, plain autograd.
+RowLogp whole_logp_entropy(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
+                           double temperature = 1.0) {
+  const torch::Tensor log_probs = (torch::matmul(hidden, weight.t()).to(torch::kFloat) / temperature).log_softmax(-1);
   return {log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1), -(log_probs.exp() * log_probs).sum(-1)};
 }
 
@@ -54,7 +56,7 @@ TEST_CASE("chunked_logp: values and gradients equal the whole-logits computation
     const torch::Tensor hidden = torch::randn({rows, width}) * 2;
     const torch::Tensor targets = torch::randint(vocab, {rows}, torch::kLong);
     const torch::Tensor a = torch::randn({rows}), b = torch::randn({rows});
-    const Grads reference = run(whole_logp_entropy, hidden, weight, targets, a, b);
+    const Grads reference = run([](auto&& h, auto&& w, auto&& t) { return whole_logp_entropy(h, w, t); }, hidden, weight, targets, a, b);
     // 3 does not divide 7 or 16; 1 is one row per chunk; 64 is one chunk larger than the rows.
     for (const int64_t chunk : {1, 3, 4, 64}) {
       INFO("rows " << rows << ", chunk " << chunk);
@@ -80,11 +82,41 @@ TEST_CASE("chunked_logp: scalar checks on a two-token vocabulary", "[model]") {
   CHECK(hidden.grad().item<double>() == Approx(0.25).margin(1e-6));
 }
 
+TEST_CASE("chunked_logp: at a temperature, values and gradients of logits / temperature", "[model]") {
+  // Logits (0, ln 3) at temperature 1/2 are (0, ln 9): p = (1/10, 9/10); logp of token 1 = ln 0.9;
+  // d logp / d h = (onehot - p) / temperature · weight = 0.1 · 2 · 1 = 0.2.
+  const torch::Tensor weight = torch::tensor({0.0f, 1.0f}).view({2, 1});
+  const torch::Tensor hidden = torch::full({1, 1}, std::log(3.0f), torch::kFloat).requires_grad_(true);
+  const RowLogp out = chunked_logp_entropy(hidden, weight, torch::tensor({int64_t(1)}), 1, false, 0.5);
+  CHECK(out.logp.item<double>() == Approx(std::log(0.9)).margin(1e-6));
+  CHECK(out.entropy.item<double>() == Approx(-(0.1 * std::log(0.1) + 0.9 * std::log(0.9))).margin(1e-6));
+  out.logp.sum().backward();
+  CHECK(hidden.grad().item<double>() == Approx(0.2).margin(1e-6));
+
+  torch::manual_seed(15);
+  const torch::Tensor w = torch::randn({37, 8}), h = torch::randn({7, 8}) * 2;
+  const torch::Tensor targets = torch::randint(37, {7}, torch::kLong), a = torch::randn({7}), b = torch::randn({7});
+  for (const double temperature : {0.3, 0.7, 1.6}) {
+    INFO("temperature " << temperature);
+    const Grads reference = run([temperature](auto&& hh, auto&& ww, auto&& t) { return whole_logp_entropy(hh, ww, t, temperature); },
+                                h, w, targets, a, b);
+    const Grads chunked = run([temperature](auto&& hh, auto&& ww, auto&& t) {
+      return chunked_logp_entropy(hh, ww, t, 3, false, temperature);
+    }, h, w, targets, a, b);
+    CHECK(max_abs_diff(chunked.logp, reference.logp) < 1e-5);
+    CHECK(max_abs_diff(chunked.entropy, reference.entropy) < 1e-5);
+    CHECK(max_abs_diff(chunked.hidden, reference.hidden) < 1e-5);
+    CHECK(max_abs_diff(chunked.weight, reference.weight) < 1e-5);
+  }
+  for (const double bad : {0.0, -1.0, std::nan("")})
+    CHECK_THROWS_WITH(chunked_logp_entropy(h, w, targets, 3, false, bad), Catch::Contains("finite and > 0"));
+}
+
 TEST_CASE("chunked_logp: only logp differentiated, and no rows at all", "[model]") {
   torch::manual_seed(12);
   const torch::Tensor weight = torch::randn({11, 4}), hidden = torch::randn({5, 4});
   const torch::Tensor targets = torch::randint(11, {5}, torch::kLong), a = torch::randn({5});
-  const Grads reference = run(whole_logp_entropy, hidden, weight, targets, a, torch::zeros({5}));
+  const Grads reference = run([](auto&& h, auto&& w, auto&& t) { return whole_logp_entropy(h, w, t); }, hidden, weight, targets, a, torch::zeros({5}));
   const torch::Tensor h = hidden.clone().requires_grad_(true);
   chunked_logp_entropy(h, weight, targets, 2).logp.mul(a).sum().backward();  // entropy's gradient undefined
   CHECK(max_abs_diff(h.grad(), reference.hidden) < 1e-5);
@@ -98,7 +130,7 @@ TEST_CASE("chunked_logp: bfloat16 hidden and weight give the whole-logits result
   torch::manual_seed(13);
   const torch::Tensor weight = torch::randn({50, 16}).to(torch::kBFloat16), hidden = torch::randn({9, 16}).to(torch::kBFloat16);
   const torch::Tensor targets = torch::randint(50, {9}, torch::kLong), a = torch::randn({9}), b = torch::randn({9});
-  const Grads reference = run(whole_logp_entropy, hidden, weight, targets, a, b);
+  const Grads reference = run([](auto&& h, auto&& w, auto&& t) { return whole_logp_entropy(h, w, t); }, hidden, weight, targets, a, b);
   const Grads chunked = run([](auto&& h, auto&& w, auto&& t) { return chunked_logp_entropy(h, w, t, 4); }, hidden,
                             weight, targets, a, b);
   CHECK(chunked.logp.scalar_type() == torch::kFloat);
@@ -156,6 +188,16 @@ TEST_CASE("chunked_logp: HFPolicy::forward_logp equals log-probs of the full log
     // Nothing to score: zeros, no error.
     const TokenLogp none = policy->forward_logp(tokens, {}, torch::zeros({3, 10}, torch::kBool));
     CHECK(none.logp.eq(0).all().item<bool>());
+    // At a sampling temperature: the log-softmax of logits / temperature.
+    policy->set_logp_temperature(0.7);
+    const TokenLogp warm = policy->forward_logp(tokens, {}, response);
+    const torch::Tensor scaled = (policy->model()->forward(tokens) / 0.7).log_softmax(-1);
+    const torch::Tensor expected =
+        scaled.narrow(1, 0, 9).gather(-1, tokens.narrow(1, 1, 9).unsqueeze(-1)).squeeze(-1).masked_fill(
+            ~response.narrow(1, 1, 9), 0);
+    CHECK(max_abs_diff(warm.logp.narrow(1, 1, 9), expected) < 1e-5);
+    CHECK(max_abs_diff(warm.logp, token_logp_from_logits(policy->model()->forward(tokens), tokens, response, 0.7).logp) <
+          1e-5);
   }
 }
 

@@ -305,20 +305,24 @@ TEST_CASE("fused_decoder: chunked log-probs and entropies by the one-pass kernel
     const torch::Tensor targets = torch::randint(0, vocab, {rows}, torch::TensorOptions(torch::kLong).device(torch::kCUDA));
     const torch::Tensor a = torch::randn({rows}, torch::TensorOptions(torch::kFloat).device(torch::kCUDA));
     const torch::Tensor b = torch::randn({rows}, torch::TensorOptions(torch::kFloat).device(torch::kCUDA));
-    std::vector<RowLogp> outs;
-    std::vector<std::vector<torch::Tensor>> grads;
-    for (const bool fused : {false, true}) {
-      hidden.mutable_grad() = torch::Tensor();
-      weight.mutable_grad() = torch::Tensor();
-      const RowLogp r = chunked_logp_entropy(hidden, weight, targets, 16, fused);
-      (r.logp * a + r.entropy * b).sum().backward();
-      outs.push_back(r);
-      grads.push_back({hidden.grad().clone(), weight.grad().clone()});
+    // At temperature 1 and at a sampling temperature (logits divided by it before the softmax).
+    for (const double temperature : {1.0, 0.7}) {
+      INFO("temperature " << temperature);
+      std::vector<RowLogp> outs;
+      std::vector<std::vector<torch::Tensor>> grads;
+      for (const bool fused : {false, true}) {
+        hidden.mutable_grad() = torch::Tensor();
+        weight.mutable_grad() = torch::Tensor();
+        const RowLogp r = chunked_logp_entropy(hidden, weight, targets, 16, fused, temperature);
+        (r.logp * a + r.entropy * b).sum().backward();
+        outs.push_back(r);
+        grads.push_back({hidden.grad().clone(), weight.grad().clone()});
+      }
+      const double value_tolerance = dtype == torch::kFloat ? 1e-4 : 1e-3;  // float32 math on the same logits
+      CHECK(max_abs_diff(outs[1].logp, outs[0].logp) < value_tolerance);
+      CHECK(max_abs_diff(outs[1].entropy, outs[0].entropy) < value_tolerance);
+      for (size_t i = 0; i < 2; ++i) CHECK(relative_error(grads[1][i], grads[0][i]) <= gradient_tolerance(dtype));
     }
-    const double value_tolerance = dtype == torch::kFloat ? 1e-4 : 1e-3;  // float32 math on the same logits
-    CHECK(max_abs_diff(outs[1].logp, outs[0].logp) < value_tolerance);
-    CHECK(max_abs_diff(outs[1].entropy, outs[0].entropy) < value_tolerance);
-    for (size_t i = 0; i < 2; ++i) CHECK(relative_error(grads[1][i], grads[0][i]) <= gradient_tolerance(dtype));
     // Only the log-probs differentiated: the entropy's term is left out, as in the plain path.
     hidden.mutable_grad() = torch::Tensor();
     chunked_logp_entropy(hidden, weight, targets, 16, true).logp.mul(a).sum().backward();

@@ -76,9 +76,10 @@ PlanSample sample_plans(const LogitsFn& logits, const PlanActionSpace& space, co
 
 // The trainer's log-probs and entropies of plan responses: logits float [B, S, V] of the
 // sequences `tokens`, restricted at each response position to that slot's choices. Aligned as
-// Policy::forward_logp (column 0 is 0); 0 outside response_mask. Differentiable in logits.
+// Policy::forward_logp (column 0 is 0); 0 outside response_mask. Differentiable in logits. The
+// slot logits are divided by temperature first (Policy::logp_temperature).
 TokenLogp plan_token_logp(const torch::Tensor& logits, const torch::Tensor& tokens,
-                          const torch::Tensor& response_mask, const PlanActionSpace& space);
+                          const torch::Tensor& response_mask, const PlanActionSpace& space, double temperature = 1.0);
 
 // The action codec of plan actions: the prompt is the observation's compact state (the plan policy
 // reads nothing else, so history is not carried), the response's slots() tokens are the plan.

@@ -31,7 +31,8 @@ struct RowLogp {
 // once by one kernel that keeps each row's logsumexp, log-prob and entropy (an online softmax),
 // and the backward writes their gradient in one pass from the recomputed logits, instead of some
 // fifteen float32 passes over [chunk_rows, V] (src/model/fused_decoder.h).
+// temperature: the float32 logits are divided by it before the softmax (Policy::logp_temperature).
 RowLogp chunked_logp_entropy(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
-                             int64_t chunk_rows, bool fused_kernels = false);
+                             int64_t chunk_rows, bool fused_kernels = false, double temperature = 1.0);
 
 }  // namespace turnrl

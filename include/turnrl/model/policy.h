@@ -62,12 +62,24 @@ class Policy {
   virtual void to(torch::Device device) = 0;
   virtual void to(torch::Dtype dtype) = 0;
   virtual torch::Device device() const = 0;
+
+  // The temperature forward_logp scores at: every implementation divides its float32 logits by it
+  // before the softmax, so log-probs and entropies are of the distribution sampling at that
+  // temperature draws from (before top-k / top-p), as verl's actor scores its rollout temperature.
+  // 1 (the default) is the model's own distribution. The Trainer sets it from sampling.temperature
+  // when sampling.score_at_temperature is on. Throws unless finite and > 0.
+  void set_logp_temperature(double temperature);
+  double logp_temperature() const { return logp_temperature_; }
+
+ private:
+  double logp_temperature_ = 1.0;
 };
 
 // logits float [B, T, V] (position t predicts token t+1) -> TokenLogp aligned as above. Computed
-// in float32 whatever the logits' dtype. Shared by every policy; useful for users' own ones.
+// in float32 whatever the logits' dtype, of logits / temperature. Shared by every policy; useful
+// for users' own ones (pass logp_temperature()).
 TokenLogp token_logp_from_logits(const torch::Tensor& logits, const torch::Tensor& tokens,
-                                 const torch::Tensor& response_mask = {});
+                                 const torch::Tensor& response_mask = {}, double temperature = 1.0);
 
 // The same as token_logp_from_logits(hidden · head_weightᵀ, tokens, response_mask) for a linear
 // vocabulary head, computed only at the positions that predict a response token (a prompt's
@@ -75,10 +87,11 @@ TokenLogp token_logp_from_logits(const torch::Tensor& logits, const torch::Tenso
 // (chunked_logp.h): the full [B, T, V] logits never exist, in the forward pass or the backward.
 // hidden [B, T, H]; head_weight [V, H]; tokens [B, T]; response_mask [B, T] or undefined (every
 // position but column 0). Synchronises with the device once (the count of response tokens).
-// fused_kernels: chunked_logp_entropy's one-pass GPU kernels (chunked_logp.h).
+// fused_kernels: chunked_logp_entropy's one-pass GPU kernels (chunked_logp.h). temperature: as
+// token_logp_from_logits's.
 TokenLogp token_logp_at_responses(const torch::Tensor& hidden, const torch::Tensor& head_weight,
                                   const torch::Tensor& tokens, const torch::Tensor& response_mask, int64_t chunk_rows,
-                                  bool fused_kernels = false);
+                                  bool fused_kernels = false, double temperature = 1.0);
 
 // Positions from an attention mask: each valid token's index among the valid tokens of its row
 // (0 for pads), int64 [B, T]. Left padding then gives the same positions as no padding.

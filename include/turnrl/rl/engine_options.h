@@ -58,13 +58,16 @@ struct CheckpointConfig {
 };
 
 // How rollout actions are sampled. These options shape the sampling distribution (the plan policy's
-// over each slot's choices), and the rollout log-probs are recorded under it, so temperature != 1
-// or top_p < 1 is a genuine rollout/trainer mismatch for the correction.
+// over each slot's choices), and the rollout log-probs are recorded under it. The trainer scores
+// at the same temperature (score_at_temperature, as verl's actor divides its logits by the rollout
+// temperature), so only top_k > 0 or top_p < 1 is a genuine rollout/trainer mismatch for the
+// correction; with score_at_temperature off a temperature != 1 is one too.
 struct RolloutSamplingConfig {
   double temperature = 1.0;
   int64_t top_k = 0;   // 0: off
   double top_p = 1.0;  // 1: off
   int64_t max_new_tokens = 256;  // response budget of one turn (text and code actions)
+  bool score_at_temperature = true;  // the trainer's log-probs and entropies of logits / temperature
 };
 
 // Data parallelism (trainer/distributed.h): the world comes from RANK / WORLD_SIZE / LOCAL_RANK /

@@ -78,7 +78,8 @@ double scheduled_lr(const OptimizerConfig& options, int64_t optimizer_step, int6
 
 class Trainer {
  public:
-  // Builds the optimizer over parts.policy's parameters. Throws turnrl::Error for a missing part
+  // Builds the optimizer over parts.policy's parameters and sets the policy's logp_temperature
+  // (sampling.score_at_temperature). Throws turnrl::Error for a missing part
   // or a setting this trainer cannot run (policy_loss.kl_loss_coef != 0: no reference policy).
   // comm: the ranks to train with; null = from the environment (RANK/WORLD_SIZE..., see
   // distributed_env_from_environment), which is the one-process world when those are unset.
