@@ -36,6 +36,50 @@ int64_t bucket_for(int64_t n, int64_t smallest, int64_t largest) {
 }
 #endif
 
+// The sampling parameters of a step's rows as one int64 host buffer [kSamplingFields, rows], with
+// temperature and top-p as their float64 bits, so that they cross to the device in one transfer
+// (with the decode inputs, in a graph step). Idle rows sample nothing: temperature and top-p 1.
+enum SamplingField : int64_t { top_k_field, key_field, counter_field, temperature_field, top_p_field, kSamplingFields };
+
+struct PackedSampling {
+  explicit PackedSampling(int64_t rows) : rows(rows), values(size_t(kSamplingFields * rows), 0) {
+    for (int64_t row = 0; row < rows; ++row) at(temperature_field, row) = at(top_p_field, row) = bits(1.0);
+  }
+  // Row `row` draws as `o` says, from the random stream (key, counter).
+  void set(int64_t row, const SamplingOptions& o, int64_t key, int64_t counter) {
+    at(top_k_field, row) = o.top_k;
+    at(key_field, row) = key;
+    at(counter_field, row) = counter;
+    at(temperature_field, row) = bits(o.temperature);
+    at(top_p_field, row) = bits(o.top_p);
+    filtered = filtered || o.top_k > 0 || o.top_p < 1;
+  }
+  int64_t& at(SamplingField field, int64_t row) { return values[size_t(field * rows + row)]; }
+  static int64_t bits(double v) {
+    int64_t b = 0;
+    std::memcpy(&b, &v, sizeof b);
+    return b;
+  }
+
+  int64_t rows;
+  std::vector<int64_t> values;
+  bool filtered = false;  // some row has top-k or top-p
+};
+
+// The draw of each row of logits [R, V] from PackedSampling's fields (int64 [kSamplingFields, R] on
+// the logits' device): {token, log-prob} as float64 [2, R], one tensor for one transfer back (token
+// ids are exact in float64).
+torch::Tensor draw_packed(const torch::Tensor& logits, const torch::Tensor& fields, bool filtered) {
+  const torch::Tensor shaping = fields.narrow(0, temperature_field, 2).view(torch::kDouble).to(torch::kFloat);
+  RowSampling sampling;
+  sampling.temperature = shaping[0];
+  sampling.top_k = fields[top_k_field];
+  sampling.top_p = shaping[1];
+  sampling.filtered = filtered;
+  const auto [token, logp] = draw_tokens(logits, sampling, counter_uniform(fields[key_field], fields[counter_field]));
+  return torch::stack({token.to(torch::kDouble), logp.to(torch::kDouble)});
+}
+
 int64_t common_prefix(const std::vector<int64_t>& a, size_t a_length, const std::vector<int64_t>& b) {
   const size_t n = std::min(a_length, b.size());
   size_t i = 0;
@@ -250,52 +294,32 @@ struct GenerationEngine::State {
     for (size_t s = 0; s < slots.size(); ++s)
       if (slots[s].use == Use::running) running.push_back(int64_t(s));
     const int64_t rows = bucket_for(running.back() + 1, 1, options.slots());
-    // Rows of one int64 buffer [8, rows]: token, start, count, top_k, key, counter, and the
-    // float64 bits of temperature and top_p. Idle rows: count 0, temperature and top_p 1.
-    enum Field { token_f, start_f, count_f, top_k_f, key_f, counter_f, temperature_f, top_p_f, fields };
-    std::vector<int64_t> packed(size_t(fields * rows), 0);
-    const auto at = [&](Field f, int64_t row) -> int64_t& { return packed[size_t(f * rows + row)]; };
-    const auto bits = [](double v) {
-      int64_t b = 0;
-      std::memcpy(&b, &v, sizeof b);
-      return b;
-    };
-    for (int64_t row = 0; row < rows; ++row) at(temperature_f, row) = at(top_p_f, row) = bits(1.0);
-    bool filtered = false;
+    // One int64 buffer [3 + kSamplingFields, rows]: each row's token, start and count (idle rows:
+    // count 0), then its PackedSampling fields.
+    std::vector<int64_t> decode(size_t(3 * rows), 0);
+    PackedSampling sampling(rows);
     int64_t read_width = 1;
     for (int64_t s : running) {
       Slot& slot = slots[size_t(s)];
       const Request& q = requests.at(slot.owner);
-      const SamplingOptions& o = q.request.sampling;
-      at(token_f, s) = slot.sequence.back();
-      at(start_f, s) = slot.cached;
-      at(count_f, s) = 1;
-      at(top_k_f, s) = o.top_k;
-      at(key_f, s) = q.request.key;
-      at(counter_f, s) = int64_t(q.result.tokens.size());
-      at(temperature_f, s) = bits(o.temperature);
-      at(top_p_f, s) = bits(o.top_p);
-      filtered = filtered || o.top_k > 0 || o.top_p < 1;
+      decode[size_t(s)] = slot.sequence.back();
+      decode[size_t(rows + s)] = slot.cached;
+      decode[size_t(2 * rows + s)] = 1;
+      sampling.set(s, q.request.sampling, q.request.key, int64_t(q.result.tokens.size()));
       read_width = std::max(read_width, slot.cached + 1);
       ++slot.cached;
     }
     ++stats.decode_steps;
     ++stats.graph_replays;
     const int64_t width = bucket_for(read_width, 64, options.capacity());
-    const torch::Tensor inputs = torch::tensor(packed, torch::kLong).view({fields, rows}).to(device);
+    decode.insert(decode.end(), sampling.values.begin(), sampling.values.end());
+    const torch::Tensor inputs = torch::tensor(decode, torch::kLong).view({3 + kSamplingFields, rows}).to(device);
+    const bool filtered = sampling.filtered;
     const torch::Tensor drawn = graphs->run(
         {filtered ? kSampleFilteredGraph : kSampleGraph, rows, width}, {inputs},
         [this, width, filtered](const std::vector<torch::Tensor>& in) {
           const torch::Tensor& x = in[0];
-          const torch::Tensor logits = decode_logits(x[token_f], x[start_f], x[count_f], width);
-          const torch::Tensor shaping = x.narrow(0, temperature_f, 2).view(torch::kDouble).to(torch::kFloat);
-          RowSampling sampling;
-          sampling.temperature = shaping[0];
-          sampling.top_k = x[top_k_f];
-          sampling.top_p = shaping[1];
-          sampling.filtered = filtered;
-          const auto [token, logp] = draw_tokens(logits, sampling, counter_uniform(x[key_f], x[counter_f]));
-          return torch::stack({token.to(torch::kDouble), logp.to(torch::kDouble)});
+          return draw_packed(decode_logits(x[0], x[1], x[2], width), x.narrow(0, 3, kSamplingFields), filtered);
         });
     const torch::Tensor host = drawn.cpu();
     const double* t = host.data_ptr<double>();
@@ -305,32 +329,17 @@ struct GenerationEngine::State {
 
   // Samples one token for each row of logits (request ids in row order) and records it.
   void sample_rows(const torch::Tensor& logits, const std::vector<int64_t>& ids) {
-    std::vector<double> temperature, top_p;
-    std::vector<int64_t> top_k, keys, counters;
-    bool filtered = false;
-    for (int64_t id : ids) {
-      const Request& q = requests.at(id);
-      const SamplingOptions& o = q.request.sampling;
-      temperature.push_back(o.temperature);
-      top_k.push_back(o.top_k);
-      top_p.push_back(o.top_p);
-      filtered = filtered || o.top_k > 0 || o.top_p < 1;
-      keys.push_back(q.request.key);
-      counters.push_back(int64_t(q.result.tokens.size()));
+    const int64_t rows = int64_t(ids.size());
+    PackedSampling sampling(rows);
+    for (int64_t i = 0; i < rows; ++i) {
+      const Request& q = requests.at(ids[size_t(i)]);
+      sampling.set(i, q.request.sampling, q.request.key, int64_t(q.result.tokens.size()));
     }
-    const torch::Tensor shaping = rows_to_device<double>({temperature, top_p}, torch::kDouble).to(torch::kFloat);
-    const torch::Tensor streams = rows_to_device<int64_t>({top_k, keys, counters}, torch::kLong);
-    RowSampling rows;
-    rows.temperature = shaping[0];
-    rows.top_k = streams[0];
-    rows.top_p = shaping[1];
-    rows.filtered = filtered;
-    const auto [token, logp] = draw_tokens(logits, rows, counter_uniform(streams[1], streams[2]));
-    // One transfer (one wait for the device) for both: token ids are exact in float64.
-    const torch::Tensor host = torch::stack({token.to(torch::kDouble), logp.to(torch::kDouble)}).cpu();
-    const double* t = host[0].data_ptr<double>();
-    const double* l = host[1].data_ptr<double>();
-    for (size_t i = 0; i < ids.size(); ++i) record(ids[i], int64_t(t[i]), float(l[i]));
+    const torch::Tensor fields = torch::tensor(sampling.values, torch::kLong).view({kSamplingFields, rows}).to(device);
+    // One transfer each way, so one wait for the device.
+    const torch::Tensor host = draw_packed(logits, fields, sampling.filtered).cpu();
+    const double* t = host.data_ptr<double>();
+    for (int64_t i = 0; i < rows; ++i) record(ids[size_t(i)], int64_t(t[i]), float(t[rows + i]));
   }
 
   // Appends a drawn token to request `id`; finishes it at a stop token or max_new_tokens.
