@@ -1267,6 +1267,11 @@ def _format_exception(exc):
         message = str(exc)
         name = type(exc).__name__
         tb = exc.__traceback__
+        # The exception this one was raised while handling, which is often the real cause (a failed
+        # import leaves state behind that makes the next attempt fail differently).
+        earlier = exc.__cause__ or exc.__context__
+        if isinstance(earlier, BaseException):
+            message += "\n(raised while handling %s: %s)" % (type(earlier).__name__, str(earlier)[:300])
     except Exception as e:  # a hostile __str__ must not take the checker down
         message, name, tb = "(unprintable: %s)" % type(e).__name__, "Exception", None
     frames = []
@@ -1994,6 +1999,14 @@ def main(argv):
             import torch.utils.cpp_extension  # noqa: F401
         except ImportError:
             pass
+    try:
+        # On an H100 with torch 2.11, profiling KernelBench references imported torch._inductor (and
+        # torch._dynamo) lazily in mid-request; the import failed there, and every later attempt
+        # with "Artifact of type=precompile already registered". Loaded now, before the audit hook,
+        # it is also no restart reason later.
+        import torch._inductor  # noqa: F401
+    except Exception:  # absent (torch 1.x) or broken here: a later import says why, in its result
+        pass
     _state["baseline"] = _baseline()
     _state["snapshot"] = []
     _drop_evaluation_data()
