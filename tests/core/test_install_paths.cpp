@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "turnrl/core/filesystem.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/install_paths.h"
 
@@ -34,13 +35,13 @@ std::string self_dir() {
 
 TEST_CASE("an override variable's folder is searched first", "[core][install_paths]") {
   const fs::path dir = fs::temp_directory_path() / "turnrl_install_paths_test";
-  fs::remove_all(dir);
+  turnrl::remove_tree(dir);
   fs::create_directories(dir / "configs");
   std::ofstream(dir / "configs" / "mine.yaml") << "trainer: {steps: 1}\n";
   ScopedEnv env("TURNRL_DATA_DIR", dir.string());
   CHECK(turnrl_search_dirs(TurnrlFiles::data).front() == dir.string());
   CHECK(find_turnrl_file(TurnrlFiles::data, "configs/mine.yaml") == (dir / "configs" / "mine.yaml").string());
-  fs::remove_all(dir);
+  turnrl::remove_tree(dir);
 }
 
 TEST_CASE("helpers are looked for beside the running program, then in ../libexec/turnrl", "[core][install_paths]") {
@@ -56,7 +57,7 @@ TEST_CASE("helpers are looked for beside the running program, then in ../libexec
 
 TEST_CASE("a helper must be executable, and a missing file names the folders and the variable", "[core][install_paths]") {
   const fs::path dir = fs::temp_directory_path() / "turnrl_install_paths_helpers";
-  fs::remove_all(dir);
+  turnrl::remove_tree(dir);
   fs::create_directories(dir);
   std::ofstream(dir / "turnrl_fake_worker") << "#!/bin/sh\n";
   ScopedEnv env("TURNRL_WORKER_DIR", dir.string());
@@ -66,5 +67,5 @@ TEST_CASE("a helper must be executable, and a missing file names the folders and
   ::chmod((dir / "turnrl_fake_worker").c_str(), 0755);
   CHECK(find_turnrl_file(TurnrlFiles::helpers, "turnrl_fake_worker") == (dir / "turnrl_fake_worker").string());
   CHECK_THROWS_WITH(find_turnrl_file(TurnrlFiles::headers, "turnrl/kernels/no_such.h"), Catch::Contains("TURNRL_INCLUDE_DIR"));
-  fs::remove_all(dir);
+  turnrl::remove_tree(dir);
 }

@@ -27,7 +27,7 @@ constexpr const char* kArch = "sm_90a";
 
 std::string scratch(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("turnrl-cuda-compile-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  turnrl::remove_tree(dir);
   return dir.string();
 }
 
@@ -80,7 +80,7 @@ TEST_CASE("cuda compile: a kernel-form candidate compiles once per source and ar
   CHECK(object_hash(checked.library_path) == checked.object_hash);
   CHECK(cache->replaced() == 1);
   CHECK(cache->compiles() == 3);
-  fs::remove_all(dir);
+  turnrl::remove_tree(dir);
 }
 
 TEST_CASE("cuda compile: errors keep NVRTC's message and are cached, a refused launch shape compiles nothing") {
@@ -99,7 +99,7 @@ TEST_CASE("cuda compile: errors keep NVRTC's message and are cached, a refused l
   CHECK_FALSE(shape.ok);
   CHECK(shape.log.find("TURNRL_BLOCK") != std::string::npos);
   CHECK(cache->compiles() == 1);
-  fs::remove_all(dir);
+  turnrl::remove_tree(dir);
 }
 
 TEST_CASE("cuda compile: an #include of a host file fails in the sandbox and its contents never reach the log") {
@@ -115,8 +115,8 @@ TEST_CASE("cuda compile: an #include of a host file fails in the sandbox and its
   CHECK_FALSE(o.ok);
   CHECK(o.log.find("turnrl_secret_marker_4711") == std::string::npos);
   CHECK_FALSE(o.log.empty());
-  fs::remove_all(dir);
-  fs::remove_all(secret_dir);
+  turnrl::remove_tree(dir);
+  turnrl::remove_tree(secret_dir);
 }
 
 TEST_CASE("cuda compile: a launcher-form candidate compiles with nvcc in the sandbox") {
@@ -127,7 +127,7 @@ TEST_CASE("cuda compile: a launcher-form candidate compiles with nvcc in the san
   REQUIRE(o.ok);
   CHECK(read_file(o.library_path).substr(0, 4) == std::string("\x7f" "ELF"));  // a shared object
   CHECK(compile_cuda_candidate(*cache, compiler(), source_of("relu_bias", "honest_launcher"), kArch).cached);
-  fs::remove_all(dir);
+  turnrl::remove_tree(dir);
 }
 #else
 TEST_CASE("cuda compile: skipped without the CUDA toolkit") { WARN("SKIPPED: no CUDA toolkit (NVRTC) at build time"); }

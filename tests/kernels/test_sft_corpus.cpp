@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "turnrl/core/filesystem.h"
 #include "turnrl/core/error.h"
 #include "turnrl/kernels/builtin_tasks.h"
 #include "turnrl/kernels/kernel_plan.h"
@@ -182,7 +183,7 @@ TEST_CASE("a corpus of every kind, checked by a fresh evaluator, against RL epis
 
   SECTION("held-out tasks are written to validation.jsonl only") {
     const std::string dir = (std::filesystem::temp_directory_path() / "turnrl_test_sft_corpus").string();
-    std::filesystem::remove_all(dir);
+    turnrl::remove_tree(dir);
     write_sft_corpus(dir, corpus, every_kind(7, shares(sft_turn_kinds())));
     CHECK(corpus.held_out_tasks == std::vector<std::string>{"relu_bias"});
     for (const auto& [file, split, task] : {std::tuple{"train.jsonl", "train", "softmax_rows"},
@@ -205,7 +206,7 @@ TEST_CASE("a corpus of every kind, checked by a fresh evaluator, against RL epis
     CHECK(stats["train"]["conversations"].get<int>() + stats["validation"]["conversations"].get<int>() == 7);
     CHECK(stats["held_out_tasks"] == nlohmann::json::array({"relu_bias"}));
     CHECK(stats["dropped"] == 0);
-    std::filesystem::remove_all(dir);
+    turnrl::remove_tree(dir);
   }
 
   SECTION("corpus sizes are counted over every message") {
@@ -237,7 +238,7 @@ TEST_CASE("the same seed and options give byte-identical files", "[env][sft]") {
   const SftCorpusOptions options =
       every_kind(5, shares({SftTurnKind::fast, SftTurnKind::wrong, SftTurnKind::compile, SftTurnKind::hack, SftTurnKind::format}));
   const std::string base = (std::filesystem::temp_directory_path() / "turnrl_test_sft_determinism").string();
-  std::filesystem::remove_all(base);
+  turnrl::remove_tree(base);
   for (const std::string run : {"a", "b"})
     write_sft_corpus(base + "/" + run,
                      make_sft_corpus(only("gelu_tanh"), TaskSet{}, evaluator(), KernelRewardPolicy(), code_env(), options),
@@ -247,7 +248,7 @@ TEST_CASE("the same seed and options give byte-identical files", "[env][sft]") {
     CHECK(read(base + "/a/" + file) == read(base + "/b/" + file));
   }
   CHECK_FALSE(read(base + "/a/train.jsonl").empty());
-  std::filesystem::remove_all(base);
+  turnrl::remove_tree(base);
 }
 
 TEST_CASE("a conversation whose verdicts do not match its kinds is dropped and counted, never written", "[env][sft]") {

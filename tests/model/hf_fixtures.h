@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include "turnrl/core/filesystem.h"
 #include "turnrl/model/hf_policy.h"
 #include "turnrl/model/safetensors.h"
 
@@ -27,10 +28,10 @@ inline std::string hf_fixture(const std::string& family) { return std::string(TU
 struct ScratchFolder {
   explicit ScratchFolder(const std::string& name)
       : path((std::filesystem::temp_directory_path() / ("turnrl_hf_" + std::to_string(getpid()) + "_" + name)).string()) {
-    std::filesystem::remove_all(path);
+    turnrl::remove_tree(path);
     std::filesystem::create_directories(path);
   }
-  ~ScratchFolder() { std::filesystem::remove_all(path); }
+  ~ScratchFolder() { turnrl::remove_tree(path); }
   std::string file(const std::string& name) const { return path + "/" + name; }
   std::string path;
 };

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "turnrl/core/filesystem.h"
 #include "turnrl/core/error.h"
 #include "turnrl/rl/tensorboard.h"
 
@@ -57,7 +58,7 @@ TEST_CASE("tfrecord frames data with its length and both masked CRCs", "[trainer
 
 TEST_CASE("a TensorBoardWriter's file reads back: version first, then every metric per step", "[trainer][tensorboard]") {
   const fs::path dir = fs::temp_directory_path() / "turnrl_tensorboard_test";
-  fs::remove_all(dir);
+  turnrl::remove_tree(dir);
   fs::create_directories(dir);
   std::string path;
   {
@@ -87,5 +88,5 @@ TEST_CASE("a TensorBoardWriter's file reads back: version first, then every metr
   CHECK_THROWS_WITH(read_tensorboard_events(path), Catch::Contains("record 2") && Catch::Contains("data CRC mismatch"));
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes.substr(0, bytes.size() - 3);
   CHECK_THROWS_WITH(read_tensorboard_events(path), Catch::Contains("truncated"));
-  fs::remove_all(dir);
+  turnrl::remove_tree(dir);
 }
