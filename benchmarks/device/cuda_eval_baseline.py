@@ -44,7 +44,7 @@ import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
-HEADER = os.path.join(ROOT, "tests", "eval", "cuda_candidates.h")
+HEADER = os.path.join(ROOT, "tests", "kernels", "cuda_candidates.h")
 JSON_CANDIDATES = os.path.join(HERE, "cuda_candidates.json")
 
 # The task set of src/kernels/cuda_tasks.cpp (main shape only) with the CPU tasks' input distributions

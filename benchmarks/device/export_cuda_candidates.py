@@ -20,13 +20,13 @@ import re
 import sys
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DEFAULT_HEADER = os.path.join(ROOT, "tests", "eval", "cuda_candidates.h")
+DEFAULT_HEADER = os.path.join(ROOT, "tests", "kernels", "cuda_candidates.h")
 DEFAULT_JSON = os.path.join(ROOT, "benchmarks", "device", "cuda_candidates.json")
 
 TASKS = ("relu_bias", "gelu_tanh", "swiglu", "softmax_rows", "layernorm_rows", "logsumexp_rows",
          "matmul_bias_relu", "matmul_softmax")
 EXPECTS = {"correct", "lazy", "mismatch", "out_of_bounds", "deferred", "caches", "shape_specialisation",
-           "precision", "mutates_inputs", "no_work", "crash", "timeout", "compile", "launch_shape"}
+           "precision", "mutates_inputs", "no_work", "tampering", "crash", "timeout", "compile", "launch_shape"}
 
 _ENTRY = re.compile(r'\{\s*"([A-Za-z0-9_]+)"\s*,\s*"([A-Za-z0-9_]+)"\s*,\s*"([A-Za-z0-9_]+)"\s*,\s*'
                     r'R"cuda\((.*?)\)cuda"\s*\}', re.S)

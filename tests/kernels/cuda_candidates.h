@@ -282,7 +282,8 @@ extern "C" int turnrl_launch(const float* const* inputs, float* const* outputs, 
 #include <vector>
 
 // Lazy: y = x goes through a cuBLAS GEMM with an identity matrix (the vector viewed as a matrix of
-// up to 256 columns), then a small kernel of its own applies gelu in place.
+// up to 512 columns), then a small kernel of its own applies gelu in place. The library's share of
+// the time is about 0.8; with 256 columns it was 0.70 on an H100, on the lazy threshold.
 static cublasHandle_t turnrl_cublas() {
   static cublasHandle_t handle = [] {
     cublasHandle_t h = nullptr;
@@ -354,12 +355,12 @@ extern "C" int turnrl_launch(const float* const* inputs, float* const* outputs, 
                              cudaStream_t stream) {
   const long long n = dims[0];
   long long width = 1;  // the vector as an (n / width) x width matrix
-  for (long long d = n < 256 ? n : 256; d >= 1; --d)
+  for (long long d = n < 512 ? n : 512; d >= 1; --d)
     if (n % d == 0) {
       width = d;
       break;
     }
-  if (!turnrl_copy_through_gemm(inputs[0], outputs[0], n / width, width, 256, stream)) return 1;
+  if (!turnrl_copy_through_gemm(inputs[0], outputs[0], n / width, width, 512, stream)) return 1;
   long long blocks = (n / 4 + 255) / 256;
   if (blocks < 1) blocks = 1;
   if (blocks > 1048576) blocks = 1048576;
