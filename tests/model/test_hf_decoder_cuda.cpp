@@ -46,8 +46,23 @@ TEST_CASE("hf_decoder: full-size bf16 models on the GPU against transformers", "
       const std::vector<int64_t> ours(generated.data_ptr<int64_t>(), generated.data_ptr<int64_t>() + tokens);
       size_t agree = 0;
       while (agree < ours.size() && ours[agree] == greedy[i][agree]) ++agree;
-      WARN("greedy tokens identical to transformers: " << agree << " of " << tokens);
-      CHECK(ours == greedy[i]);
+      // bf16 greedy decoding follows transformers' tokens until a near-tie, where rounding (another
+      // attention kernel, another summation order) picks the other token and the sequences part; on
+      // an H100 the fused path parted after 7 and 44 of 128 tokens with identical prompt logits. So
+      // the check is teacher-forced: along transformers' greedy sequence, each of its tokens is
+      // within the logit tolerance of our best token at that step.
+      std::vector<int64_t> sequence = prompts[i];
+      sequence.insert(sequence.end(), greedy[i].begin(), greedy[i].begin() + tokens);
+      const torch::Tensor forced = policy->model()->forward(row(sequence).to(torch::kCUDA))[0].to(torch::kFloat);
+      const torch::Tensor steps = forced.narrow(0, int64_t(prompts[i].size()) - 1, tokens);  // step t predicts token t
+      const torch::Tensor theirs = row(std::vector<int64_t>(greedy[i].begin(), greedy[i].begin() + tokens))[0];
+      const torch::Tensor chosen = steps.gather(1, theirs.to(torch::kCUDA).unsqueeze(1)).squeeze(1);
+      const double worst_gap = (std::get<0>(steps.max(1)) - chosen).max().item<double>();
+      WARN("greedy tokens identical to transformers: " << agree << " of " << tokens
+                                                       << "; teacher-forced, the largest gap from our best logit to "
+                                                          "transformers' token: "
+                                                       << worst_gap);
+      CHECK(worst_gap <= 2e-2 * scale);
     }
     // Round trip through save_pretrained: the bytes transformers wrote come back unchanged.
     ScratchFolder saved("full_size_round_trip");
