@@ -18,7 +18,8 @@ namespace turnrl::bench {
 
 struct Args {
   torch::Device device = torch::kCPU;
-  bool quick = false;  // smaller sizes, fewer repetitions (smoke runs)
+  bool quick = false;    // smaller sizes, fewer repetitions (smoke runs)
+  bool profile = false;  // where the time goes (device_profile.h), in the benchmarks that print it
 };
 
 inline Args parse_args(int argc, char** argv) {
@@ -31,8 +32,10 @@ inline Args parse_args(int argc, char** argv) {
       a.device = torch::Device(argv[++i]);
     } else if (!std::strcmp(argv[i], "--quick")) {
       a.quick = true;
+    } else if (!std::strcmp(argv[i], "--profile")) {
+      a.profile = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--device cpu|cuda] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--device cpu|cuda] [--quick] [--profile]\n", argv[0]);
       std::exit(2);
     }
   }

@@ -2,9 +2,11 @@
 // the memory roofline and against the sampler it replaced (baseline, same run): sample() over a
 // KVCache that grows one column per step for the whole batch.
 //
-//   engine_bench [--device cpu|cuda] [--quick]
+//   engine_bench [--device cpu|cuda] [--quick] [--profile]
 // cuda: bf16, Qwen3-0.6B and Qwen3-1.7B shapes, B = 64 and 256, prompt 256, 256 new tokens
 //       (--quick: 0.6B, B = 64, 64 new tokens); cpu: fp32, qwen3-tiny's shape, small batches.
+// --profile: after the first case's timings, one more run of each engine under the profiler, and
+//       the kernels that took the most time (device_profile.h).
 // Roofline: every decode step reads the weights once (the embedding table only where the head
 // is tied to it) and each sequence's cached keys and values (mean context P + N/2), at the
 // device-to-device copy bandwidth measured in the same run. Sampling at temperature 1, no stop
@@ -19,6 +21,7 @@
 #include <torch/version.h>
 
 #include "bench_util.h"
+#include "device_profile.h"
 #include "random_hf_decoder.h"
 #include "turnrl/model/generation_engine.h"
 #include "turnrl/model/hf_init.h"
@@ -140,7 +143,11 @@ int main(int argc, char** argv) {
         engine.run();
       };
       seconds_of(run, args.device);  // warm-up: captures the decode graphs
-      return seconds_of(run, args.device);
+      const double seconds = seconds_of(run, args.device);
+      if (args.profile && &c == &cases.front())
+        bench::print_device_profile(fmt::format("{} B={}, {} engine", c.shape, c.batch, fused ? "fused" : "plain").c_str(),
+                                    run, args.device);
+      return seconds;
     };
     const double engine_seconds = time_engine(true);
     const double plain_seconds = gpu ? time_engine(false) : engine_seconds;
