@@ -7,7 +7,9 @@
 // benchmarks/device/train_step_bench.py is the transformers baseline of the same shape;
 // benchmarks/device/train_step_bench.sh runs both and prints the ratio.
 //
-//   train_step_bench [--device cpu|cuda] [--quick]
+//   train_step_bench [--device cpu|cuda] [--quick] [--profile]
+// --profile: one more fused forward + backward under the profiler, and the kernels that took the
+//   most time (device_profile.h).
 // cuda: bf16, Qwen3-1.7B's shape (hidden 2048, 28 layers, 16 / 8 heads x 128, ffn 6144, vocab
 // 151,936, tied), B=8 T=1024, and T=8192 for the memory rows. cpu: fp32, qwen3-tiny's shape with a
 // 4,096-entry vocabulary, B=2 T=64 (a smoke run).
@@ -24,6 +26,7 @@
 #endif
 
 #include "bench_util.h"
+#include "device_profile.h"
 #include "turnrl/model/hf_init.h"
 #include "turnrl/model/hf_policy.h"
 #include "turnrl/rl/master_weights.h"
@@ -119,6 +122,9 @@ int main(int argc, char** argv) {
               "without", n / chunked, chunked / fused);
   std::printf("%-52s | %12.0f | %-36s %12.0f | %6.2f\n", "  full-vocabulary logits + fused kernels", n / fused_full,
               "without fused kernels", n / full, full / fused_full);
+  if (args.profile)
+    bench::print_device_profile("fused forward + backward", [&] { forward_backward(policy, tokens, false); clear_grads(); },
+                                args.device);
 
   {
     // The trainer's optimizer side (Trainer::update): float32 masters and AdamW states, on the

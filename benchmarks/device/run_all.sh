@@ -5,7 +5,8 @@
 # Here (once):   scripts/fetch_device_debs.sh            # yaml-cpp, fmt, Eigen, Catch2, nlohmann-json as .debs
 # Device call:   run(command="benchmarks/device/run_all.sh", carry=[".deps"])
 #   optional args: --no-tests, --tests CTEST_ARGS (e.g. "-L cuda"), --no-bench,
-#                  --bench NAME (repeatable; default: every *_bench),
+#                  --bench NAME (repeatable; default: every *_bench), --bench-args "ARGS" (to each
+#                  benchmark after --device cuda, e.g. "--profile"),
 #                  --targets "T1 T2" (build only these CMake targets, e.g. "turnrl_cli python_bench")
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,6 +18,7 @@ run_tests=1
 run_benches=1
 ctest_args=()
 benches=()
+bench_args=()
 targets=()
 while (($#)); do
   case "$1" in
@@ -24,6 +26,7 @@ while (($#)); do
     --no-bench) run_benches=0 ;;
     --tests) read -r -a ctest_args <<<"$2"; shift ;;
     --bench) benches+=("$2"); shift ;;
+    --bench-args) read -r -a bench_args <<<"$2"; shift ;;
     --targets) read -r -a targets <<<"$2"; shift ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
@@ -51,7 +54,7 @@ if ((${#benches[@]} == 0)); then
 fi
 for b in "${benches[@]}"; do
   echo "== $b --device cuda"
-  "build-device/bin/$b" --device cuda 2>&1 | tee "$OUT/$b.txt"
+  "build-device/bin/$b" --device cuda "${bench_args[@]}" 2>&1 | tee "$OUT/$b.txt"
   # Same-run Python baselines, where a benchmark has one.
   if [[ -f "benchmarks/device/$b.py" ]]; then
     echo "== $b.py --device cuda (PyTorch baseline)"

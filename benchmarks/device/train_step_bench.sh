@@ -5,11 +5,12 @@
 # transformers for forward+backward and for the RL step, and the peak memory of T=8192 beside
 # transformers' with gradient checkpointing.
 # Device call:   run(command="benchmarks/device/train_step_bench.sh", carry=[".deps"])
+# Extra arguments go to run_all.sh (e.g. --bench-args --profile).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/turnrl-device-out}
 mkdir -p "$OUT"
-benchmarks/device/run_all.sh --no-tests --targets "train_step_bench" --bench train_step_bench
+benchmarks/device/run_all.sh --no-tests --targets "train_step_bench" --bench train_step_bench "$@"
 cpp="$OUT/train_step_bench.txt" py="$OUT/train_step_bench_py.txt"
 python3 - "$cpp" "$py" <<'PY'
 import re, sys
