@@ -40,11 +40,15 @@ json common_config(const Shape& s, const HfPresetVocab& v) {
           {"torch_dtype", "bfloat16"}};
 }
 
-// Qwen3ForCausalLM as the Qwen3 releases' config.json files write it.
+// Qwen3ForCausalLM as the Qwen3 releases' config.json files write it. Every preset names the
+// transformers version its release was written with: transformers 5 warns of "an incorrect regex
+// pattern" (a Mistral tokenizer bug) when it loads the tokenizer of a local folder whose
+// config.json has no transformers_version.
 json qwen3_config(const Shape& s, const HfPresetVocab& v) {
   json c = common_config(s, v);
   c.update({{"architectures", {"Qwen3ForCausalLM"}},
             {"model_type", "qwen3"},
+            {"transformers_version", "4.51.0"},
             {"rms_norm_eps", 1e-6},
             {"rope_theta", 1000000.0},
             {"rope_scaling", nullptr},
@@ -63,6 +67,7 @@ json qwen2_config(const Shape& s, const HfPresetVocab& v) {
   c.erase("attention_bias");
   c.update({{"architectures", {"Qwen2ForCausalLM"}},
             {"model_type", "qwen2"},
+            {"transformers_version", "4.43.1"},
             {"rms_norm_eps", 1e-6},
             {"rope_theta", 1000000.0},
             {"use_sliding_window", false},
@@ -76,6 +81,7 @@ json llama3_config(const Shape& s, const HfPresetVocab& v) {
   json c = common_config(s, v);
   c.update({{"architectures", {"LlamaForCausalLM"}},
             {"model_type", "llama"},
+            {"transformers_version", "4.45.0.dev0"},
             {"rms_norm_eps", 1e-5},
             {"rope_theta", 500000.0},
             {"rope_scaling",
