@@ -54,13 +54,16 @@ torch::Tensor float_rows(const torch::Tensor& like, int64_t rows) {
   return torch::empty({rows}, like.options().dtype(torch::kFloat));
 }
 
-// rms_norm forward (rstd kept when `rstd` is defined).
-torch::Tensor run_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps, const torch::Tensor& rstd) {
+// rms_norm forward of x, or of x + delta (written to `sum`) when delta is defined; rstd kept when
+// defined.
+torch::Tensor run_rms_norm(const torch::Tensor& x, const torch::Tensor& weight, double eps, const torch::Tensor& rstd,
+                           const torch::Tensor& delta = {}, const torch::Tensor& sum = {}) {
   torch::Tensor out = torch::empty_like(x);
   const int64_t dim = x.size(-1);
-  check(dk::rms_norm(kernel_dtype(x), x.data_ptr(), nullptr, nullptr, weight.data_ptr(), out.data_ptr(),
-                     rstd.defined() ? rstd.data_ptr<float>() : nullptr, x.numel() / dim, dim, float(eps), stream_of(x)),
-        "rms_norm");
+  check(dk::rms_norm(kernel_dtype(x), x.data_ptr(), data_or_null(delta), sum.defined() ? sum.data_ptr() : nullptr,
+                     weight.data_ptr(), out.data_ptr(), rstd.defined() ? rstd.data_ptr<float>() : nullptr,
+                     x.numel() / dim, dim, float(eps), stream_of(x)),
+        delta.defined() ? "add_rms_norm" : "rms_norm");
   return out;
 }
 
@@ -159,12 +162,9 @@ torch::Tensor fused_rms_norm(const torch::Tensor& x, const torch::Tensor& weight
 
 std::pair<torch::Tensor, torch::Tensor> fused_add_rms_norm(const torch::Tensor& x, const torch::Tensor& delta,
                                                            const torch::Tensor& weight, double eps) {
-  const torch::Tensor a = x.contiguous(), b = delta.contiguous();
-  torch::Tensor sum = torch::empty_like(a), out = torch::empty_like(a);
-  const int64_t dim = a.size(-1);
-  check(dk::rms_norm(kernel_dtype(a), a.data_ptr(), b.data_ptr(), sum.data_ptr(), weight.data_ptr(), out.data_ptr(),
-                     nullptr, a.numel() / dim, dim, float(eps), stream_of(a)),
-        "add_rms_norm");
+  const torch::Tensor a = x.contiguous();
+  const torch::Tensor sum = torch::empty_like(a);
+  torch::Tensor out = run_rms_norm(a, weight, eps, {}, delta.contiguous(), sum);
   return {sum, out};
 }
 
