@@ -64,7 +64,8 @@ case "$stage" in
     timeout $((max_minutes * 60)) "$turnrl" sft configs/cpu_qwen3_sft.yaml "${resume[@]}" --set "run.dir=$work/sft" \
       --set "model.path=$work/model" --set model.device=cuda --set model.dtype=bfloat16 --set model.max_seq=8192 \
       --set "data.train=$work/data/train.jsonl" --set "data.validation=$work/data/validation.jsonl" \
-      --set data.max_length=8192 --set sft.steps="$sft_steps" --set sft.micro_batch_size=8 --set sft.grad_accum=2 \
+      --set data.max_length=8192 --set sft.steps="$sft_steps" --set sft.micro_batch_size=4 --set sft.grad_accum=4 \
+      --set model.activation_checkpointing=true \
       --set sft.threads=0 --set optimizer.lr=3.0e-4 --set checkpoint.every=50 --set run.progress=false 2>&1 \
       | tail -n 6 | tee -a "$OUT/gpu_learning.txt"
     "$turnrl" plot "$work/sft/metrics.jsonl" --metrics sft/loss,val/loss --out "$work/sft_loss.png" >/dev/null 2>&1
