@@ -5,6 +5,9 @@
 #   trloo            configs/cpu_qwen3_code.yaml as it is (TRLOO, PR and PRS on)
 #   grpo             advantage.estimator=grpo (standardised per task and turn)
 #   trloo_no_pr_prs  TRLOO with the coverage reward (PR) and profiling rejection sampling (PRS) off
+#   trloo_stop, grpo_stop   TRLOO and GRPO with env.target_speedup=1.2: an episode ends at its
+#                    first correct turn at 1.2x or faster, so fewer episodes reach turn 2 than
+#                    turn 1 (the per-turn group sizes the paper's argument for TRLOO is about)
 # then `turnrl eval` of the SFT export (once per seed, eval.seed = the seed) and of each run's
 # final checkpoint on relu_bias (the task SFT and RL saw) and the held-out tasks, and
 # scripts/cpu_ablation_table.py's table of mean +- std over seeds (and each arm's seed-mean
@@ -12,7 +15,8 @@
 #
 # Usage: scripts/cpu_ablation.sh [OUT_DIR]   (default runs/cpu_ablation; after scripts/setup.sh and
 # a build in build/). Environment: STEPS (RL steps an arm, default 8), SEEDS (default "1 2 3"),
-# ARMS (a subset of the names above, default all three), HELD_OUT (comma-separated CPU tasks
+# ARMS (a subset of the names above, default trloo grpo trloo_no_pr_prs), START (a folder
+# holding a finished start, OUT of an earlier ablation: its sft/export is used; default OUT), HELD_OUT (comma-separated CPU tasks
 # neither SFT nor RL saw, default gelu_tanh), EVAL_SAMPLES (episodes a task, default 8),
 # TURNRL (the binary). Finished runs and evaluations are skipped, so an interrupted ablation
 # restarts where it stopped; runs go seed by seed, so every arm has the same seeds done.
@@ -34,14 +38,17 @@ arm_overrides() {  # ARM -> its --set overrides of the config
     trloo) ;;
     grpo) echo "--set advantage.estimator=grpo" ;;
     trloo_no_pr_prs) echo "--set reward.coverage.enabled=false --set rejection.prs.enabled=false" ;;
-    *) echo "cpu_ablation: unknown arm '$1'; known: trloo grpo trloo_no_pr_prs" >&2; return 2 ;;
+    trloo_stop) echo "--set env.target_speedup=1.2" ;;
+    grpo_stop) echo "--set advantage.estimator=grpo --set env.target_speedup=1.2" ;;
+    *) echo "cpu_ablation: unknown arm '$1'; known: trloo grpo trloo_no_pr_prs trloo_stop grpo_stop" >&2; return 2 ;;
   esac
 }
 for arm in $arms; do arm_overrides "$arm" > /dev/null; done
 
 cpu_blas_setup
-export_dir=$out/sft/export
-if [[ ! -f $export_dir/config.json ]]; then cpu_learning_start "$out"; fi
+start=${START:-$out}
+export_dir=$start/sft/export
+if [[ ! -f $export_dir/config.json ]]; then cpu_learning_start "$start"; fi
 
 # The evaluation, one task at a time (the report's levels would pool relu_bias with the held-out
 # level-1 tasks): sampled as RL samples (temperature 0.7, no top-p cut: at temperature 1 nearly
