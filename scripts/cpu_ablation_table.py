@@ -7,6 +7,10 @@ the advantage saw (adv/group_size/turn_k/*: valid turns k per task group, averag
 Evaluation (OUT/eval/NAME_TASK_seedK.json, `turnrl eval --json`): pass@1, fast@1, fast@1.2, the
 mean turn of the first success (over the episodes with one) and the share of turns a hacking
 check flagged, per model (the SFT export, each arm's final checkpoint) and task.
+Same samples (OUT/ARM/seedK/samples.jsonl, the episodes each step logs): the share of logged turns
+whose sampled answer is the same text as the first arm's at the same seed, step, episode and turn
+(the arms share the start and each seed's sampling stream, so this says how far an arm's updates
+moved what the policy writes away from the first arm's).
 Also writes OUT/ARM/mean_metrics.jsonl, each step's metrics averaged over the seeds, for
 `turnrl plot`.
 
@@ -79,6 +83,28 @@ def rl_table(out, arms, seeds):
     return lines
 
 
+def same_samples_table(out, arms, seeds):
+    def actions(arm, seed):
+        path = os.path.join(out, arm, f"seed{seed}", "samples.jsonl")
+        if not os.path.exists(path):
+            return None
+        return {(r["step"], r["episode"], t): turn["action"]
+                for r in read_jsonl(path) for t, turn in enumerate(r["turns"])}
+
+    lines = [f"Logged turns whose answer is the same text as {arms[0]}'s (same seed, step, episode and turn):", "",
+             "| arm | seeds | same answer |", "|---|---|---|"]
+    for arm in arms[1:]:
+        shares = []
+        for s in seeds:
+            mine, first = actions(arm, s), actions(arms[0], s)
+            common = [k for k in (mine or {}) if k in (first or {})]
+            if common:
+                shares.append(sum(mine[k] == first[k] for k in common) / len(common))
+        if shares:
+            lines.append(f"| {arm} | {len(shares)} | {mean_std(shares)} |")
+    return lines
+
+
 EVAL_COLUMNS = (("pass@1", "eval/pass@1/all"), ("fast@1", "eval/fast@1/all"), ("fast@1.2", "eval/fast@1.2/all"),
                 ("turns to success", "eval/turns_to_success/all"), ("hacked turns", "eval/hacked_turn_share/all"))
 
@@ -116,7 +142,8 @@ def main(argv):
     a = parser.parse_args(argv)
     arms, seeds = a.arms.split(), a.seeds.split()
     tasks = ["relu_bias"] + [t for t in a.held_out.split(",") if t]
-    lines = rl_table(a.out, arms, seeds) + [""] + eval_table(a.out, ["sft"] + arms, tasks, seeds)
+    lines = (rl_table(a.out, arms, seeds) + [""] + same_samples_table(a.out, arms, seeds) + [""] +
+             eval_table(a.out, ["sft"] + arms, tasks, seeds))
     print("\n".join(lines))
 
 

@@ -25,6 +25,12 @@ def run_rows(scores, correct, turn2_sizes):
             for i, (s, c, t2) in enumerate(zip(scores, correct, turn2_sizes))]
 
 
+def samples(answers):
+    # One logged episode a step (episode 3), two turns each.
+    return [{"step": i + 1, "task": "relu_bias", "episode": 3, "turns": [{"action": a} for a in pair]}
+            for i, pair in enumerate(answers)]
+
+
 def eval_report(pass1, fast1, fast12, turns, hacked):
     return {"eval/pass@1/all": pass1, "eval/fast@1/all": fast1, "eval/fast@1.2/all": fast12,
             "eval/turns_to_success/all": turns, "eval/hacked_turn_share/all": hacked}
@@ -40,10 +46,17 @@ def main(repo):
         # Arm "a", 4 steps (window 2): seed 1 rewards 1,2 | 3,5; seed 2 rewards 2,2 | 4,4.
         write_jsonl(f"{out}/a/seed1/metrics.jsonl", run_rows([1, 2, 3, 5], [0.5, 0.5, 1, 1], [8, 7, 6, 7]))
         write_jsonl(f"{out}/a/seed2/metrics.jsonl", run_rows([2, 2, 4, 4], [0.5, 0.5, 0.5, 0.5], [8, 8, 8, 8]))
+        # Arm "b" beside "a": seed 1 shares 3 of 4 answers, seed 2 1 of 2 (its run logged one step).
+        write_jsonl(f"{out}/b/seed1/metrics.jsonl", run_rows([1, 2, 3, 5], [0.5, 0.5, 1, 1], [8, 7, 6, 7]))
+        write_jsonl(f"{out}/b/seed2/metrics.jsonl", run_rows([2, 2, 4, 4], [0.5, 0.5, 0.5, 0.5], [8, 8, 8, 8]))
+        write_jsonl(f"{out}/a/seed1/samples.jsonl", samples([("x", "y"), ("z", "w")]))
+        write_jsonl(f"{out}/b/seed1/samples.jsonl", samples([("x", "y"), ("z", "v")]))
+        write_jsonl(f"{out}/a/seed2/samples.jsonl", samples([("x", "y"), ("z", "w")]))
+        write_jsonl(f"{out}/b/seed2/samples.jsonl", samples([("x", "q")]))
         for seed, report in ((1, eval_report(0.5, 0.25, 0.25, 1.5, 0)), (2, eval_report(1.0, 0.75, 0.5, 1.0, 0.1))):
             write_jsonl(f"{out}/eval/a_relu_bias_seed{seed}.json", [report])
             write_jsonl(f"{out}/eval/a_gelu_tanh_seed{seed}.json", [eval_report(0, 0, 0, 0, 0)])
-        table = subprocess.run([sys.executable, f"{repo}/scripts/cpu_ablation_table.py", out, "--arms", "a",
+        table = subprocess.run([sys.executable, f"{repo}/scripts/cpu_ablation_table.py", out, "--arms", "a b",
                                 "--seeds", "1 2", "--held-out", "gelu_tanh"],
                                check=True, capture_output=True, text=True).stdout
         # first-2 reward means 1.5 and 2 -> 1.750 ± 0.354; last-2 4 and 4 -> 4.000 ± 0.000;
@@ -55,6 +68,9 @@ def main(repo):
         check(row in table, f"relu_bias eval row missing; expected\n{row}\nin\n{table}")
         row = "| a | gelu_tanh | 2 | 0.000 ± 0.000 | 0.000 ± 0.000 | 0.000 ± 0.000 | n/a | 0.000 ± 0.000 |"
         check(row in table, f"gelu_tanh eval row missing; expected\n{row}\nin\n{table}")
+        # Shares 0.75 and 0.5 -> 0.625 ± 0.177.
+        row = "| b | 2 | 0.625 ± 0.177 |"
+        check(row in table, f"same-answer row missing; expected\n{row}\nin\n{table}")
         with open(f"{out}/a/mean_metrics.jsonl") as f:
             curve = [json.loads(line) for line in f]
         check([r["step"] for r in curve] == [1, 2, 3, 4], f"mean_metrics steps: {curve}")
