@@ -57,8 +57,10 @@ def step_means(runs):
 
 
 def rl_table(out, arms, seeds):
-    runs = {arm: [read_jsonl(os.path.join(out, arm, f"seed{s}", "metrics.jsonl")) for s in seeds
-                  if os.path.exists(os.path.join(out, arm, f"seed{s}", "metrics.jsonl"))] for arm in arms}
+    paths = {arm: [os.path.join(out, arm, f"seed{s}", "metrics.jsonl") for s in seeds] for arm in arms}
+    # A run that has not logged a step yet (one in progress) is left out.
+    runs = {arm: [rows for rows in (read_jsonl(p) for p in arm_paths if os.path.exists(p)) if rows]
+            for arm, arm_paths in paths.items()}
     steps = min((len(rows) for arm_runs in runs.values() for rows in arm_runs), default=0)
     width = max(1, min(5, steps // 2))
     lines = [f"RL, {steps} steps a run; first / last {width} steps (mean ± std over seeds):", "",
