@@ -4,7 +4,8 @@
 RL (OUT/ARM/seedK/metrics.jsonl): reward (critic/score/mean) and kernel/correct averaged over the
 first W and the last W steps of each run (W = min(5, steps // 2)), and the per-turn group sizes
 the advantage saw (adv/group_size/turn_k/*: valid turns k per task group, averaged over steps).
-Evaluation (OUT/eval/NAME_TASK_seedK.json, `turnrl eval --json`): pass@1, fast@1, fast@1.2, the
+Evaluation (OUT/eval/NAME_TASK_seedK.json, `turnrl eval --json`): pass@1, fast@1, fast@1.2 (best
+over both turns), fast@1.2 of the first turn alone, the
 mean turn of the first success (over the episodes with one) and the share of turns a hacking
 check flagged, per model (the SFT export, each arm's final checkpoint) and task.
 Same samples (OUT/ARM/seedK/samples.jsonl, the episodes each step logs): the share of logged turns
@@ -108,6 +109,7 @@ def same_samples_table(out, arms, seeds):
 
 
 EVAL_COLUMNS = (("pass@1", "eval/pass@1/all"), ("fast@1", "eval/fast@1/all"), ("fast@1.2", "eval/fast@1.2/all"),
+                ("fast@1.2, turn 1", "eval/fast@1.2_within_1_turns/all"),
                 ("turns to success", "eval/turns_to_success/all"), ("hacked turns", "eval/hacked_turn_share/all"))
 
 

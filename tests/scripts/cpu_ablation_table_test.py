@@ -33,6 +33,7 @@ def samples(answers):
 
 def eval_report(pass1, fast1, fast12, turns, hacked):
     return {"eval/pass@1/all": pass1, "eval/fast@1/all": fast1, "eval/fast@1.2/all": fast12,
+            "eval/fast@1.2_within_1_turns/all": fast12 / 2,
             "eval/turns_to_success/all": turns, "eval/hacked_turn_share/all": hacked}
 
 
@@ -64,9 +65,10 @@ def main(repo):
         # 7.500 ± 0.707, smallest min 5.
         row = "| a | 2 | 1.750 ± 0.354 | 4.000 ± 0.000 | 0.500 ± 0.000 | 0.750 ± 0.354 | 8.000 ± 0.000 | 7.500 ± 0.707 (5) |"
         check(row in table, f"RL row missing; expected\n{row}\nin\n{table}")
-        row = "| a | relu_bias | 2 | 0.750 ± 0.354 | 0.500 ± 0.354 | 0.375 ± 0.177 | 1.250 ± 0.354 | 0.050 ± 0.071 |"
+        row = ("| a | relu_bias | 2 | 0.750 ± 0.354 | 0.500 ± 0.354 | 0.375 ± 0.177 | 0.188 ± 0.088 | 1.250 ± 0.354 | "
+               "0.050 ± 0.071 |")
         check(row in table, f"relu_bias eval row missing; expected\n{row}\nin\n{table}")
-        row = "| a | gelu_tanh | 2 | 0.000 ± 0.000 | 0.000 ± 0.000 | 0.000 ± 0.000 | n/a | 0.000 ± 0.000 |"
+        row = "| a | gelu_tanh | 2 | 0.000 ± 0.000 | 0.000 ± 0.000 | 0.000 ± 0.000 | 0.000 ± 0.000 | n/a | 0.000 ± 0.000 |"
         check(row in table, f"gelu_tanh eval row missing; expected\n{row}\nin\n{table}")
         # Shares 0.75 and 0.5 -> 0.625 ± 0.177.
         row = "| b | 2 | 0.625 ± 0.177 |"
