@@ -5,6 +5,8 @@
 #   trloo            configs/cpu_qwen3_code.yaml as it is (TRLOO, PR and PRS on)
 #   grpo             advantage.estimator=grpo (standardised per task and turn)
 #   trloo_no_pr_prs  TRLOO with the coverage reward (PR) and profiling rejection sampling (PRS) off
+#   no_update        optimizer.lr=0: the SFT export samples and is scored as in RL, never updated
+#                    (the control: what the RL-time metrics do from sampling alone)
 #   trloo_stop, grpo_stop   TRLOO and GRPO with env.target_speedup=1.2: an episode ends at its
 #                    first correct turn at 1.2x or faster, so fewer episodes reach turn 2 than
 #                    turn 1 (the per-turn group sizes the paper's argument for TRLOO is about)
@@ -15,7 +17,7 @@
 #
 # Usage: scripts/cpu_ablation.sh [OUT_DIR]   (default runs/cpu_ablation; after scripts/setup.sh and
 # a build in build/). Environment: STEPS (RL steps an arm, default 8), SEEDS (default "1 2 3"),
-# ARMS (a subset of the names above, default trloo grpo trloo_no_pr_prs), START (a folder
+# ARMS (a subset of the names above, default trloo grpo trloo_no_pr_prs no_update), START (a folder
 # holding a finished start, OUT of an earlier ablation: its sft/export is used; default OUT), HELD_OUT (comma-separated CPU tasks
 # neither SFT nor RL saw, default gelu_tanh), EVAL_SAMPLES (episodes a task, default 8),
 # TURNRL (the binary). Finished runs and evaluations are skipped, so an interrupted ablation
@@ -26,7 +28,7 @@ turnrl=${TURNRL:-$root/build/bin/turnrl}
 out=${1:-$root/runs/cpu_ablation}
 steps=${STEPS:-8}
 seeds=${SEEDS:-"1 2 3"}
-arms=${ARMS:-"trloo grpo trloo_no_pr_prs"}
+arms=${ARMS:-"trloo grpo trloo_no_pr_prs no_update"}
 held_out=${HELD_OUT:-gelu_tanh}
 eval_samples=${EVAL_SAMPLES:-8}
 cd "$root"
@@ -38,9 +40,10 @@ arm_overrides() {  # ARM -> its --set overrides of the config
     trloo) ;;
     grpo) echo "--set advantage.estimator=grpo" ;;
     trloo_no_pr_prs) echo "--set reward.coverage.enabled=false --set rejection.prs.enabled=false" ;;
+    no_update) echo "--set optimizer.lr=0" ;;
     trloo_stop) echo "--set env.target_speedup=1.2" ;;
     grpo_stop) echo "--set advantage.estimator=grpo --set env.target_speedup=1.2" ;;
-    *) echo "cpu_ablation: unknown arm '$1'; known: trloo grpo trloo_no_pr_prs trloo_stop grpo_stop" >&2; return 2 ;;
+    *) echo "cpu_ablation: unknown arm '$1'; known: trloo grpo trloo_no_pr_prs no_update trloo_stop grpo_stop" >&2; return 2 ;;
   esac
 }
 for arm in $arms; do arm_overrides "$arm" > /dev/null; done
