@@ -54,6 +54,14 @@ Metrics advantage_metrics(const TurnBatch& batch, const torch::Tensor& returns, 
   if (!valid.any().item<bool>()) return m;
   add_mean_max_min(m, "critic/advantages", advantages.masked_select(valid));
   add_mean_max_min(m, "critic/returns", returns.masked_select(valid));
+  // Valid rows per (group, turn) segment; a segment with none is a group that did not reach it.
+  const torch::Tensor size =
+      segment_sums(torch::ones_like(returns, torch::kDouble), group_turn_key(batch), batch.num_groups * batch.max_turns, valid)
+          .count.view({batch.num_groups, batch.max_turns});
+  for (int64_t turn = 0; turn < batch.max_turns; ++turn) {
+    const torch::Tensor present = size.select(1, turn).masked_select(size.select(1, turn).gt(0));
+    if (present.numel() > 0) add_mean_max_min(m, "adv/group_size/turn_" + std::to_string(turn + 1), present);
+  }
   return m;
 }
 

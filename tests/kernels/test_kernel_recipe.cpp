@@ -22,10 +22,12 @@ bool is_timing(const std::string& key) {
 }
 
 // Metrics added after the reference was recorded: verl's names for existing ones (actor/, timing_s/)
-// and the batch statistics verl and TRL report (critic/, response_length/, frac_reward_zero_std).
+// and the batch statistics verl and TRL report (critic/, response_length/, frac_reward_zero_std),
+// and the per-turn group sizes of the advantage's baselines (adv/group_size/).
 bool is_added_metric(const std::string& key) {
   for (const char* prefix :
-       {"actor/", "critic/", "response_length/", "timing_s/", "frac_reward_zero_std", "rollout/truncated_episodes"})
+       {"actor/", "critic/", "response_length/", "timing_s/", "frac_reward_zero_std", "rollout/truncated_episodes",
+        "adv/group_size/"})
     if (key.rfind(prefix, 0) == 0) return true;
   return false;
 }

@@ -78,6 +78,44 @@ TEST_CASE("advantage_metrics over valid turns only, and an empty batch gives not
   CHECK(rollout_batch_metrics(TurnBatch{}).empty());
 }
 
+TEST_CASE("advantage_metrics: per-turn group sizes count valid turns, by hand and against a loop", "[trainer][batch_metrics]") {
+  // group 0: three trajectories reach turn 2, one of them masked there (a void turn) -> 3 at turn 1, 2 at turn 2
+  // group 1: two trajectories, one stops after turn 1                                -> 2 at turn 1, 1 at turn 2
+  // group 2: one trajectory of one turn                                             -> 1 at turn 1, none at turn 2
+  TurnBatch b = to_batch({{0, 0, 0, 1.0, true}, {0, 0, 1, 0.0, false}, {0, 1, 0, 0.5, true}, {0, 1, 1, 1.0, true},
+                          {0, 2, 0, 0.0, true}, {0, 2, 1, 2.0, true}, {1, 3, 0, 1.0, true}, {1, 3, 1, 1.5, true},
+                          {1, 4, 0, 0.0, true}, {2, 5, 0, 0.5, true}});
+  const torch::Tensor zeros = torch::zeros({b.size()});
+  Metrics m = advantage_metrics(b, zeros, zeros);
+  CHECK(m.at("adv/group_size/turn_1/mean") == Approx(2.0));
+  CHECK(m.at("adv/group_size/turn_1/min") == 1);
+  CHECK(m.at("adv/group_size/turn_1/max") == 3);
+  CHECK(m.at("adv/group_size/turn_2/mean") == Approx(1.5));
+  CHECK(m.at("adv/group_size/turn_2/min") == 1);
+  CHECK(m.at("adv/group_size/turn_2/max") == 2);
+  CHECK(m.count("adv/group_size/turn_3/mean") == 0);
+
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    const std::vector<reference::Turn> rows = random_rows(seed, 6, 5, 3, 0.3);
+    b = to_batch(rows);
+    std::map<std::pair<int64_t, int64_t>, int64_t> size;  // (turn, group) -> valid turns
+    for (const auto& r : rows)
+      if (r.valid) ++size[{r.turn, r.group}];
+    std::map<int64_t, std::vector<double>> by_turn;
+    for (const auto& [key, n] : size) by_turn[key.first].push_back(double(n));
+    const torch::Tensor z = torch::zeros({b.size()});
+    m = advantage_metrics(b, z, z);
+    for (const auto& [turn, sizes] : by_turn) {
+      const std::string name = "adv/group_size/turn_" + std::to_string(turn + 1);
+      double mean = 0;
+      for (double n : sizes) mean += n / double(sizes.size());
+      CHECK(m.at(name + "/mean") == Approx(mean));
+      CHECK(m.at(name + "/min") == *std::min_element(sizes.begin(), sizes.end()));
+      CHECK(m.at(name + "/max") == *std::max_element(sizes.begin(), sizes.end()));
+    }
+  }
+}
+
 TEST_CASE("add_verl_metric_names copies the trainer's names to verl's", "[trainer][metrics]") {
   Metrics m = {{"actor/clip_frac", 0.1}, {"actor/approx_kl", 0.02}, {"optim/grad_norm", 3}, {"time/step_s", 9}};
   add_verl_metric_names(m);

@@ -22,7 +22,11 @@ namespace turnrl {
 Metrics rollout_batch_metrics(const TurnBatch& batch);
 
 // critic/advantages/{mean,max,min} and critic/returns/{mean,max,min} over the valid turns;
-// returns and advantages are float [N], turn-level.
+// returns and advantages are float [N], turn-level. Also the sizes of the groups a per-turn
+// baseline (TRLOO, GRPO with grouping: turn) averages over: for each turn k = 1..max_turns,
+// adv/group_size/turn_k/{mean,min,max} over the groups with at least one valid turn k, counting
+// the valid turns k of each group (masked turns, e.g. void turns after a success, are out of
+// those baselines; turns PRS rejected stay in). A turn no group reaches logs nothing.
 Metrics advantage_metrics(const TurnBatch& batch, const torch::Tensor& returns, const torch::Tensor& advantages);
 
 }  // namespace turnrl
