@@ -8,6 +8,7 @@
 #include "turnrl/core/error.h"
 #include "turnrl/kernels/kernel_env.h"
 #include "turnrl/kernels/kernel_plan.h"
+#include "turnrl/model/chunked_logp.h"
 
 namespace turnrl {
 namespace {
@@ -116,7 +117,7 @@ TokenLogp plan_token_logp(const torch::Tensor& logits, const torch::Tensor& toke
   const torch::Tensor ids = space.choice_ids().to(device).index_select(0, slot.reshape(-1)).view(
       {slot.size(0), slot.size(1), -1});  // [B, S-1, C]
   const torch::Tensor slot_logits = pred.gather(2, ids.clamp_min(0)).masked_fill(ids < 0, kMissingChoice);
-  const torch::Tensor lsm = (temperature == 1.0 ? slot_logits : slot_logits / temperature).log_softmax(2);
+  const torch::Tensor lsm = at_temperature(slot_logits, temperature).log_softmax(2);
   const torch::Tensor target = tokens.narrow(1, 1, tokens.size(1) - 1);
   const torch::Tensor chosen = space.choice_index().to(device).index_select(0, target.reshape(-1)).view_as(target);
   const torch::Tensor logp = lsm.gather(2, chosen.clamp_min(0).unsqueeze(2)).squeeze(2);

@@ -17,8 +17,7 @@ using torch::autograd::variable_list;
 
 // One chunk's float32 log-softmax of hidden_chunk · weightᵀ / temperature.
 torch::Tensor chunk_log_probs(const torch::Tensor& hidden_chunk, const torch::Tensor& weight, double temperature) {
-  const torch::Tensor logits = torch::matmul(hidden_chunk, weight.t()).to(torch::kFloat);
-  return (temperature == 1.0 ? logits : logits / temperature).log_softmax(-1);
+  return at_temperature(torch::matmul(hidden_chunk, weight.t()).to(torch::kFloat), temperature).log_softmax(-1);
 }
 
 struct ChunkedLogpFunction : torch::autograd::Function<ChunkedLogpFunction> {
@@ -104,11 +103,19 @@ struct ChunkedLogpFunction : torch::autograd::Function<ChunkedLogpFunction> {
 
 }  // namespace
 
+void check_logp_temperature(double temperature, const char* caller) {
+  if (!(temperature > 0) || !std::isfinite(temperature))
+    fail("{}: temperature {} must be finite and > 0", caller, temperature);
+}
+
+torch::Tensor at_temperature(const torch::Tensor& logits, double temperature) {
+  return temperature == 1.0 ? logits : logits / temperature;
+}
+
 RowLogp chunked_logp_entropy(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
                              int64_t chunk_rows, bool fused_kernels, double temperature) {
   if (chunk_rows < 1) fail("model.logp_chunk_size: {} is out of range; allowed: >= 1", chunk_rows);
-  if (!(temperature > 0) || !std::isfinite(temperature))
-    fail("chunked_logp_entropy: temperature {} must be finite and > 0", temperature);
+  check_logp_temperature(temperature, "chunked_logp_entropy");
   if (hidden.dim() != 2 || weight.dim() != 2 || hidden.size(1) != weight.size(1))
     fail("chunked_logp_entropy: hidden {} must be [K, H] and weight {} [V, H]", c10::str(hidden.sizes()),
          c10::str(weight.sizes()));

@@ -1,7 +1,5 @@
 #include "turnrl/model/policy.h"
 
-#include <cmath>
-
 #include <torch/serialize/input-archive.h>
 #include <torch/serialize/output-archive.h>
 #include <torch/utils.h>
@@ -13,23 +11,14 @@
 
 namespace turnrl {
 
-namespace {
-
-void check_temperature(double temperature, const char* where) {
-  if (!(temperature > 0) || !std::isfinite(temperature))
-    fail("{}: temperature {} must be finite and > 0", where, temperature);
-}
-
-}  // namespace
-
 void Policy::set_logp_temperature(double temperature) {
-  check_temperature(temperature, "Policy::set_logp_temperature");
+  check_logp_temperature(temperature, "Policy::set_logp_temperature");
   logp_temperature_ = temperature;
 }
 
 TokenLogp token_logp_from_logits(const torch::Tensor& logits, const torch::Tensor& tokens,
                                  const torch::Tensor& response_mask, double temperature) {
-  check_temperature(temperature, "token_logp_from_logits");
+  check_logp_temperature(temperature, "token_logp_from_logits");
   if (logits.dim() != 3 || tokens.dim() != 2 || logits.size(0) != tokens.size(0) || logits.size(1) != tokens.size(1))
     fail("token_logp_from_logits: logits {} must be [B, T, V] for tokens {} [B, T]", c10::str(logits.sizes()),
          c10::str(tokens.sizes()));
@@ -42,8 +31,8 @@ TokenLogp token_logp_from_logits(const torch::Tensor& logits, const torch::Tenso
     return out;
   }
   // Position t-1 predicts token t; column 0 has no prediction and gets 0.
-  const torch::Tensor scores = logits.narrow(1, 0, length - 1).to(torch::kFloat);
-  const torch::Tensor log_probs = (temperature == 1.0 ? scores : scores / temperature).log_softmax(-1);
+  const torch::Tensor log_probs =
+      at_temperature(logits.narrow(1, 0, length - 1).to(torch::kFloat), temperature).log_softmax(-1);
   const torch::Tensor next = tokens.narrow(1, 1, length - 1).unsqueeze(-1);
   const torch::Tensor zero_column = torch::zeros({rows, 1}, float_options);
   out.logp = torch::cat({zero_column, log_probs.gather(-1, next).squeeze(-1)}, 1);

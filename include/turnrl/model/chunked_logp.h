@@ -35,4 +35,11 @@ struct RowLogp {
 RowLogp chunked_logp_entropy(const torch::Tensor& hidden, const torch::Tensor& weight, const torch::Tensor& targets,
                              int64_t chunk_rows, bool fused_kernels = false, double temperature = 1.0);
 
+// The scoring temperature's two shared steps (Policy::logp_temperature, token_logp_from_logits,
+// the plan policy's slot logits): the check, which throws naming `caller` unless the temperature
+// is finite and > 0, and float logits divided by it (the same tensor at 1, so that temperature 1
+// rounds exactly as no temperature).
+void check_logp_temperature(double temperature, const char* caller);
+torch::Tensor at_temperature(const torch::Tensor& logits, double temperature);
+
 }  // namespace turnrl
