@@ -1999,17 +1999,18 @@ def main(argv):
             import torch.utils.cpp_extension  # noqa: F401
         except ImportError:
             pass
-    try:
-        # On an H100 with torch 2.11, profiling KernelBench references imported torch._inductor (and
-        # torch._dynamo) lazily in mid-request; the import failed there, and every later attempt
-        # with "Artifact of type=precompile already registered". Triton candidates written in
-        # inductor's style import its runtime helpers too (triton_helpers' libdevice, the grid
-        # heuristics). Loaded now, before the audit hook, they are also no restart reason later.
-        import torch._inductor  # noqa: F401
-        import torch._inductor.runtime.triton_helpers  # noqa: F401
-        import torch._inductor.runtime.triton_heuristics  # noqa: F401
-    except Exception:  # absent (torch 1.x) or broken here: a later import says why, in its result
-        pass
+        try:
+            # On an H100 with torch 2.11, profiling KernelBench references imported torch._inductor
+            # (and torch._dynamo) lazily in mid-request; the import failed there, and every later
+            # attempt with "Artifact of type=precompile already registered". Triton candidates
+            # written in inductor's style import its runtime helpers too (triton_helpers' libdevice,
+            # the grid heuristics). Loaded now, before the audit hook, they are also no restart
+            # reason later. CPU workers, where neither was seen, start without them.
+            import torch._inductor  # noqa: F401
+            import torch._inductor.runtime.triton_helpers  # noqa: F401
+            import torch._inductor.runtime.triton_heuristics  # noqa: F401
+        except Exception:  # absent (torch 1.x) or broken here: a later import says why, in its result
+            pass
     _state["baseline"] = _baseline()
     _state["snapshot"] = []
     _drop_evaluation_data()
