@@ -2009,8 +2009,8 @@ def main(argv):
             import torch._inductor  # noqa: F401
             import torch._inductor.runtime.triton_helpers  # noqa: F401
             import torch._inductor.runtime.triton_heuristics  # noqa: F401
-        except Exception:  # absent (torch 1.x) or broken here: a later import says why, in its result
-            pass
+        except Exception as exc:  # absent (torch 1.x) or broken here: the parent warns with why
+            _state["preload_error"] = "%s: %s" % (type(exc).__name__, _format_exception(exc))
     _state["baseline"] = _baseline()
     _state["snapshot"] = []
     _drop_evaluation_data()
@@ -2018,7 +2018,8 @@ def main(argv):
     info = {"python": sys.version.split()[0], "torch": torch.__version__,
             "triton": getattr(triton, "__version__", None), "device": str(device), "numpy": numpy_ok,
             "device_name": torch.cuda.get_device_name(device) if _state["cuda"] else "cpu",
-            "bandwidth": _bandwidth(torch, device), "pid": os.getpid()}
+            "bandwidth": _bandwidth(torch, device), "pid": os.getpid(),
+            "preload_error": _state.get("preload_error")}
     _state["info"] = info
     _state["baseline"] = _baseline()
     _state["snapshot"] = _take_snapshot(_watched(torch, triton))

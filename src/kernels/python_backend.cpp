@@ -556,6 +556,7 @@ struct PythonEvaluator::Impl {
     return std::make_unique<SandboxWorker>(runtime.executable, worker_args.at(device_index), worker_limits);
   }
   std::atomic<int> retired_starts{0};  // starts of workers that spares replaced
+  std::once_flag preload_warning;      // a worker that could not import torch._inductor, said once
   // Spare workers, one per device, started in the background so that replacing a worker that
   // faulted or retired costs no start. Declared last: destroyed first, waiting for a start under way.
   struct Spare {
@@ -742,6 +743,15 @@ void PythonEvaluator::Impl::start_worker(Slot& slot) {
   if (!call(slot, "info", "", reply, r)) fail("python evaluator: the worker did not start: {}", r.message);
   slot.bandwidth = reply.head()["bandwidth"].num(0);
   slot.device_name = reply.head()["device_name"].str();
+  // Torch's compiler stack imported at start-up, where a failure is the real cause: a later lazy
+  // import in a request fails differently (state the first attempt left half-registered).
+  if (const std::string why = reply.head()["preload_error"].str(); !why.empty())
+    std::call_once(preload_warning, [&] {
+      fmt::print(stderr,
+                 "turnrl: warning: the Python worker could not import torch._inductor at start-up; references "
+                 "and Triton candidates that use it will fail: {}\n",
+                 why);
+    });
   slot.info =
       fmt::format(R"({{"python": {}, "torch": {}, "triton": {}, "device": {}, "device_name": {}, "bandwidth": {}}})",
                   json_string(reply.head()["python"].str()), json_string(reply.head()["torch"].str()),

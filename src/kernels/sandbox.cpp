@@ -130,7 +130,9 @@ pid_t spawn_sandboxed(const std::string& program_path, const std::vector<std::st
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const std::string home = jail ? std::string(kSandboxWorkDir) : work_dir;
   std::vector<std::string> env_strings = {
-      "PATH=/usr/bin:/bin", "LANG=C", "LC_ALL=C", "HOME=" + home, "TMPDIR=" + (jail ? std::string("/tmp") : work_dir),
+      // USER and LOGNAME: the sandbox's uid has no passwd entry, and tools that ask who runs them
+      // (Python's getpass, torch's cache folders) read these first.
+      "PATH=/usr/bin:/bin", "LANG=C", "LC_ALL=C", "HOME=" + home, "USER=sandbox", "LOGNAME=sandbox", "TMPDIR=" + (jail ? std::string("/tmp") : work_dir),
       "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1",
       fmt::format("{}={}", kCpuEnv, limits.cpu_seconds)};
   if (jail) env_strings.push_back(std::string(kConfineEnv) + "=1");
