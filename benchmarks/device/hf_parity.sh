@@ -22,8 +22,8 @@ echo "== 2. tokenizer fixtures against tokenizers / transformers"
 python3 benchmarks/device/check_tokenizers.py 2>&1 | tail -n 25 | tee "$OUT/tokenizers.txt"
 echo "== 3. full-size bf16 models against transformers"
 python3 benchmarks/device/make_hf_fixtures.py --full-size /tmp/hf-full 2>&1 | tee -a "$OUT/hf_fixtures.txt"
-TURNRL_HF_FULL_FIXTURES=/tmp/hf-full build-device/bin/test_model_cuda --success 2>&1 \
-  | grep -E "max \||greedy tokens|test cases|FAILED|failed" | tee "$OUT/hf_full.txt"
+TURNRL_HF_FULL_FIXTURES=/tmp/hf-full build-device/bin/test_model_cuda --success > "$OUT/hf_full_log.txt" 2>&1
+grep -E "max \||greedy tokens|teacher-forced|test cases|FAILED|failed" "$OUT/hf_full_log.txt" | tee "$OUT/hf_full.txt"
 echo "== 4. turnrl-written folders in transformers"
 for preset in qwen3-0.6b llama3.2-1b; do
   build-device/bin/turnrl init-model --out "/tmp/init-$preset" --preset "$preset" --dtype bfloat16 --seed 3

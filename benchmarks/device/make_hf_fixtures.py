@@ -287,6 +287,13 @@ def with_reference(family, state, folder):
             logits, greedy)
 
 
+def forced_logits(model, sequence, prompt_length):
+    """Logits [tokens, vocab] of one forward over `sequence` at the positions that predict its tokens
+    after the prompt (position t - 1 predicts token t)."""
+    logits = model(input_ids=sequence.unsqueeze(0)).logits[0]
+    return logits[prompt_length - 1:-1]
+
+
 def full_size(out):
     """bf16 models of real shapes on the GPU, references from transformers (no fallback)."""
     import transformers
@@ -317,16 +324,32 @@ def full_size(out):
         model = getattr(transformers, spec["architecture"]).from_pretrained(
             folder, dtype=torch.bfloat16).to(device).eval()
         model.generation_config.eos_token_id = None
-        logits, greedy = [], []
+        tensors, greedy = {}, []
         with torch.no_grad():
-            for prompt in PROMPTS:
+            for i, prompt in enumerate(PROMPTS):
                 ids = torch.tensor([prompt], device=device)
-                logits.append(model(input_ids=ids).logits[0].float().cpu())
+                tensors[f"logits.{i}"] = model(input_ids=ids).logits[0].float().cpu()
                 generated = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
                                            max_new_tokens=FULL_SIZE_TOKENS, pad_token_id=0)
                 greedy.append(generated[0, len(prompt):].tolist())
+                # Teacher-forced: one forward over prompt + greedy tokens, the logits that predict each
+                # greedy token (bf16 values, stored as bf16 without loss).
+                tensors[f"forced.{i}"] = forced_logits(model, generated[0], len(prompt)).cpu()
+        del model
+        torch.cuda.empty_cache()
+        # The same weights in float32: the truth both bf16 implementations round away from. The
+        # chaotic weights of random_state's recipe make bf16 rounding grow through the layers, so
+        # turnrl is held to transformers' own bf16 distance from this (test_hf_decoder_cuda.cpp).
+        model = getattr(transformers, spec["architecture"]).from_pretrained(
+            folder, dtype=torch.float32).to(device).eval()
+        with torch.no_grad():
+            for i, prompt in enumerate(PROMPTS):
+                ids = torch.tensor([prompt], device=device)
+                tensors[f"logits_fp32.{i}"] = model(input_ids=ids).logits[0].float().cpu()
+                sequence = torch.tensor(prompt + greedy[i], device=device)
+                tensors[f"forced_fp32.{i}"] = forced_logits(model, sequence, len(prompt)).float().cpu()
         write_safetensors(os.path.join(folder, "reference.safetensors"),
-                          {f"logits.{i}": l.contiguous() for i, l in enumerate(logits)})
+                          {name: t.contiguous() for name, t in tensors.items()})
         with open(os.path.join(folder, "reference.json"), "w") as out_file:
             json.dump({"generator": f"transformers {transformers.__version__} bf16 on {torch.cuda.get_device_name()}",
                        "prompts": PROMPTS, "greedy": greedy, "greedy_tokens": FULL_SIZE_TOKENS}, out_file, indent=1)
