@@ -25,6 +25,7 @@
 #include "random_hf_decoder.h"
 #include "turnrl/model/generation_engine.h"
 #include "turnrl/model/hf_init.h"
+#include "turnrl/model/sampler.h"
 
 using namespace turnrl;
 
@@ -95,6 +96,22 @@ double seconds_of(const std::function<void()>& fn, const torch::Device& device) 
 
 }  // namespace
 
+// The sampler's inverse CDF (sampler.h) on one decode step's probabilities against the whole-row
+// scan it replaced (baseline, same run).
+void print_inverse_cdf_timing(int64_t batch, int64_t vocab, const torch::Device& device) {
+  const torch::Tensor probs = torch::randn({batch, vocab}, torch::TensorOptions(device)).softmax(-1);
+  const torch::Tensor uniform = torch::rand({batch}, torch::TensorOptions(torch::kDouble).device(device));
+  const auto scan = [&] {
+    const torch::Tensor cdf = probs.cumsum(-1);
+    const torch::Tensor target = (uniform.to(torch::kFloat) * cdf.select(1, -1)).unsqueeze(1);
+    (void)(cdf < target).sum(-1).clamp_max(vocab - 1);
+  };
+  const double scan_s = bench::median_seconds(scan, device);
+  const double two_level_s = bench::median_seconds([&] { (void)inverse_cdf(probs, uniform); }, device);
+  std::printf("inverse CDF of [%ld, %ld] probabilities: whole-row scan %.1f us, two-level %.1f us (ratio %.2f)\n",
+              long(batch), long(vocab), scan_s * 1e6, two_level_s * 1e6, scan_s / two_level_s);
+}
+
 int main(int argc, char** argv) {
   const bench::Args args = bench::parse_args(argc, argv);
   const bool gpu = args.device.is_cuda();
@@ -112,6 +129,8 @@ int main(int argc, char** argv) {
   const Case& first = cases.front();
   print_sdpa_backends(parse_hf_config(hf_preset_config(first.shape, kShapeVocab), first.shape), dtype, args.device, first.batch,
                       first.prompt, first.prompt + first.new_tokens);
+  print_inverse_cdf_timing(first.batch, parse_hf_config(hf_preset_config(first.shape, kShapeVocab), first.shape).vocab_size,
+                           args.device);
   std::printf("%-11s %5s %5s %5s | %12s %12s | %12s %6s | %12s %6s\n", "shape", "B", "P", "N", "fused tok/s",
               "plain tok/s", "roofline", "share", "old sampler", "ratio");
   torch::NoGradGuard no_grad;

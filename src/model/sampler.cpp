@@ -94,13 +94,39 @@ torch::Tensor sampling_log_probs(const torch::Tensor& logits, const RowSampling&
   return x.log_softmax(-1);
 }
 
+torch::Tensor inverse_cdf(const torch::Tensor& probs, const torch::Tensor& uniform) {
+  const int64_t rows = probs.size(0), vocab = probs.size(1);
+  const int64_t full = vocab / kInverseCdfChunk, tail = vocab % kInverseCdfChunk;
+  // Level 1: each chunk's mass, and the first chunk whose running total reaches u * total. That
+  // chunk has positive mass: the running total rose there (or it is the first and reaches u * total > 0).
+  std::vector<torch::Tensor> parts;
+  if (full > 0) parts.push_back(probs.narrow(1, 0, full * kInverseCdfChunk).view({rows, full, kInverseCdfChunk}).sum(-1));
+  if (tail > 0) parts.push_back(probs.narrow(1, full * kInverseCdfChunk, tail).sum(-1, /*keepdim=*/true));
+  const torch::Tensor chunk_mass = parts.size() == 1 ? parts[0] : torch::cat(parts, 1);
+  const int64_t chunks = chunk_mass.size(1);
+  const torch::Tensor running = chunk_mass.cumsum(-1);
+  const torch::Tensor target = uniform.to(probs.scalar_type()) * running.select(1, chunks - 1);
+  const torch::Tensor chunk = running.lt(target.unsqueeze(1)).sum(-1).clamp_max(chunks - 1);
+  const torch::Tensor before =
+      torch::where(chunk.gt(0), running.gather(1, (chunk - 1).clamp_min(0).unsqueeze(1)).squeeze(1),
+                   torch::zeros_like(target));
+  // Level 2: inside the chunk, the first position whose running mass reaches what is left of the
+  // target (at most the chunk's own running total, which float rounding may put below it) and is
+  // positive, so the token drawn always has positive probability.
+  const torch::Tensor positions =
+      chunk.unsqueeze(1) * kInverseCdfChunk + torch::arange(kInverseCdfChunk, chunk.options()).unsqueeze(0);
+  const torch::Tensor inside = positions.lt(vocab);
+  const torch::Tensor mass = probs.gather(1, positions.clamp_max(vocab - 1)).masked_fill(inside.logical_not(), 0);
+  const torch::Tensor within = mass.cumsum(-1);
+  const torch::Tensor left = torch::minimum(target - before, within.select(1, kInverseCdfChunk - 1)).unsqueeze(1);
+  const torch::Tensor offset = within.lt(left).logical_or(within.le(0)).sum(-1).clamp_max(kInverseCdfChunk - 1);
+  return (chunk * kInverseCdfChunk + offset).clamp_max(vocab - 1);
+}
+
 std::pair<torch::Tensor, torch::Tensor> draw_tokens(const torch::Tensor& logits, const RowSampling& rows,
                                                     const torch::Tensor& uniform) {
   const torch::Tensor log_probs = sampling_log_probs(logits, rows);
-  const torch::Tensor cdf = log_probs.exp().cumsum(-1);
-  // u in (0, 1]: the first index whose CDF reaches u * total has positive probability.
-  const torch::Tensor target = (uniform.to(torch::kFloat) * cdf.select(1, -1)).unsqueeze(1);
-  const torch::Tensor sampled = (cdf < target).sum(-1).clamp_max(cdf.size(1) - 1);
+  const torch::Tensor sampled = inverse_cdf(log_probs.exp(), uniform);
   const torch::Tensor token = torch::where(rows.temperature.eq(0), log_probs.argmax(-1), sampled);
   return {token, log_probs.gather(-1, token.unsqueeze(1)).squeeze(1)};
 }

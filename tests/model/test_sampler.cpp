@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "turnrl/core/error.h"
 #include "turnrl/model/sampler.h"
@@ -141,4 +143,69 @@ TEST_CASE("sampler: stop tokens end rows, pad after, and end the loop when all r
   Scripted all_stop({{stop, 1, 1}, {2, stop, 1}}, 10);
   const Rollout s = sample(all_stop, torch::zeros({2, 1}, torch::kLong), {}, SamplingOptions().max_new(50).stop({stop}).temp(0));
   CHECK(s.tokens.size(1) == 3);  // stopped after 2 steps, not 50
+}
+
+namespace {
+
+// The first index whose float64 running sum reaches u * total and whose probability is positive;
+// `margin` gets the distance from the target to the nearest running sum at a token boundary.
+int64_t scalar_inverse_cdf(const std::vector<double>& p, double u, double& margin) {
+  double total = 0;
+  for (double v : p) total += v;
+  const double target = u * total;
+  double running = 0;
+  margin = std::numeric_limits<double>::infinity();
+  int64_t found = -1;
+  for (size_t i = 0; i < p.size(); ++i) {
+    running += p[i];
+    margin = std::min(margin, std::abs(running - target));
+    if (found < 0 && p[i] > 0 && running >= target) found = int64_t(i);
+  }
+  if (found < 0)  // rounding put the target past the total: the last positive token
+    for (size_t i = p.size(); i-- > 0;)
+      if (p[i] > 0) return int64_t(i);
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("sampler: the two-level inverse CDF draws the token a float64 scan of the row draws", "[model]") {
+  // Vocabularies below, at and around the chunk size, several chunks with a short tail, and
+  // Qwen's; rows with zero-probability runs (top-k / top-p cut), a one-hot row, mass only in the
+  // tail chunk, and uniforms at the ends of (0, 1].
+  torch::manual_seed(3);
+  const int64_t chunk = kInverseCdfChunk;
+  for (const int64_t vocab : {int64_t(1), int64_t(7), chunk - 1, chunk, chunk + 1, 5 * chunk + 17, int64_t(151936)}) {
+    INFO("vocab " << vocab);
+    const int64_t rows = 8;
+    torch::Tensor probs = torch::randn({rows, vocab}).mul(3).softmax(-1);
+    if (vocab > 3) {
+      probs[1].narrow(0, 0, vocab / 2).zero_();                // leading zeros
+      probs[2].zero_(), probs[2][vocab / 3] = 1.0;              // one-hot
+      probs[3].narrow(0, 0, vocab - 1).zero_();                 // all mass on the last token
+      probs[4].masked_fill_(torch::rand({vocab}).lt(0.7), 0);   // scattered zeros
+      probs[4][0] = 0.25;
+    }
+    const std::vector<double> uniforms = {1.0, std::ldexp(1.0, -53), 0.5, 0.999999, 0.25, 0.75, 1e-3, 0.6180339887};
+    const torch::Tensor got = inverse_cdf(probs, torch::tensor(uniforms, torch::kDouble));
+    REQUIRE(got.sizes() == torch::IntArrayRef({rows}));
+    for (int64_t r = 0; r < rows; ++r) {
+      INFO("row " << r << " u " << uniforms[size_t(r)]);
+      const torch::Tensor row = probs[r].to(torch::kDouble).contiguous();
+      const std::vector<double> p(row.data_ptr<double>(), row.data_ptr<double>() + vocab);
+      double margin = 0;
+      const int64_t want = scalar_inverse_cdf(p, uniforms[size_t(r)], margin);
+      const int64_t token = got[r].item<int64_t>();
+      REQUIRE(token >= 0);
+      REQUIRE(token < vocab);
+      CHECK(p[size_t(token)] > 0);  // never a token the filters removed
+      // The same token, unless float32 rounding put the target on a boundary of the running sum.
+      if (margin > 1e-5) CHECK(token == want);
+    }
+  }
+  // Unnormalised rows: u of the row's own total.
+  const torch::Tensor weights = torch::tensor({{0.0, 2.0, 0.0, 2.0}, {4.0, 0.0, 0.0, 0.0}});
+  const torch::Tensor drawn = inverse_cdf(weights, torch::tensor({0.75, 1.0}, torch::kDouble));
+  CHECK(drawn[0].item<int64_t>() == 3);
+  CHECK(drawn[1].item<int64_t>() == 0);
 }
