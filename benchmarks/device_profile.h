@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -20,6 +21,28 @@
 #include "bench_util.h"
 
 namespace turnrl::bench {
+
+
+// A kernel name short enough for one line: LibTorch's elementwise kernels are long templates whose
+// first 85 characters are alike (at::native::elementwise_kernel<128, 4, ...>), so a cut name is
+// followed by the functions named inside it (direct_copy_kernel_cuda, CUDAFunctor_add, ...), which
+// tell the kernels apart.
+inline std::string short_activity_name(const std::string& name) {
+  if (name.size() <= 88) return name;
+  static const std::regex inner(R"(at::native::(?:\(anonymous namespace\)::)?([A-Za-z_][A-Za-z_0-9]*))");
+  static const std::set<std::string> generic = {
+      "elementwise_kernel", "vectorized_elementwise_kernel", "unrolled_elementwise_kernel", "gpu_kernel_impl",
+      "gpu_kernel_impl_nocast", "index_elementwise_kernel", "TensorIteratorBase", "launch_kernel",
+      "memory", "detail", "index_copy_kernel_impl", "reduce_kernel", "ReduceOp", "func_wrapper_t"};
+  std::vector<std::string> found;
+  for (auto it = std::sregex_iterator(name.begin(), name.end(), inner); it != std::sregex_iterator(); ++it) {
+    const std::string word = (*it)[1].str();
+    if (generic.count(word) == 0 && std::find(found.begin(), found.end(), word) == found.end()) found.push_back(word);
+  }
+  std::string out = name.substr(0, 85) + "...";
+  if (!found.empty()) out += " [" + fmt::format("{}", fmt::join(found, ", ")) + "]";
+  return out;
+}
 
 inline void print_device_profile(const char* title, const std::function<void()>& fn, torch::Device device,
                                  size_t top = 15) {
@@ -64,8 +87,7 @@ inline void print_device_profile(const char* title, const std::function<void()>&
               device.is_cuda() ? fmt::format("{:.0f} us of device activity, ", whole).c_str() : "", rows.size(),
               device.is_cuda() ? "device activities" : "operators");
   for (size_t i = 0; i < rows.size() && i < top; ++i) {
-    std::string name = rows[i].first;
-    if (name.size() > 88) name = name.substr(0, 85) + "...";
+    const std::string name = short_activity_name(rows[i].first);
     std::printf("  %10.0f us %7ld calls %5.1f%%  %s\n", rows[i].second.us, long(rows[i].second.calls),
                 whole > 0 ? 100 * rows[i].second.us / whole : 0.0, name.c_str());
   }
