@@ -2009,7 +2009,10 @@ def main(argv):
             import torch._inductor  # noqa: F401
             import torch._inductor.runtime.triton_helpers  # noqa: F401
             import torch._inductor.runtime.triton_heuristics  # noqa: F401
-        except Exception as exc:  # absent (torch 1.x) or broken here: the parent warns with why
+        except ModuleNotFoundError as exc:  # torch 1.x has no inductor: nothing to warn about
+            if not (exc.name or "").startswith("torch._inductor"):
+                _state["preload_error"] = "%s: %s" % (type(exc).__name__, _format_exception(exc))
+        except Exception as exc:  # broken here (the sandbox's uid without USER was one cause): the parent warns
             _state["preload_error"] = "%s: %s" % (type(exc).__name__, _format_exception(exc))
     _state["baseline"] = _baseline()
     _state["snapshot"] = []
