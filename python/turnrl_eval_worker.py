@@ -2012,7 +2012,7 @@ def main(argv):
         except ModuleNotFoundError as exc:  # torch 1.x has no inductor: nothing to warn about
             if not (exc.name or "").startswith("torch._inductor"):
                 _state["preload_error"] = "%s: %s" % (type(exc).__name__, _format_exception(exc))
-        except Exception as exc:  # broken here (the sandbox's uid without USER was one cause): the parent warns
+        except Exception as exc:  # broken here (torch 2.11 failed here until the sandbox set USER): the parent warns
             _state["preload_error"] = "%s: %s" % (type(exc).__name__, _format_exception(exc))
     _state["baseline"] = _baseline()
     _state["snapshot"] = []
