@@ -10,6 +10,7 @@
 #   trloo_stop, grpo_stop   TRLOO and GRPO with env.target_speedup=1.2: an episode ends at its
 #                    first correct turn at 1.2x or faster, so fewer episodes reach turn 2 than
 #                    turn 1 (the per-turn group sizes the paper's argument for TRLOO is about)
+#   no_update_stop   their control: optimizer.lr=0 with env.target_speedup=1.2
 # then `turnrl eval` of the SFT export (once per seed, eval.seed = the seed) and of each run's
 # final checkpoint on relu_bias (the task SFT and RL saw) and the held-out tasks, and
 # scripts/cpu_ablation_table.py's table of mean +- std over seeds (and each arm's seed-mean
@@ -43,7 +44,8 @@ arm_overrides() {  # ARM -> its --set overrides of the config
     no_update) echo "--set optimizer.lr=0" ;;
     trloo_stop) echo "--set env.target_speedup=1.2" ;;
     grpo_stop) echo "--set advantage.estimator=grpo --set env.target_speedup=1.2" ;;
-    *) echo "cpu_ablation: unknown arm '$1'; known: trloo grpo trloo_no_pr_prs no_update trloo_stop grpo_stop" >&2; return 2 ;;
+    no_update_stop) echo "--set optimizer.lr=0 --set env.target_speedup=1.2" ;;
+    *) echo "cpu_ablation: unknown arm '$1'; known: trloo grpo trloo_no_pr_prs no_update trloo_stop grpo_stop no_update_stop" >&2; return 2 ;;
   esac
 }
 for arm in $arms; do arm_overrides "$arm" > /dev/null; done
