@@ -22,7 +22,6 @@
 
 namespace turnrl::bench {
 
-
 // A kernel name short enough for one line: LibTorch's elementwise kernels are long templates whose
 // first 85 characters are alike (at::native::elementwise_kernel<128, 4, ...>), so a cut name is
 // followed by the functions named inside it (direct_copy_kernel_cuda, CUDAFunctor_add, ...), which

@@ -127,10 +127,9 @@ int main(int argc, char** argv) {
   std::printf("engine_bench on %s (%d threads), %s, LibTorch %s; copy bandwidth %.0f GB/s\n", args.device.str().c_str(),
               at::get_num_threads(), c10::toString(dtype), TORCH_VERSION, bandwidth / 1e9);
   const Case& first = cases.front();
-  print_sdpa_backends(parse_hf_config(hf_preset_config(first.shape, kShapeVocab), first.shape), dtype, args.device, first.batch,
-                      first.prompt, first.prompt + first.new_tokens);
-  print_inverse_cdf_timing(first.batch, parse_hf_config(hf_preset_config(first.shape, kShapeVocab), first.shape).vocab_size,
-                           args.device);
+  const HFConfig first_config = parse_hf_config(hf_preset_config(first.shape, kShapeVocab), first.shape);
+  print_sdpa_backends(first_config, dtype, args.device, first.batch, first.prompt, first.prompt + first.new_tokens);
+  print_inverse_cdf_timing(first.batch, first_config.vocab_size, args.device);
   std::printf("%-11s %5s %5s %5s | %12s %12s | %12s %6s | %12s %6s\n", "shape", "B", "P", "N", "fused tok/s",
               "plain tok/s", "roofline", "share", "old sampler", "ratio");
   torch::NoGradGuard no_grad;

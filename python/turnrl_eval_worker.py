@@ -2009,11 +2009,10 @@ def main(argv):
             import torch._inductor  # noqa: F401
             import torch._inductor.runtime.triton_helpers  # noqa: F401
             import torch._inductor.runtime.triton_heuristics  # noqa: F401
-        except ModuleNotFoundError as exc:  # torch 1.x has no inductor: nothing to warn about
-            if not (exc.name or "").startswith("torch._inductor"):
-                _state["preload_error"] = "%s: %s" % (type(exc).__name__, _format_exception(exc))
         except Exception as exc:  # broken here (torch 2.11 failed here until the sandbox set USER): the parent warns
-            _state["preload_error"] = "%s: %s" % (type(exc).__name__, _format_exception(exc))
+            absent = isinstance(exc, ModuleNotFoundError) and (exc.name or "").startswith("torch._inductor")
+            if not absent:  # torch 1.x has no inductor: nothing to warn about
+                _state["preload_error"] = "%s: %s" % (type(exc).__name__, _format_exception(exc))
     _state["baseline"] = _baseline()
     _state["snapshot"] = []
     _drop_evaluation_data()

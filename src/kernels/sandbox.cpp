@@ -132,7 +132,8 @@ pid_t spawn_sandboxed(const std::string& program_path, const std::vector<std::st
   std::vector<std::string> env_strings = {
       // USER and LOGNAME: the sandbox's uid has no passwd entry, and tools that ask who runs them
       // (Python's getpass, torch's cache folders) read these first.
-      "PATH=/usr/bin:/bin", "LANG=C", "LC_ALL=C", "HOME=" + home, "USER=sandbox", "LOGNAME=sandbox", "TMPDIR=" + (jail ? std::string("/tmp") : work_dir),
+      "PATH=/usr/bin:/bin", "LANG=C", "LC_ALL=C", "HOME=" + home, "USER=sandbox", "LOGNAME=sandbox",
+      "TMPDIR=" + (jail ? std::string("/tmp") : work_dir),
       "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1",
       fmt::format("{}={}", kCpuEnv, limits.cpu_seconds)};
   if (jail) env_strings.push_back(std::string(kConfineEnv) + "=1");
