@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join lives here from fmt 11 on
 #include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/types.h>
 #include <torch/version.h>

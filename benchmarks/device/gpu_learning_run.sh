@@ -42,7 +42,7 @@ log() { echo "[$(date +%T)] $*" | tee -a "$OUT/gpu_learning.txt"; }
 # The RL recipe: the paper's CUDA config with code actions over the HF policy, two turns, and
 # sizes that make a step a minute or two on one GPU.
 rl_config=(configs/drkernel_cuda.yaml --set env.action=code --set env.max_turns=2 --set model.type=hf
-  --set model.dtype=bfloat16 --set model.max_seq=8192 --set sampling.max_new_tokens=2048
+  --set model.dtype=bfloat16 --set model.max_seq=4096 --set sampling.max_new_tokens=2048
   --set trainer.tasks_per_step=8 --set trainer.samples_per_task=8 --set trainer.micro_batch_tokens=16384
   --set optimizer.lr=1.0e-5 --set checkpoint.every=1 --set checkpoint.keep_last=2 --set run.progress=false
   --set tasks.validation_fraction=0.25 --set tasks.split_seed=1)
@@ -52,7 +52,8 @@ case "$stage" in
     log "make-sft-data: $conversations CUDA conversations"
     "$turnrl" make-sft-data configs/drkernel_cuda.yaml --set env.action=code --set env.max_turns=2 \
       --set tasks.validation_fraction=0.25 --set tasks.split_seed=1 --out "$work/data" \
-      --conversations "$conversations" --seed 1 2>&1 | tail -n 4 | tee -a "$OUT/gpu_learning.txt"
+      --mix fast=0.3,slow=0.15,compile=0.15,lazy=0.15,hack=0.05,format=0.2 \
+      --conversations "$conversations" --seed 1 2>&1 | grep -v '^frame #' | tail -n 12 | tee -a "$OUT/gpu_learning.txt"
     log "init-model $preset"
     "$turnrl" init-model --out "$work/model" --preset "$preset" --dtype bfloat16 --seed 1 \
       --tokenizer .deps/hf-tokenizers/qwen3 | tee -a "$OUT/gpu_learning.txt"
@@ -79,7 +80,7 @@ case "$stage" in
     # SIGTERM at the limit: the trainer checkpoints its last finished step (checkpoint.on_stop).
     timeout --signal=TERM $((max_minutes * 60)) "$turnrl" train "${rl_config[@]}" "${resume[@]}" \
       --set "run.dir=$work/rl" --set "model.path=$work/sft/export" --set trainer.steps="$rl_steps" 2>&1 \
-      | tail -n 4 | tee -a "$OUT/gpu_learning.txt"
+      | grep -v '^frame #' | tail -n 12 | tee -a "$OUT/gpu_learning.txt"
     python3 - "$work/rl/metrics.jsonl" <<'PY' | tee -a "$OUT/gpu_learning.txt"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
