@@ -5,6 +5,8 @@
 //   cold    every source new (a training step's case): NVRTC compile in the evaluation
 //   cached  the same sources again: compile served from the parent's object cache
 //   launchers, cold   the honest launcher-form candidates with new sources: nvcc compiles
+// First line (any machine with the CUDA toolkit): NVRTC compile time, one sandboxed process per
+// compile against the evaluator's compile servers.
 // Per-candidate overhead = wall time of an evaluation minus its timed GPU work (100 x (reference +
 // candidate) medians), i.e. everything the evaluator adds. Baseline, same run: the same candidates
 // through benchmarks/device/cuda_eval_baseline.py (a fresh Python process per evaluation,
@@ -20,6 +22,8 @@
 
 #include "bench_util.h"
 #include "kernels/cuda_candidates.h"
+#include "kernels/cuda_compile.h"
+#include "turnrl/core/filesystem.h"
 #include "turnrl/kernels/cuda_backend.h"
 
 using namespace turnrl;
@@ -72,11 +76,49 @@ double baseline_seconds(const std::string& json_path) {
   return 0;
 }
 
+// NVRTC compiles of `n` new kernel-form sources (the honest ones, a comment apart), one sandboxed
+// turnrl_nvrtc process per compile (the baseline) against the evaluator's compile servers (one
+// process serving them all); runs without a GPU. Prints mean ms per compile and the ratio.
+void compile_rows(int n) {
+#ifdef TURNRL_BENCH_NVRTC
+  std::vector<std::string> sources;
+  for (const auto& c : test::cuda_candidates())
+    if (std::string(c.expect) == "correct" && std::string(c.kind) == "honest") sources.push_back(c.source);
+  eval_detail::CudaCompiler one_shot;
+  one_shot.nvrtc_program = find_helper_program("turnrl_nvrtc");
+  one_shot.seconds = 120;
+  eval_detail::CudaCompiler served = one_shot;
+  served.nvrtc_servers = eval_detail::make_nvrtc_servers(served);
+  const std::string dir = make_private_dir("turnrl-compile-bench");
+  auto mean_ms = [&](const eval_detail::CudaCompiler& compiler, const std::string& tag, bool warm) {
+    auto cache = eval_detail::make_cuda_object_cache(dir + "/" + tag);
+    if (warm) eval_detail::compile_cuda_candidate(*cache, compiler, sources[0] + "\n// start-up\n", "sm_90a");
+    const auto t0 = std::chrono::steady_clock::now();
+    int ok = 0;
+    for (int i = 0; i < n; ++i)
+      ok += eval_detail::compile_cuda_candidate(*cache, compiler, sources[size_t(i) % sources.size()] +
+                                                    fmt::format("\n// {} {}\n", tag, i), "sm_90a").ok;
+    const double ms = 1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / n;
+    if (ok != n) std::printf("  note: %d of %d %s compiles failed\n", n - ok, n, tag.c_str());
+    return ms;
+  };
+  const double baseline = mean_ms(one_shot, "one-shot", false);
+  const double server = mean_ms(served, "server", true);  // its process started before the clock
+  std::printf("NVRTC compile of %d new kernel-form sources (sm_90a, sandboxed): one turnrl_nvrtc process per "
+              "compile %.1f ms, compile server %.1f ms (ratio %.1fx)\n", n, baseline, server, baseline / server);
+  remove_private_dir(dir);
+#else
+  (void)n;
+  std::printf("NVRTC compile rows: skipped (no CUDA toolkit at build time)\n");
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const bench::Args args = bench::parse_args(argc, argv);
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // rows appear as they are measured, also through a pipe
+  compile_rows(args.quick ? 8 : 24);
   if (!args.device.is_cuda() || visible_cuda_devices() == 0) {
     std::printf("cuda_eval_bench: needs --device cuda and a GPU (skipped)\n");
     return 0;
@@ -113,15 +155,18 @@ int main(int argc, char** argv) {
     std::printf("%d worker(s) ready and first evaluations done in %.1f s; %zu honest candidates\n", workers,
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), honest.size());
     const std::string pool = fmt::format(", {} worker(s)", workers);
+    std::vector<EvalRequest> fresh;
     for (int round = 0; round < rounds; ++round) {
-      std::vector<EvalRequest> fresh = honest;
+      fresh = honest;
       for (auto& r : fresh) r.candidate += "\n// round " + std::to_string(round) + ": a new source\n";
       rows.push_back(measure("cold (new sources, NVRTC)" + pool, e, fresh));
       std::printf("round %d: %d/%d correct in %.2f s (per evaluation: correctness %.1f ms, timing %.1f ms, profiling %.1f ms)\n",
                   round, rows.back().correct, rows.back().n, rows.back().wall_s, rows.back().correctness_ms,
                   rows.back().timing_ms, rows.back().profiling_ms);
     }
-    rows.push_back(measure("cached (same sources)" + pool, e, honest));
+    // The last round's sources again: every object is in the cache now (the plain `honest` sources
+    // were never compiled here, bar the first one of the start-up).
+    rows.push_back(measure("cached (same sources)" + pool, e, fresh));
     std::printf("cached: %d/%d correct in %.2f s\n", rows.back().correct, rows.back().n, rows.back().wall_s);
     std::vector<EvalRequest> fresh_launchers = launchers;
     for (auto& r : fresh_launchers) r.candidate += fmt::format("\n// {} worker(s): a new source\n", workers);

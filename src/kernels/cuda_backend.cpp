@@ -232,6 +232,7 @@ CudaEvaluator::CudaEvaluator(CudaEvalOptions options) : impl_(std::make_unique<I
   m.compiler.limits = m.opt.limits;
   m.compiler.seconds = m.opt.compile_seconds;
   m.compiler.message_chars = m.opt.message_chars;
+  m.compiler.nvrtc_servers = eval_detail::make_nvrtc_servers(m.compiler);
   for (int d : m.opt.devices) {
     m.device_arch.push_back(device_arch(d));
     SandboxLimits lim = m.opt.limits;

@@ -12,6 +12,7 @@
 
 #include "kernels/cuda_candidates.h"
 #include "kernels/cuda_compile.h"
+#include "turnrl/core/error.h"
 #include "turnrl/core/filesystem.h"
 #include "turnrl/kernels/cpu_backend.h"  // object_hash
 #include "turnrl/kernels/sandbox.h"
@@ -129,6 +130,60 @@ TEST_CASE("cuda compile: a launcher-form candidate compiles with nvcc in the san
   CHECK(compile_cuda_candidate(*cache, compiler(), source_of("relu_bias", "honest_launcher"), kArch).cached);
   turnrl::remove_tree(dir);
 }
+
+TEST_CASE("cuda compile: compile servers give one process's result for many compiles, and errors as before") {
+  const std::string dir = scratch("servers"), again_dir = scratch("servers-again");
+  auto cache = make_cuda_object_cache(dir);
+  CudaCompiler c = compiler();
+  c.nvrtc_servers = make_nvrtc_servers(c);
+  REQUIRE(c.nvrtc_servers);
+  const std::string source = source_of("relu_bias", "honest");
+  // Three different sources (a comment apart): three compiles, one process.
+  for (int i = 0; i < 3; ++i) {
+    const CompiledCandidate o = compile_cuda_candidate(*cache, c, source + "\n// variant " + std::to_string(i) + "\n", kArch);
+    INFO(o.log);
+    REQUIRE(o.ok);
+    CHECK_FALSE(o.cached);
+    CHECK(read_file(o.library_path).substr(0, 4) == "\x7f" "ELF");  // a cubin
+  }
+  CHECK(c.nvrtc_servers->processes_started() == 1);
+  // The same source compiled again by the server (a fresh cache) is the same object, byte for byte.
+  // (A one-shot compile's cubin differs in its line table only: it records candidate.cu's mtime.)
+  auto again_cache = make_cuda_object_cache(again_dir);
+  const std::string variant = source + "\n// variant 0\n";
+  CHECK(read_file(compile_cuda_candidate(*again_cache, c, variant, kArch).library_path) ==
+        read_file(compile_cuda_candidate(*cache, c, variant, kArch).library_path));
+
+  const CompiledCandidate broken = compile_cuda_candidate(*cache, c, source_of("softmax_rows", "compile"), kArch);
+  CHECK_FALSE(broken.ok);
+  CHECK(broken.log.find("error") != std::string::npos);
+  const CompiledCandidate host_file = compile_cuda_candidate(*cache, c, "#include \"/etc/hostname\"\n" + source, kArch);
+  CHECK_FALSE(host_file.ok);
+  CHECK(c.nvrtc_servers->processes_started() == 1);
+  turnrl::remove_tree(dir);
+  turnrl::remove_tree(again_dir);
+}
+
+TEST_CASE("cuda compile: a compile server's reply frame round-trips and a malformed one is an error") {
+  NvrtcResult r;
+  r.ok = true;
+  r.log = "\n  warning: leading whitespace and a newline\n";
+  r.object = std::string("\x7f" "ELF\0\n\x01", 7);
+  const NvrtcResult back = decode_nvrtc_result(encode_nvrtc_result(r));
+  CHECK(back.ok);
+  CHECK(back.log == r.log);
+  CHECK(back.object == r.object);
+  NvrtcResult failed;
+  failed.log = "error: expected a ';'";
+  const NvrtcResult failed_back = decode_nvrtc_result(encode_nvrtc_result(failed));
+  CHECK_FALSE(failed_back.ok);
+  CHECK(failed_back.log == failed.log);
+  CHECK(failed_back.object.empty());
+  for (const std::string bad : {std::string(""), std::string("1 5\nabc"), std::string("2 0\nx"), std::string("ok\n"),
+                                std::string("1 0\n"), std::string("0 1x\n")})
+    CHECK_THROWS_AS(decode_nvrtc_result(bad), Error);
+}
+
 #else
 TEST_CASE("cuda compile: skipped without the CUDA toolkit") { WARN("SKIPPED: no CUDA toolkit (NVRTC) at build time"); }
 #endif
