@@ -133,8 +133,8 @@ Row measure(const std::string& name, PythonEvaluator& e, const std::vector<EvalR
     r.overhead_ms += (x.wall_seconds - own) * 1e3 / double(res.size());
     if (!x.correct) {
       ++*failures;
-      std::printf("  benchmark candidate not correct: %s %s\n", test::verdict_of(x).c_str(),
-                  x.message.substr(0, 300).c_str());
+      std::printf("  benchmark candidate not correct: %s %s%s\n", test::verdict_of(x).c_str(),
+                  x.message.substr(0, 300).c_str(), x.hacking_reason.substr(0, 400).c_str());
     }
   }
   return r;

@@ -79,6 +79,7 @@ _sys_modules = sys.modules
 _TracebackType = types.TracebackType
 _real_builtins = __import__("builtins")
 _getframe = sys._getframe
+_current_frames = sys._current_frames
 _state = {}  # per-process state: device, captured objects, the loaded candidate
 
 
@@ -477,7 +478,7 @@ def _signal_state():
 
 def _baseline():
     T = _state["T"]
-    return {"threads": _thread_count(), "os_threads": _os_threads(),
+    return {"threads": _thread_count(), "thread_ids": set(_current_frames()), "os_threads": _os_threads(),
             "modules": {k: v for k, v in _sys_modules.items() if k.split(".")[0] in ("torch", "triton")},
             "settings": _global_settings(T.torch), "signals": _signal_state(), "modes": _modes_active(T.torch)}
 
@@ -491,8 +492,8 @@ def _call_checks(findings):
 def _check_call_state(findings):
     T, base = _state["T"], _state["baseline"]
     if _thread_count() > base["threads"]:
-        _add(findings, "deferred_work", "the candidate left %d Python thread(s) running after its call"
-             % (_thread_count() - base["threads"]))
+        _add(findings, "deferred_work", "the candidate left %d Python thread(s) running after its call (%s)"
+             % (_thread_count() - base["threads"], _new_threads(base["thread_ids"])))
         _state["restart"] = "threads left running"
     handlers, timers = _signal_state()
     if timers != base["signals"][1] or any(handlers.get(s) is not h for s, h in base["signals"][0].items()):
@@ -511,6 +512,22 @@ def _check_call_state(findings):
         _state["restart"] = "torch mode left active"
     if T.is_grad_enabled():
         T.set_grad_enabled(False)
+
+
+def _new_threads(known_ids):
+    """Where each thread that was not there at start-up is now: its innermost and outermost frames
+    (file:line function), so that a report names what started it, the candidate or a library."""
+    described = []
+    for ident, frame in list(_current_frames().items()):
+        if ident in known_ids:
+            continue
+        inner, outer = frame, frame
+        while outer.f_back is not None:
+            outer = outer.f_back
+        where = ["%s:%d %s" % (os.path.basename(f.f_code.co_filename), f.f_lineno, f.f_code.co_name)
+                 for f in (outer, inner)]
+        described.append(" <- ".join(reversed(where)) if where[0] != where[1] else where[0])
+    return "; ".join(described[:3]) or "no Python frame"
 
 
 def _state_checks(findings, where):
