@@ -55,7 +55,7 @@ case "$stage" in
     log "make-sft-data: $conversations CUDA conversations"
     "$turnrl" make-sft-data configs/drkernel_cuda.yaml --set env.action=code --set env.max_turns=2 \
       --set tasks.validation_fraction=0.25 --set tasks.split_seed=1 --out "$work/data" \
-      --mix fast=0.3,slow=0.15,compile=0.15,lazy=0.15,hack=0.05,format=0.2 --fast-speedup 0.05 \
+      --fast-speedup 0.05 \
       --conversations "$conversations" --seed 1 2>&1 | grep -v '^frame #' | tail -n 12 | tee -a "$OUT/gpu_learning.txt"
     log "init-model $preset"
     "$turnrl" init-model --out "$work/model" --preset "$preset" --dtype bfloat16 --seed 1 \

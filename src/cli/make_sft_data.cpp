@@ -58,8 +58,13 @@ void run_make_sft_data(MakeSftDataArgs& a) {
   const TrainConfig config = load_config(a.config, a.sets);
   if (!a.mix.empty()) a.options.mix = parse_sft_mix(a.mix, "--mix");
   a.options.style = parse_plan_style(a.style, "--style");
-  validate(a.options);
   const auto [train, held_out] = corpus_tasks(config, a.holdout);
+  // The default mix of the tasks' backend: a wrong first attempt is rendered for cpu tasks only.
+  if (a.mix.empty())
+    for (const TaskSet* set : {&train, &held_out})
+      for (const Task& t : set->tasks)
+        if (t.backend != "cpu") a.options.mix = default_sft_mix(t.backend);
+  validate(a.options);
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   a.options.progress = [&](int64_t done, int64_t total) {
@@ -89,7 +94,8 @@ void add_make_sft_data_command(CLI::App& app) {
   c->add_option("--seed", a->options.seed, "Seed of kinds, plans, failure variants and evaluation inputs")->capture_default_str();
   c->add_option("--mix", a->mix,
                 "Share of first attempts per kind: fast,slow,wrong,compile,lazy,hack,format "
-                "(default fast=0.25,slow=0.15,wrong=0.15,compile=0.15,lazy=0.1,hack=0.05,format=0.15)")
+                "(default fast=0.25,slow=0.15,wrong=0.15,compile=0.15,lazy=0.1,hack=0.05,format=0.15; without wrong for "
+                "cuda and python tasks)")
       ->type_name("KIND=SHARE,...");
   c->add_option("--holdout", a->holdout, "Held-out task ids (default: tasks.validation_fraction and tasks.split_seed)")
       ->delimiter(',')->type_name("ID,...");

@@ -37,10 +37,12 @@ SftTurnKind parse_sft_turn_kind(const std::string& word, const std::string& fiel
   fail("{}: unknown turn kind '{}'; allowed: {}", field, word, kind_list());
 }
 
-SftMix default_sft_mix() {
-  return {{SftTurnKind::fast, 0.25},    {SftTurnKind::slow, 0.15}, {SftTurnKind::wrong, 0.15},
-          {SftTurnKind::compile, 0.15}, {SftTurnKind::lazy, 0.10}, {SftTurnKind::hack, 0.05},
-          {SftTurnKind::format, 0.15}};
+SftMix default_sft_mix(const std::string& backend) {
+  SftMix mix = {{SftTurnKind::fast, 0.25},    {SftTurnKind::slow, 0.15}, {SftTurnKind::wrong, 0.15},
+                {SftTurnKind::compile, 0.15}, {SftTurnKind::lazy, 0.10}, {SftTurnKind::hack, 0.05},
+                {SftTurnKind::format, 0.15}};
+  if (backend != "cpu") mix.erase(mix.begin() + 2);
+  return mix;
 }
 
 namespace {

@@ -274,6 +274,16 @@ TEST_CASE("a mix is read from kind=share words in order", "[env][sft]") {
   CHECK(mix[1].second == 0.3);
   CHECK(mix[2].first == SftTurnKind::compile);
   CHECK(default_sft_mix().size() == sft_turn_kinds().size());
+  // Other backends' default leaves out `wrong` (rendered for cpu tasks only) and keeps the rest.
+  for (const std::string backend : {"cuda", "python"}) {
+    const SftMix other = default_sft_mix(backend);
+    CHECK(other.size() == sft_turn_kinds().size() - 1);
+    for (const auto& [kind, share] : other) {
+      CHECK(kind != SftTurnKind::wrong);
+      for (const auto& [cpu_kind, cpu_share] : default_sft_mix())
+        if (cpu_kind == kind) CHECK(share == cpu_share);
+    }
+  }
 }
 
 TEST_CASE("bad options are errors naming the field", "[env][sft]") {

@@ -46,8 +46,9 @@ const std::vector<SftTurnKind>& sft_turn_kinds();
 
 // The share of first attempts of each kind (the rest of a conversation is a fast attempt).
 using SftMix = std::vector<std::pair<SftTurnKind, double>>;
-// fast 0.25, slow 0.15, wrong 0.15, compile 0.15, lazy 0.10, hack 0.05, format 0.15.
-SftMix default_sft_mix();
+// fast 0.25, slow 0.15, wrong 0.15, compile 0.15, lazy 0.10, hack 0.05, format 0.15 for cpu tasks;
+// without `wrong` for any other backend (only cpu plans render a planted bug).
+SftMix default_sft_mix(const std::string& backend = "cpu");
 // "fast=0.3,slow=0.2,..." (kinds left out get 0); throws naming `field` on an unknown kind, a
 // repeated kind, a share outside [0, 1] or shares that sum to 0.
 SftMix parse_sft_mix(const std::string& text, const std::string& field);
