@@ -24,6 +24,29 @@ void validate(const GenerationEngineOptions& o) {
 
 namespace {
 
+// The engine's KV cache, allocated whole up front; when it does not fit, an error that says how
+// large it is and which options size it (the allocator's own message names neither).
+SlotKVCache slot_cache(const HFDecoder& model, const GenerationEngineOptions& o) {
+  try {
+    return model->make_slot_cache(o.slots(), o.capacity());
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    // CUDA: "CUDA out of memory"; CPU: "not enough memory" or "can't allocate memory" by version.
+    const bool memory = what.find("out of memory") != std::string::npos ||
+                        what.find("not enough memory") != std::string::npos ||
+                        what.find("allocate memory") != std::string::npos;
+    if (!memory) throw;
+    const HFConfig& c = model->config();
+    const double bytes = 2.0 * double(c.num_hidden_layers) * double(o.slots() + 1) * double(o.capacity()) *
+                         double(c.num_key_value_heads * c.head_dim) * double(c10::elementSize(model->dtype()));
+    fail("generation engine: the KV cache of {} slots x {} tokens ({} layers x 2 x {} KV heads x {} dims, {} bytes "
+         "each) needs {:.2f} GiB and does not fit on {}; lower engine.slots or engine.capacity (a trainer's "
+         "model.engine.*, or the rows and max_new_tokens of its calls). The allocator said: {}",
+         o.slots(), o.capacity(), c.num_hidden_layers, c.num_key_value_heads, c.head_dim, c10::elementSize(model->dtype()),
+         bytes / double(int64_t(1) << 30), model->device().str(), what.substr(0, what.find('\n')));
+  }
+}
+
 #ifdef TURNRL_WITH_CUDA
 // The next power of two >= n, starting at `smallest`, at most `largest`: the decode batch for
 // `rows` leading slots (1 .. slots), and the cached positions a step reads (64 .. capacity), so a
@@ -121,8 +144,7 @@ struct GenerationEngine::State {
 #endif
 
   State(HFDecoder m, const GenerationEngineOptions& o)
-      : model(std::move(m)), options(o), cache(model->make_slot_cache(o.slots(), o.capacity())),
-        device(model->device()), slots(size_t(o.slots())) {
+      : model(std::move(m)), options(o), cache(slot_cache(model, o)), device(model->device()), slots(size_t(o.slots())) {
 #ifdef TURNRL_WITH_CUDA
     if (o.cuda_graphs() && device.is_cuda()) graphs = std::make_unique<detail::DecodeGraphs>();
 #endif

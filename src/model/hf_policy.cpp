@@ -154,10 +154,13 @@ Rollout HFPolicy::run_engine(const torch::Tensor& prompts, const torch::Tensor& 
          engine_options_.capacity(), needed, prompt_length, options.max_new_tokens);
   const int64_t capacity = engine_options_.capacity() > 0 ? engine_options_.capacity() : round_up_to_power_of_two(needed, 256);
   if (!engine_ || engine_->options().slots() < slots || engine_->options().capacity() < needed) {
-    engine_ = std::make_unique<GenerationEngine>(
-        model_, GenerationEngineOptions(engine_options_).slots(std::max(slots, engine_ ? engine_->options().slots() : 0))
-                    .capacity(capacity));
+    const int64_t engine_slots = std::max(slots, engine_ ? engine_->options().slots() : 0);
+    // The old engine's cache goes first: a larger one beside it would need both at once (a second
+    // turn's longer prompts at 64 slots took 30 + 60 GB on an 80 GB GPU).
+    engine_.reset();
     episode_request_.clear();
+    engine_ = std::make_unique<GenerationEngine>(
+        model_, GenerationEngineOptions(engine_options_).slots(engine_slots).capacity(capacity));
   }
 
   const torch::Tensor host_prompts = prompts.to(torch::kCPU).contiguous(), host_mask = mask.to(torch::kCPU).contiguous();

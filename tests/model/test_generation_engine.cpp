@@ -311,6 +311,10 @@ TEST_CASE("generation_engine: bad options and requests are errors naming the fie
   CHECK_THROWS_WITH(GenerationEngine(policy->model(), GenerationEngineOptions().capacity(1)), Catch::Contains("engine.capacity"));
   CHECK_THROWS_WITH(GenerationEngine(policy->model(), GenerationEngineOptions().prefill_tokens(0)),
                     Catch::Contains("engine.prefill_tokens"));
+  // A KV cache no machine holds (2^40 slot-tokens, past a 47-bit address space): a sized error.
+  CHECK_THROWS_WITH(GenerationEngine(policy->model(), GenerationEngineOptions().slots(1 << 20).capacity(1 << 20)),
+                    Catch::Contains("KV cache of 1048576 slots x 1048576 tokens") &&
+                        Catch::Contains("lower engine.slots or engine.capacity"));
   GenerationEngine engine(policy->model(), GenerationEngineOptions().slots(1).capacity(16));
   CHECK_THROWS_WITH(engine.add(GenerationRequest()), Catch::Contains("tokens: empty"));
   CHECK_THROWS_WITH(engine.add(GenerationRequest().prompt({1, 2}).options(SamplingOptions().max_new(20))),
