@@ -725,6 +725,21 @@ void measure_device(Device& dev) {
   cudaEventDestroy(e0), cudaEventDestroy(e1);
 }
 
+// What the first requests would set up lazily, set up before the candidate seccomp profile goes on:
+// CUPTI's callbacks and its activity thread, LibTorch's cuBLAS handle, the marker buffer.
+void warm_up(Device& dev) {
+  start_profiling(dev);
+  set_activity(true);
+  mark(dev);
+  const at::Tensor m = at::ones({64, 64}, at::TensorOptions().device(at::kCUDA, dev.ordinal));
+  const at::Tensor product = at::matmul(m, m.to(at::kBFloat16).to(at::kFloat));
+  check_cuda(cudaDeviceSynchronize(), "warm-up");
+  set_activity(false);
+  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  std::lock_guard<std::mutex> lock(g_records_mu);
+  g_records.clear();
+}
+
 CudaWorkerReply handle(Device& dev, const std::string& frame) {
   CudaWorkerReply reply;
   CudaWorkerRequest req;
@@ -788,10 +803,19 @@ int cuda_worker_main(int, char**) {
     check_cuda(cudaStreamCreateWithFlags(&dev.stream, cudaStreamNonBlocking), "cudaStreamCreate");
     cuInit(0);
     measure_device(dev);
+    warm_up(dev);
   } catch (const std::exception& e) {
     fmt::print(stderr, "turnrl_cuda_worker: cannot use GPU {}: {}\n", dev.ordinal, e.what());
     return 2;
   }
+  // The candidate profile (no new processes or programs, no sockets, signals to this process only;
+  // threads stay allowed: the driver and CUPTI have their own). This worker compiles nothing, the
+  // parent does. Tools that inject themselves (compute-sanitizer, Nsight) talk to their front end
+  // over sockets, so under them the profile stays off.
+  if (std::getenv("CUDA_INJECTION64_PATH"))
+    fmt::print(stderr, "turnrl_cuda_worker: CUDA_INJECTION64_PATH is set (a CUDA tool); no candidate seccomp profile\n");
+  else
+    sandbox_child::confine_candidate();
   sandbox_child::say_hello();
   std::string request;
   while (sandbox_child::read_request(request)) {

@@ -104,6 +104,52 @@ extern "C" int turnrl_launch(const float* const* inputs, float* const* outputs, 
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }
 )cuda"},
+      {"relu_bias", "escapes_sandbox", "correct", R"cuda(
+#include <cuda_runtime.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+// Tries to leave the worker before doing the honest work: a new process (which could outlive the
+// evaluation and keep the GPU busy while the reference is timed), a socket, a signal to another
+// process. The worker's candidate seccomp profile refuses all three, and then the answer is right;
+// any that succeeds poisons the output, so the verdict is a mismatch.
+__global__ void relu_bias_kernel(const float* __restrict__ x, const float* __restrict__ b, float* __restrict__ y,
+                                 long long n, int cols, float poison) {
+  const long long threads = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += threads)
+    y[i] = fmaxf(x[i] + b[i % cols], 0.f) + poison;
+}
+
+static bool escaped() {
+  bool out = false;
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  if (child > 0) {
+    waitpid(child, nullptr, 0);
+    out = true;
+  }
+  const int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (s >= 0) {
+    close(s);
+    out = true;
+  }
+  if (kill(1, 0) == 0) out = true;  // the sandbox's init: signal 0 only asks whether it may be signalled
+  return out;
+}
+
+extern "C" int turnrl_launch(const float* const* inputs, float* const* outputs, const long long* dims,
+                             cudaStream_t stream) {
+  const long long n = dims[0] * dims[1];
+  long long blocks = (n + 1023) / 1024;
+  if (blocks < 1) blocks = 1;
+  if (blocks > 1048576) blocks = 1048576;
+  const float poison = escaped() ? __builtin_nanf("") : 0.f;
+  relu_bias_kernel<<<(unsigned)blocks, 256, 0, stream>>>(inputs[0], inputs[1], outputs[0], n, (int)dims[1], poison);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+)cuda"},
       {"relu_bias", "lazy", "lazy", R"cuda(
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
