@@ -808,14 +808,15 @@ int cuda_worker_main(int, char**) {
     fmt::print(stderr, "turnrl_cuda_worker: cannot use GPU {}: {}\n", dev.ordinal, e.what());
     return 2;
   }
-  // The candidate profile (no new processes or programs, no sockets, signals to this process only;
-  // threads stay allowed: the driver and CUPTI have their own). This worker compiles nothing, the
+  // The candidate profile's refusals (no new processes or programs, no sockets, signals to this
+  // process only; threads stay allowed: the driver and CUPTI have their own), without its
+  // allow-list: which calls the driver makes after set-up has not been listed on a GPU yet. This worker compiles nothing, the
   // parent does. Tools that inject themselves (compute-sanitizer, Nsight) talk to their front end
   // over sockets, so under them the profile stays off.
   if (std::getenv("CUDA_INJECTION64_PATH"))
     fmt::print(stderr, "turnrl_cuda_worker: CUDA_INJECTION64_PATH is set (a CUDA tool); no candidate seccomp profile\n");
   else
-    sandbox_child::confine_candidate();
+    sandbox_child::confine_candidate(/*gpu_driver=*/true);
   sandbox_child::say_hello();
   std::string request;
   while (sandbox_child::read_request(request)) {

@@ -653,11 +653,11 @@ void write_reply(const std::string& reply) {
   if (!write_all(kChannelFd, f.data(), f.size())) _exit(3);
 }
 
-void confine_candidate() {
+void confine_candidate(bool gpu_driver) {
   if (!std::getenv(kConfineEnv)) return;
   try {
-    sandbox_detail::SyscallFilter filter =
-        sandbox_detail::build_syscall_filter(sandbox_detail::FilterProfile::candidate, getpid());
+    sandbox_detail::SyscallFilter filter = sandbox_detail::build_syscall_filter(
+        gpu_driver ? sandbox_detail::FilterProfile::gpu_candidate : sandbox_detail::FilterProfile::candidate, getpid());
     if (const int err = sandbox_detail::install_syscall_filter(filter)) {
       std::fprintf(stderr, "turnrl sandbox: installing the candidate seccomp filter failed: %s\n", std::strerror(err));
       _exit(126);

@@ -37,9 +37,45 @@ constexpr int kToolDenied[] = {
     SCMP_SYS(fsconfig),        SCMP_SYS(move_mount),       SCMP_SYS(open_tree),         SCMP_SYS(mount_setattr),
     SCMP_SYS(syslog),          SCMP_SYS(quotactl),         SCMP_SYS(io_uring_setup),    SCMP_SYS(kcmp),
 };
-// Added for candidate code: no new processes, no programs, no sockets.
+// Refused to candidate code with EPERM: no new processes, no programs, no sockets.
 constexpr int kCandidateDenied[] = {SCMP_SYS(fork),   SCMP_SYS(vfork),      SCMP_SYS(execve),
                                     SCMP_SYS(execveat), SCMP_SYS(socket),   SCMP_SYS(socketpair)};
+
+// The candidate profile's allow-list: what a worker running LibTorch (or CPython and torch) and a
+// candidate's own code needs once it is started. Anything else answers ENOSYS, so that libc falls
+// back to an older call where it has one, and calls a kernel adds later are refused until listed.
+// By name, so that a libseccomp that does not know one (an older release) skips it.
+constexpr const char* kCandidateAllowed[] = {
+    // memory
+    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "mincore", "msync", "mlock", "munlock", "membarrier",
+    "memfd_create",
+    // files: the sandbox's own tmpfs and read-only binds are all it can reach
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2", "lseek",
+    "open", "openat", "close", "close_range", "dup", "dup2", "dup3", "fcntl", "flock", "fsync", "fdatasync",
+    "ftruncate", "truncate", "fallocate", "sendfile", "copy_file_range", "stat", "fstat", "lstat", "newfstatat",
+    "statx", "statfs", "fstatfs", "access", "faccessat", "faccessat2", "readlink", "readlinkat", "getdents",
+    "getdents64", "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename",
+    "renameat", "renameat2", "chmod", "fchmod", "fchmodat", "umask", "utimensat", "pipe", "pipe2", "eventfd",
+    "eventfd2", "ioctl", "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl",
+    "epoll_wait", "epoll_pwait", "epoll_pwait2",
+    // the result channel (already open)
+    "sendto", "recvfrom", "sendmsg", "recvmsg",
+    // time
+    "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time", "times", "getitimer",
+    "setitimer", "alarm",
+    // this process
+    "getpid", "getppid", "gettid", "getuid", "geteuid", "getgid", "getegid", "getgroups", "getresuid", "getresgid",
+    "getpgrp", "getpgid", "getsid", "getrlimit", "setrlimit", "prlimit64", "getrusage", "sysinfo", "uname",
+    "getpriority", "getcpu", "sched_getaffinity", "sched_setaffinity", "sched_yield", "sched_getparam",
+    "sched_getscheduler", "sched_getattr", "sched_get_priority_max", "sched_get_priority_min", "getrandom", "prctl",
+    "seccomp", "capget",
+    // threads and their synchronisation (whether a thread may start is the clone rule below)
+    "futex", "futex_waitv", "set_robust_list", "get_robust_list", "set_tid_address", "rseq", "arch_prctl", "exit",
+    "exit_group", "restart_syscall",
+    // signals (to others: the rules below)
+    "rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigsuspend", "rt_sigtimedwait",
+    "sigaltstack", "pause",
+};
 
 struct ContextDeleter {
   void operator()(scmp_filter_ctx c) const { seccomp_release(c); }
@@ -49,32 +85,56 @@ void check(int rc, const char* what) {
   if (rc < 0) fail("sandbox: seccomp rule for {} could not be added ({})", what, std::strerror(-rc));
 }
 
+// The candidate profiles: the allow-list (default ENOSYS) with the conditional rules, stacked on the
+// tool profile the program was started with, so a call must pass both.
+void add_candidate_rules(scmp_filter_ctx c, FilterProfile profile, pid_t own_pid) {
+  const uint32_t refuse = SCMP_ACT_ERRNO(EPERM);
+  // The GPU profile allows by default: allow rules would repeat the default, which libseccomp refuses.
+  const bool listed = profile != FilterProfile::gpu_candidate;
+  if (listed)
+    for (const char* name : kCandidateAllowed) {
+      const int nr = seccomp_syscall_resolve_name(name);
+      if (nr != __NR_SCMP_ERROR) check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr, 0), name);
+    }
+  for (int nr : kCandidateDenied) check(seccomp_rule_add(c, refuse, nr, 0), "a process call");
+  // clone3 is left to the default here and refused with ENOSYS by the tool profile underneath, which
+  // makes libc use clone, whose flags a filter reads.
+  if (profile == FilterProfile::single_threaded_candidate) {
+    check(seccomp_rule_add(c, refuse, SCMP_SYS(clone), 0), "clone");
+  } else {  // threads only: a clone without CLONE_THREAD is a new process
+    if (listed)
+      check(seccomp_rule_add(c, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+                             SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD)), "clone");
+    check(seccomp_rule_add(c, refuse, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)), "clone");
+  }
+  // Signals to the worker itself (raise, abort, pthread_kill) only.
+  for (int nr : {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(rt_sigqueueinfo), SCMP_SYS(rt_tgsigqueueinfo)}) {
+    if (listed)
+      check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr, 1, SCMP_A0(SCMP_CMP_EQ, uint64_t(own_pid))), "a signal call");
+    check(seccomp_rule_add(c, refuse, nr, 1, SCMP_A0(SCMP_CMP_NE, uint64_t(own_pid))), "a signal call");
+  }
+  for (int nr : {SCMP_SYS(tkill), SCMP_SYS(pidfd_open), SCMP_SYS(pidfd_send_signal)})
+    check(seccomp_rule_add(c, refuse, nr, 0), "a signal call");
+}
+
 }  // namespace
 
 SyscallFilter build_syscall_filter(FilterProfile profile, pid_t own_pid) {
-  std::unique_ptr<void, ContextDeleter> ctx(seccomp_init(SCMP_ACT_ALLOW));
+  const bool candidate = profile != FilterProfile::tool;
+  const bool listed = candidate && profile != FilterProfile::gpu_candidate;
+  std::unique_ptr<void, ContextDeleter> ctx(seccomp_init(listed ? SCMP_ACT_ERRNO(ENOSYS) : SCMP_ACT_ALLOW));
   if (!ctx) fail("sandbox: seccomp_init failed");
   scmp_filter_ctx c = ctx.get();
-  const uint32_t refuse = SCMP_ACT_ERRNO(EPERM);
-  for (int nr : kToolDenied) check(seccomp_rule_add(c, refuse, nr, 0), "a refused call");
-  // clone3 passes its flags in memory a filter cannot read: ENOSYS makes libc use clone.
-  check(seccomp_rule_add(c, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0), "clone3");
-  for (uint64_t flag : kNamespaceFlags)
-    check(seccomp_rule_add(c, refuse, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag)), "clone");
-  if (profile == FilterProfile::tool) {
-    check(seccomp_rule_add(c, refuse, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX)), "socket");
+  if (candidate) {
+    add_candidate_rules(c, profile, own_pid);
   } else {
-    for (int nr : kCandidateDenied) check(seccomp_rule_add(c, refuse, nr, 0), "a process call");
-    if (profile == FilterProfile::single_threaded_candidate)
-      check(seccomp_rule_add(c, refuse, SCMP_SYS(clone), 0), "clone");
-    else  // threads only: a clone without CLONE_THREAD is a new process
-      check(seccomp_rule_add(c, refuse, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)), "clone");
-    // Signals to the worker itself (raise, abort, pthread_kill) only.
-    for (int nr : {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(rt_sigqueueinfo), SCMP_SYS(rt_tgsigqueueinfo)})
-      check(seccomp_rule_add(c, refuse, nr, 1, SCMP_A0(SCMP_CMP_NE, uint64_t(own_pid))), "a signal call");
-    check(seccomp_rule_add(c, refuse, SCMP_SYS(tkill), 0), "tkill");
-    check(seccomp_rule_add(c, refuse, SCMP_SYS(pidfd_open), 0), "pidfd_open");
-    check(seccomp_rule_add(c, refuse, SCMP_SYS(pidfd_send_signal), 0), "pidfd_send_signal");
+    const uint32_t refuse = SCMP_ACT_ERRNO(EPERM);
+    for (int nr : kToolDenied) check(seccomp_rule_add(c, refuse, nr, 0), "a refused call");
+    // clone3 passes its flags in memory a filter cannot read: ENOSYS makes libc use clone.
+    check(seccomp_rule_add(c, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0), "clone3");
+    for (uint64_t flag : kNamespaceFlags)
+      check(seccomp_rule_add(c, refuse, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag)), "clone");
+    check(seccomp_rule_add(c, refuse, SCMP_SYS(socket), 1, SCMP_A0(SCMP_CMP_NE, AF_UNIX)), "socket");
   }
   // Export the BPF program through a memory file: it is installed later, after fork, with prctl.
   const int fd = memfd_create("turnrl-seccomp", MFD_CLOEXEC);

@@ -1,21 +1,25 @@
 #pragma once
-// Seccomp filters of the sandbox (internal to src/kernels). Both are deny-lists on top of the
-// namespaces: the namespaces decide what a sandboxed process can see, the filters take away the
-// calls that would let it leave them or reach the kernel's less-used attack surface.
-//   tool profile      (before exec, every sandboxed program: compilers, Python, workers):
-//                     no ptrace / process_vm_*, no mount, pivot_root, chroot, unshare, setns, no
-//                     clone with namespace flags (clone3 answers ENOSYS so libc falls back to
-//                     clone, whose flags a filter can read), no bpf, perf_event_open, keyctl,
-//                     userfaultfd, kernel modules, kexec, reboot, swap, clock setting, sockets
-//                     other than AF_UNIX.
-//   candidate profile (installed by a worker after start-up, before any candidate code runs):
-//                     the tool profile plus no new processes (fork, vfork, clone without
-//                     CLONE_THREAD, execve, execveat), no sockets at all, and signals only to the
-//                     worker itself (kill/tgkill/rt_sigqueueinfo with another pid are refused).
-//   single-threaded candidate (the Python worker on CPU): the candidate profile plus no new threads
+// Seccomp filters of the sandbox (internal to src/kernels). The namespaces decide what a sandboxed
+// process can see; the filters take away the calls that would let it leave them or reach the
+// kernel's less-used attack surface.
+//   tool profile      (before exec, every sandboxed program: compilers, Python, workers), a
+//                     deny-list: no ptrace / process_vm_*, no mount, pivot_root, chroot, unshare,
+//                     setns, no clone with namespace flags (clone3 answers ENOSYS so libc falls back
+//                     to clone, whose flags a filter can read), no bpf, perf_event_open, keyctl,
+//                     userfaultfd, kernel modules, kexec, reboot, swap, clock setting, sockets other
+//                     than AF_UNIX.
+//   candidate profile (installed by a worker after start-up, before any candidate code runs, on top
+//                     of the tool profile), an allow-list: memory, file and time calls, this
+//                     process's own state, threads and their synchronisation, signal handling
+//                     (syscall_filter.cpp lists them); anything else answers ENOSYS. Refused with
+//                     EPERM: new processes (fork, vfork, clone without CLONE_THREAD, execve,
+//                     execveat), sockets, and signals to any process but the worker.
+//   single-threaded candidate (the Python worker on CPU): the candidate profile with no new threads
 //                     either (every clone is refused): the profiler that accounts a candidate's
 //                     operators sees only the calling thread, so work on a thread would escape it.
-// Refused calls return EPERM (ENOSYS for clone3), so a candidate sees an error, never a crash.
+//   gpu candidate     (the CUDA worker): the candidate profile's refusals, everything else allowed:
+//                     which calls the GPU driver and CUPTI make after set-up is not yet listed.
+// Refused calls return an error (EPERM, ENOSYS), so a candidate sees a failed call, never a crash.
 #include <linux/filter.h>
 #include <sys/types.h>
 
@@ -24,7 +28,7 @@
 
 namespace turnrl::sandbox_detail {
 
-enum class FilterProfile { tool, candidate, single_threaded_candidate };
+enum class FilterProfile { tool, candidate, single_threaded_candidate, gpu_candidate };
 
 // A compiled BPF program, built before fork (libseccomp allocates) and installed after it with
 // prctl alone (async-signal-safe). own_pid matters for the candidate profile only.

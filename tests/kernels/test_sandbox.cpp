@@ -406,3 +406,4 @@ TEST_CASE("sandbox probe: 240 MiB written in 30 files") { require_contained("wri
 TEST_CASE("sandbox probe: include of an absolute path") { require_contained("include_absolute"); }
 TEST_CASE("sandbox probe: include through a climbing relative path") { require_contained("include_relative"); }
 TEST_CASE("sandbox probe: host files printed into the feedback") { require_contained("print_files"); }
+TEST_CASE("sandbox probe: calls outside the candidate allow-list answer ENOSYS") { require_contained("unlisted_syscalls"); }

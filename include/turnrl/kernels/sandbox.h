@@ -191,7 +191,9 @@ void write_reply(const std::string& reply);
 // Installs the candidate seccomp profile (no processes, programs, sockets or signals to others;
 // syscall_filter.h) when the parent started this worker with namespaces; a no-op in rlimits_only.
 // Call after start-up work, before any candidate code is loaded. Exits the worker if it fails.
-void confine_candidate();
+// gpu_driver: the refusals only, every other call allowed (the CUDA worker: the GPU driver's calls
+// after set-up are not yet listed).
+void confine_candidate(bool gpu_driver = false);
 // Re-arms RLIMIT_CPU so that this call may use the configured per-call CPU seconds.
 void arm_cpu_limit();
 // Tells the parent the limit was hit (std::bad_alloc in the candidate), then exits.
