@@ -164,6 +164,24 @@ TEST_CASE("cuda compile: compile servers give one process's result for many comp
   turnrl::remove_tree(again_dir);
 }
 
+TEST_CASE("cuda compile: a compile over its time limit costs that compile, and the next one gets a fresh server") {
+  const std::string dir = scratch("server-limit");
+  fs::create_directories(dir);
+  const std::string source = source_of("relu_bias", "honest");
+  SandboxLimits tight = compiler().limits;
+  tight.wall_seconds = tight.cpu_seconds = 0.005;  // less than any compile
+  NvrtcServers servers(find_helper_program("turnrl_nvrtc"), tight.visible(TURNRL_TEST_CUDA_LIBRARY_DIR));
+  const CompileOutcome late = servers.compile("sm_90a", source, dir, 2000);
+  CHECK_FALSE(late.ok);
+  CHECK_THAT(late.log, Catch::Contains("NVRTC") && Catch::Contains("limit"));
+  CHECK_FALSE(fs::exists(fs::path(dir) / "candidate.obj"));
+  const int started = servers.processes_started();
+  CHECK(started >= 1);
+  CHECK_FALSE(servers.compile("sm_90a", source, dir, 2000).ok);  // the same limit: again one result lost
+  CHECK(servers.processes_started() == started + 1);              // by a new process, not the killed one
+  turnrl::remove_tree(dir);
+}
+
 TEST_CASE("cuda compile: a compile server's reply frame round-trips and a malformed one is an error") {
   NvrtcResult r;
   r.ok = true;
