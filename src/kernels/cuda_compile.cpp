@@ -121,10 +121,10 @@ CompileOutcome NvrtcServers::compile(const std::string& arch, const std::string&
   }
   CompileOutcome out;
   if (reply.status != SandboxStatus::ok) {
-    // The same words as a one-shot compile's failure (compile_outcome); the process is replaced.
+    // The same words as a one-shot compile's failure (compile_outcome). SandboxWorker has killed
+    // the process; its next call starts a new one.
     out.log = trim_message("NVRTC " + reply.message + (reply.output_tail.empty() ? "" : "\n" + reply.output_tail),
                            message_chars);
-    server->stop();
   } else {
     try {
       const NvrtcResult r = decode_nvrtc_result(reply.payload);

@@ -810,9 +810,9 @@ int cuda_worker_main(int, char**) {
   }
   // The candidate profile's refusals (no new processes or programs, no sockets, signals to this
   // process only; threads stay allowed: the driver and CUPTI have their own), without its
-  // allow-list: which calls the driver makes after set-up has not been listed on a GPU yet. This worker compiles nothing, the
-  // parent does. Tools that inject themselves (compute-sanitizer, Nsight) talk to their front end
-  // over sockets, so under them the profile stays off.
+  // allow-list: which calls the driver makes after set-up has not been listed on a GPU yet. This
+  // worker compiles nothing, the parent does. Tools that inject themselves (compute-sanitizer,
+  // Nsight) talk to their front end over sockets, so under them the profile stays off.
   if (std::getenv("CUDA_INJECTION64_PATH"))
     fmt::print(stderr, "turnrl_cuda_worker: CUDA_INJECTION64_PATH is set (a CUDA tool); no candidate seccomp profile\n");
   else

@@ -6,7 +6,7 @@
 //                         1 not (the messages say why), 2 bad usage or an unreadable source.
 //   turnrl_nvrtc --serve  a compile server on the sandbox channel (src/kernels/cuda_compile.cpp):
 //                         each request frame is "ARCH\n" + source, each reply frame is
-//                         nvrtc_reply's encoding (cuda_compile.h). One process serves many compiles
+//                         encode_nvrtc_result's (cuda_compile.h). One process serves many compiles
 //                         because starting one costs far more than a compile: loading NVRTC and its
 //                         builtins takes ~0.4 s, a small kernel compiles in ~25 ms once loaded.
 #include <nvrtc.h>

@@ -85,12 +85,17 @@ void check(int rc, const char* what) {
   if (rc < 0) fail("sandbox: seccomp rule for {} could not be added ({})", what, std::strerror(-rc));
 }
 
-// The candidate profiles: the allow-list (default ENOSYS) with the conditional rules, stacked on the
-// tool profile the program was started with, so a call must pass both.
+// Whether a profile is an allow-list (default ENOSYS) rather than a deny-list (default allow).
+bool allow_listed(FilterProfile profile) {
+  return profile == FilterProfile::candidate || profile == FilterProfile::single_threaded_candidate;
+}
+
+// The candidate profiles' rules, stacked on the tool profile the program was started with, so a
+// call must pass both.
 void add_candidate_rules(scmp_filter_ctx c, FilterProfile profile, pid_t own_pid) {
   const uint32_t refuse = SCMP_ACT_ERRNO(EPERM);
   // The GPU profile allows by default: allow rules would repeat the default, which libseccomp refuses.
-  const bool listed = profile != FilterProfile::gpu_candidate;
+  const bool listed = allow_listed(profile);
   if (listed)
     for (const char* name : kCandidateAllowed) {
       const int nr = seccomp_syscall_resolve_name(name);
@@ -120,12 +125,10 @@ void add_candidate_rules(scmp_filter_ctx c, FilterProfile profile, pid_t own_pid
 }  // namespace
 
 SyscallFilter build_syscall_filter(FilterProfile profile, pid_t own_pid) {
-  const bool candidate = profile != FilterProfile::tool;
-  const bool listed = candidate && profile != FilterProfile::gpu_candidate;
-  std::unique_ptr<void, ContextDeleter> ctx(seccomp_init(listed ? SCMP_ACT_ERRNO(ENOSYS) : SCMP_ACT_ALLOW));
+  std::unique_ptr<void, ContextDeleter> ctx(seccomp_init(allow_listed(profile) ? SCMP_ACT_ERRNO(ENOSYS) : SCMP_ACT_ALLOW));
   if (!ctx) fail("sandbox: seccomp_init failed");
   scmp_filter_ctx c = ctx.get();
-  if (candidate) {
+  if (profile != FilterProfile::tool) {
     add_candidate_rules(c, profile, own_pid);
   } else {
     const uint32_t refuse = SCMP_ACT_ERRNO(EPERM);

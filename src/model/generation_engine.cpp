@@ -37,12 +37,13 @@ SlotKVCache slot_cache(const HFDecoder& model, const GenerationEngineOptions& o)
                         what.find("allocate memory") != std::string::npos;
     if (!memory) throw;
     const HFConfig& c = model->config();
+    const size_t element = c10::elementSize(model->dtype());
     const double bytes = 2.0 * double(c.num_hidden_layers) * double(o.slots() + 1) * double(o.capacity()) *
-                         double(c.num_key_value_heads * c.head_dim) * double(c10::elementSize(model->dtype()));
+                         double(c.num_key_value_heads * c.head_dim) * double(element);
     fail("generation engine: the KV cache of {} slots x {} tokens ({} layers x 2 x {} KV heads x {} dims, {} bytes "
          "each) needs {:.2f} GiB and does not fit on {}; lower engine.slots or engine.capacity (a trainer's "
          "model.engine.*, or the rows and max_new_tokens of its calls). The allocator said: {}",
-         o.slots(), o.capacity(), c.num_hidden_layers, c.num_key_value_heads, c.head_dim, c10::elementSize(model->dtype()),
+         o.slots(), o.capacity(), c.num_hidden_layers, c.num_key_value_heads, c.head_dim, element,
          bytes / double(int64_t(1) << 30), model->device().str(), what.substr(0, what.find('\n')));
   }
 }
