@@ -1053,30 +1053,33 @@ def _load_reference(task):
 
 
 def _time_call(fn, inputs, flush):
-    """One timed call: microseconds (CUDA events on the worker's stream, or the monotonic clock) and the
-    host-side time including a full device synchronisation (work on other streams included)."""
+    """One timed call: microseconds (CUDA events on the worker's stream, or the monotonic clock) and,
+    on CUDA, how long the device still worked after the call returned (a full device synchronisation:
+    work left on other streams included)."""
     T = _state["T"]
     if _state["cuda"]:
         T.zero_(flush)
         start, end = T.new_event(), T.new_event()
-        t0 = _perf_ns()
         T.record(start, _state["stream"])
         out = fn(*inputs)
         T.record(end, _state["stream"])
-        return out, (start, end, t0)
+        return out, (start, end, _perf_ns())
     t0 = _perf_ns()
     out = fn(*inputs)
     return out, (None, _perf_ns(), t0)
 
 
 def _finish_time(marks):
+    """(call us, us the device still worked after the call returned). The second is measured from
+    the return, so that the host's own time in the call (Python, Triton's launcher) is not counted:
+    an honest call's remaining work is what its events have not yet seen, never more."""
     T = _state["T"]
-    start, end, t0 = marks
-    if start is None:  # cpu: the call's own span, taken as it returned
-        return (end - t0) / 1000.0, (end - t0) / 1000.0
+    start, end, returned = marks
+    if start is None:  # cpu: (None, return time, call time), the call's own span
+        return (end - returned) / 1000.0, 0.0
     _sync()
-    host_us = (_perf_ns() - t0) / 1000.0
-    return T.elapsed(start, end) * 1000.0, host_us
+    wait_us = (_perf_ns() - returned) / 1000.0
+    return T.elapsed(start, end) * 1000.0, wait_us
 
 
 def _reference_request(req, blob):
@@ -1688,7 +1691,7 @@ def _timing_request(req, blob):
     T = _state["T"]
     timing = req["timing"]
     findings = []
-    reply = {"findings": findings, "us": [], "host_us": [], "checks": []}
+    reply = {"findings": findings, "us": [], "wait_us": [], "checks": []}
     loaded, owned = _side(timing)
     if loaded is None:
         reply["error"] = {"kind": "internal", "type": "RuntimeError", "stage": "correct",
@@ -1729,9 +1732,10 @@ def _timing_request(req, blob):
                     # Copied on the worker's stream before the device synchronises: work the
                     # candidate left on other streams is not finished in this copy.
                     snap = [T.clone(o) for o in outs]
-                us, host = _finish_time(marks)
+                us, wait = _finish_time(marks)
                 reply["us"].append(us)
-                reply["host_us"].append(host)
+                if snap is None:  # a checked call's copies ran after it returned: its wait is not its own
+                    reply["wait_us"].append(wait)
                 outs = _flatten(out)
                 if not _plain_outputs(outs, findings):
                     break
@@ -1917,6 +1921,16 @@ class ModelNew(nn.Module):
 '''
 
 
+def _warm_up_ok(what, reply):
+    """A warm-up candidate's request must end without an error and without a finding: either means
+    this worker would judge honest candidates wrongly, so it does not start."""
+    if reply.get("error"):
+        raise RuntimeError("warm-up %s failed: %s" % (what, reply["error"]["message"]))
+    if reply.get("findings"):
+        raise RuntimeError("warm-up %s flagged: %s" % (
+            what, "; ".join("%s: %s" % (f["flag"], f["reason"]) for f in reply["findings"])))
+
+
 def _warm_up(triton):
     """One whole evaluation of a tiny task, so that every lazily imported module (profiler, Triton's
     compiler and launcher) is loaded before the snapshot is taken."""
@@ -1930,17 +1944,17 @@ def _warm_up(triton):
         _release()
         _reference_request({"task": task, "trials": trials, "init_seed": 5}, _Blob())
         r = _timing_request({"timing": dict(timing, side="reference")}, _Blob())
-        if r.get("error"):
+        if r.get("error"):  # its findings are judged against a baseline from before the warm-up
             raise RuntimeError("warm-up reference timing failed: " + r["error"]["message"])
         _profile_request({"timing": dict(timing, side="reference", profile_calls=1)})
         _release()
+        # What the trusted reference's requests started (torch 2.11's profiler leaves a native thread
+        # running on the CPU) is part of the process from here on, not the candidate's doing.
+        _state["baseline"] = _baseline()
         task["_source"] = source
-        r = _candidate_request({"task": task, "candidate": source, "trials": trials, "init_seed": 5}, _Blob())
-        if r.get("error"):
-            raise RuntimeError("warm-up candidate failed: " + r["error"]["message"])
-        r = _timing_request({"timing": dict(timing, side="candidate")}, _Blob())
-        if r.get("error"):
-            raise RuntimeError("warm-up timing failed: " + r["error"]["message"])
+        _warm_up_ok("candidate", _candidate_request(
+            {"task": task, "candidate": source, "trials": trials, "init_seed": 5}, _Blob()))
+        _warm_up_ok("timing", _timing_request({"timing": dict(timing, side="candidate")}, _Blob()))
         _profile_request({"timing": dict(timing, side="candidate", profile_calls=1)})
     _release()
 

@@ -67,7 +67,10 @@ TEST_CASE("cpu_default.yaml trains exactly as the kernel-only trainer did, metri
       if (is_timing(key)) continue;
       INFO("step " << step + 1 << ", " << key);
       REQUIRE(got[step].count(key) == 1);
-      CHECK(got[step].at(key) == Approx(value).epsilon(1e-6).margin(1e-12));
+      // The mismatch metrics measure float rounding between the rollout's and the trainer's forward
+      // passes: 0 with LibTorch 1.13's CPU kernels, up to 5e-7 with 2.11's (the GPU machine).
+      const double margin = key.rfind("mismatch/", 0) == 0 ? 1e-5 : 1e-12;
+      CHECK(got[step].at(key) == Approx(value).epsilon(1e-6).margin(margin));
     }
     for (const auto& [key, value] : got[step]) {
       INFO("step " << step + 1 << ", new key " << key);
