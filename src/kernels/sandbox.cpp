@@ -46,12 +46,18 @@ std::string frame(char kind, const std::string& body) {
   return out;
 }
 
+// The length a frame's 8-byte header declares (of what has arrived of it).
+uint64_t declared_length(const std::string& buf) {
+  uint64_t n = 0;
+  for (int i = 0; i < 8 && size_t(i) < buf.size(); ++i) n |= uint64_t(uint8_t(buf[size_t(i)])) << (8 * i);
+  return n;
+}
+
 // Length of the first complete frame in buf, or 0 when more bytes are needed.
 size_t complete_frame(const std::string& buf) {
   if (buf.size() < 8) return 0;
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(buf[i])) << (8 * i);
-  return buf.size() >= 8 + n ? size_t(8 + n) : 0;
+  const uint64_t n = declared_length(buf);
+  return buf.size() - 8 >= n ? size_t(8 + n) : 0;
 }
 
 bool write_all(int fd, const char* data, size_t n) {
@@ -418,19 +424,23 @@ int SandboxWorker::thread_count() {
 namespace {
 
 // Waits for one frame on the channel while draining the output pipe. Returns "" with *why set on
-// EOF ("eof"), deadline ("timeout") or output flood ("output").
+// EOF ("eof"), deadline ("timeout"), output flood ("output") or a declared length over max_frame
+// ("oversized": known from the first 8 bytes, so that a worker cannot make the parent hold gigabytes).
 struct FrameWait {
   std::string frame;
   std::string why;
   size_t trailing = 0;  // bytes that had arrived after the frame (a second, unasked-for frame)
+  uint64_t declared = 0;  // "oversized": the length the frame's header declared
 };
 
-FrameWait wait_frame(int channel, int output, double deadline, int64_t output_limit, std::string& tail,
-                     int64_t& output_bytes) {
+FrameWait wait_frame(int channel, int output, double deadline, int64_t output_limit, int64_t max_frame,
+                     std::string& tail, int64_t& output_bytes) {
   std::string buf;
   char chunk[65536];
   bool channel_open = true;
   for (;;) {
+    if (buf.size() >= 8 && declared_length(buf) > uint64_t(std::max<int64_t>(max_frame, 1)) + 1)
+      return {"", "oversized", 0, declared_length(buf)};
     if (size_t n = complete_frame(buf)) return {buf.substr(8, n - 8), "", buf.size() - n};
     if (!channel_open) return {"", "eof"};
     const double left = deadline - now_seconds();
@@ -473,7 +483,7 @@ bool SandboxWorker::wait_hello(std::string* error) {
   int64_t bytes = 0;
   output_tail_.clear();
   FrameWait w = wait_frame(channel_, output_, now_seconds() + limits_.startup_seconds, limits_.output_bytes,
-                           output_tail_, bytes);
+                           limits_.reply_bytes, output_tail_, bytes);
   if (!w.frame.empty() && w.frame[0] == kHello) return true;
   *error = fmt::format("worker {} did not start ({}): {}", program_, w.why.empty() ? "bad hello" : w.why,
                        trim_tail(output_tail_));
@@ -532,7 +542,12 @@ SandboxReply SandboxWorker::call(const std::string& request) {
     return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
   int64_t bytes = 0;
   FrameWait w = wait_frame(channel_, output_, now_seconds() + limits_.wall_seconds, limits_.output_bytes,
-                           output_tail_, bytes);
+                           limits_.reply_bytes, output_tail_, bytes);
+  if (w.why == "oversized")
+    return fail_and_reap(SandboxStatus::bad_frame,
+                         fmt::format("the worker declared a reply of {} bytes, over the limit of {} "
+                                     "(SandboxLimits::reply_bytes)", w.declared - 1, limits_.reply_bytes),
+                         "");
   if (w.why == "timeout")
     return fail_and_reap(SandboxStatus::timeout, fmt::format("wall-clock limit of {} s exceeded", limits_.wall_seconds), "");
   if (w.why == "output")

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -170,6 +171,10 @@ while True:
     t = time.process_time()
     while time.process_time() - t < 0.2:
         pass
+    if body == b"huge":  # declares a terabyte, then streams what it can
+        os.write(3, (1 << 40).to_bytes(8, "little") + b"R")
+        while True:
+            os.write(3, b"x" * (1 << 20))
     send(b"R", body)
     if body == b"twice":
         send(b"R", b"stray")
@@ -199,6 +204,21 @@ TEST_CASE("sandbox: the worker's CPU time and threads are read from outside, and
     worker.stop();
     CHECK(std::isnan(worker.billed_cpu_seconds()));
   }
+}
+
+TEST_CASE("sandbox: a reply longer than reply_bytes is a bad frame, read no further than its header") {
+  SandboxLimits limits = SandboxLimits{}.wall(10);
+  limits.reply_bytes = int64_t(1) << 20;
+  SandboxWorker worker("/usr/bin/python3", {"-I", "-c", kFrameWorker}, limits);
+  REQUIRE(worker.start());
+  const auto t0 = std::chrono::steady_clock::now();
+  SandboxReply huge = worker.call("huge");
+  CHECK(huge.status == SandboxStatus::bad_frame);
+  CHECK_THAT(huge.message, Catch::Contains("1099511627776 bytes") && Catch::Contains("reply_bytes"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));  // not the wall limit
+  SandboxReply next = worker.call("after");  // a fresh worker
+  CHECK(next.status == SandboxStatus::ok);
+  CHECK(next.payload == "after");
 }
 
 TEST_CASE("sandbox: CPU-time limit") {

@@ -48,6 +48,8 @@ struct SandboxLimits {
   int64_t address_space_bytes = int64_t(4) << 30;  // RLIMIT_AS
   int64_t output_bytes = int64_t(1) << 20;  // stdout+stderr per call
   int64_t file_bytes = int64_t(16) << 20;   // RLIMIT_FSIZE
+  int64_t reply_bytes = int64_t(1) << 30;   // largest frame read from the worker: a longer declared
+                                            // length is a bad frame, read no further (the parent's memory)
   int open_files = 256;                     // RLIMIT_NOFILE
   bool isolate_network = true;              // rlimits_only: best effort unshare(CLONE_NEWUSER | CLONE_NEWNET)
   std::vector<std::string> environment;     // extra "NAME=value" entries (e.g. CUDA_VISIBLE_DEVICES)
