@@ -19,7 +19,8 @@ parent rejects a frame without it, a frame it did not ask for, and bills every r
 
 Isolation inside the process (the trust argument is in docs/evaluator.md):
   * This file runs in a private namespace that no module, frame or object handed to candidate code
-    refers to; its builtins are a private copy. Timing, synchronisation, event and serialisation
+    refers to, and it defines no class (object.__subclasses__() would lead to a method's __globals__);
+    its builtins are a private copy. Timing, synchronisation, event and serialisation
     entry points are bound before any candidate is imported.
   * An audit hook kills the worker (exit status 86, reason on stderr) when code reaches for frames,
     the garbage collector's object lists, trace/profile/audit hooks, ctypes, /proc/*/mem (however
@@ -50,10 +51,12 @@ if __name__ == "__main__":
 # Everything below runs inside the private namespace.
 
 import ast
+import contextlib
 import gc
 import json
 import math
 import os
+import pathlib
 import re
 import resource
 import signal
@@ -70,6 +73,7 @@ _CANDIDATE_PREFIX = "turnrl_candidate_"
 
 # Bound when this namespace is created (before any candidate runs) and only used through these names.
 _os_read, _os_write, _os_exit, _os_listdir, _urandom = os.read, os.write, os._exit, os.listdir, os.urandom
+_os_lstat, _os_readlink, _os_getcwd, _DirEntry = os.lstat, os.readlink, os.getcwd, os.DirEntry
 _perf_ns = time.perf_counter_ns
 _thread_count = _thread._count
 _gc_collect, _gc_disable, _gc_enable = gc.collect, gc.disable, gc.enable
@@ -162,59 +166,60 @@ def _json_string(s):
     return '"' + "".join(out) + '"'
 
 
-class _Blob:
+# The checker defines no classes of its own: every class is reachable from candidate code through
+# object.__subclasses__(), and a method's __globals__ would hand it this namespace (its clock, its
+# trust flag). Instances and closures are not reachable that way (the garbage collector's lists and
+# frames are closed by the audit hook).
+
+def _Blob():
     """The binary tail of a reply: raw tensor bytes, addressed by offset."""
+    blob = types.SimpleNamespace(parts=[], size=0)
 
-    def __init__(self):
-        self.parts, self.size = [], 0
-
-    def add_tensor(self, t):
+    def add_tensor(t):
         with _Phase("ship"):
-            return self._add_tensor(t)
+            return _blob_add_tensor(blob, t)
 
-    def _add_tensor(self, t):
-        T = _state["T"]
-        t = T.detach(t)
-        if t.device.type != "cpu":
-            t = T.cpu(t)
-        t = T.contiguous(t)
-        dtype = str(t.dtype).replace("torch.", "")
-        shape = [int(s) for s in t.shape]
-        raw = t
-        if dtype == "bfloat16":
-            raw = T.view_dtype(t, T.torch.int16)
-        elif dtype == "bool":
-            raw = T.view_dtype(t, T.torch.uint8)
-        if T.numpy_ok:
-            data = raw.numpy().tobytes()
-        else:
-            data = bytes(T.view_dtype(T.reshape(raw, (-1,)), T.torch.uint8).tolist())
-        desc = {"dtype": dtype, "shape": shape, "offset": self.size, "nbytes": len(data)}
-        self.parts.append(data)
-        self.size += len(data)
-        return desc
-
-    def bytes(self):
-        return b"".join(self.parts)
+    blob.add_tensor = add_tensor
+    blob.bytes = lambda: b"".join(blob.parts)
+    return blob
 
 
-class _Phase:
+def _blob_add_tensor(blob, t):
+    T = _state["T"]
+    t = T.detach(t)
+    if t.device.type != "cpu":
+        t = T.cpu(t)
+    t = T.contiguous(t)
+    dtype = str(t.dtype).replace("torch.", "")
+    shape = [int(s) for s in t.shape]
+    raw = t
+    if dtype == "bfloat16":
+        raw = T.view_dtype(t, T.torch.int16)
+    elif dtype == "bool":
+        raw = T.view_dtype(t, T.torch.uint8)
+    if T.numpy_ok:
+        data = raw.numpy().tobytes()
+    else:
+        data = bytes(T.view_dtype(T.reshape(raw, (-1,)), T.torch.uint8).tolist())
+    desc = {"dtype": dtype, "shape": shape, "offset": blob.size, "nbytes": len(data)}
+    blob.parts.append(data)
+    blob.size += len(data)
+    return desc
+
+
+@contextlib.contextmanager
+def _Phase(name):
     """One part of a request (module exec, first call, trials, output shipping): its seconds, summed
     over the request, and the monotonic clock (CLOCK_MONOTONIC, the parent's steady clock) at its first
     start and last end, reported in the reply's "phases" for the parent's phase table."""
-
-    def __init__(self, name):
-        self.name = name
-
-    def __enter__(self):
-        self.t0 = _perf_ns()
-
-    def __exit__(self, *exc):
+    t0 = _perf_ns()
+    try:
+        yield
+    finally:
         t1 = _perf_ns()
         phases = _state.setdefault("phases", {})
-        seconds, first, _ = phases.get(self.name, (0.0, self.t0, t1))
-        phases[self.name] = (seconds + (t1 - self.t0) * 1e-9, first, t1)
-        return False
+        seconds, first, _ = phases.get(name, (0.0, t0, t1))
+        phases[name] = (seconds + (t1 - t0) * 1e-9, first, t1)
 
 
 # ------------------------------------------------------------------------------------ audit hook
@@ -371,12 +376,53 @@ def _audit(event, args):
             _tamper_exit("rewrites %s of %s.%s" % (args[1], getattr(args[0], "__module__", "?"),
                                                    getattr(args[0], "__qualname__", "?")))
     if event == "open" and args:
-        path = args[0]
-        if type(path) is bytes:
-            path = path.decode("utf-8", "replace")
-        # Resolved first: //proc/self/mem, /proc/./self/mem and links to it are the same file.
-        if type(path) is str and _PROCESS_MEMORY.match(os.path.realpath(path)):
-            _tamper_exit("opens " + path + " (the worker's own memory)")
+        _check_open(args[0])
+
+
+def _check_open(path):
+    """/proc/<pid>/mem (and a thread's) must not open, however the path is spelled. The event does not
+    carry a dir_fd, so a path is judged by its own last component too: the file is named "mem" under
+    any directory descriptor (links to it cannot be made: os.symlink and os.link end the worker)."""
+    if type(path) is int:
+        return
+    if type(path) in (pathlib.PosixPath, pathlib.PurePosixPath):  # protected classes: str() is theirs
+        path = str(path)
+    elif type(path) is _DirEntry:  # a C type that cannot be subclassed
+        path = path.path
+    if type(path) is bytes:
+        path = path.decode("utf-8", "replace")
+    if type(path) is not str:  # a PathLike of the candidate's own could name one file here, another to open()
+        _tamper_exit("opens a path given as a %s object" % type(path).__name__)
+    if path.rstrip("/").rsplit("/", 1)[-1] == "mem" or _PROCESS_MEMORY.match(_resolve(path)):
+        _tamper_exit("opens " + path + " (the worker's own memory)")
+
+
+def _resolve(path):
+    """os.path.realpath through functions bound at start-up (posixpath's own can be patched)."""
+    parts = [p for p in (path if path.startswith("/") else _os_getcwd() + "/" + path).split("/") if p]
+    done, links = [], 0
+    while parts:
+        part = parts.pop(0)
+        if part == ".":
+            continue
+        if part == "..":
+            if done:
+                done.pop()
+            continue
+        here = "/" + "/".join(done + [part])
+        try:
+            is_link = (_os_lstat(here).st_mode & 0o170000) == 0o120000
+        except OSError:
+            is_link = False
+        if is_link and links < 40:
+            links += 1
+            target = _os_readlink(here)
+            if target.startswith("/"):
+                done = []
+            parts = [p for p in target.split("/") if p] + parts
+            continue
+        done.append(part)
+    return "/" + "/".join(done)
 
 
 # ----------------------------------------------------------------------------------- the snapshot
@@ -439,6 +485,20 @@ def _global_settings(torch):
          "cuda.matmul.allow_tf32": torch.backends.cuda.matmul.allow_tf32}
     if hasattr(torch, "get_float32_matmul_precision"):
         s["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+    if hasattr(torch, "get_default_device"):
+        s["default_device"] = str(torch.get_default_device())
+    # nn.Module's global hook registries (register_module_forward_hook...): a hook left there runs in
+    # every later forward of the worker, the reference's included (one zeroed the reference's outputs
+    # for every later candidate, so that a no-work candidate passed).
+    registry = _sys_modules.get("torch.nn.modules.module")
+    for name, v in (vars(registry).items() if registry is not None else ()):
+        if name.startswith("_global_"):
+            if isinstance(v, dict):
+                s["hooks." + name] = tuple(id(x) for x in v.values())
+            elif isinstance(v, list):
+                s["hooks." + name] = tuple(id(x) for x in v)
+            elif v is None or isinstance(v, bool):
+                s["hooks." + name] = v
     return s
 
 
@@ -623,23 +683,21 @@ def _to_device(x):
     return x
 
 
-class _Overrides:
+@contextlib.contextmanager
+def _Overrides(ns, values):
     """Temporarily sets module-level constants of the reference (extra shape sets)."""
-
-    def __init__(self, ns, values):
-        self.ns, self.values, self.saved = ns, values, {}
-
-    def __enter__(self):
-        for k, v in self.values.items():
-            self.saved[k] = self.ns.get(k, _state)
-            self.ns[k] = v
-
-    def __exit__(self, *exc):
-        for k, v in self.saved.items():
+    saved = {}
+    for k, v in values.items():
+        saved[k] = ns.get(k, _state)
+        ns[k] = v
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
             if v is _state:
-                self.ns.pop(k, None)
+                ns.pop(k, None)
             else:
-                self.ns[k] = v
+                ns[k] = v
 
 
 def _init_args(init):
@@ -658,7 +716,7 @@ def _device_default(device):
     the seed instead of on the host and copied. Older torch builds them on the host (then moved)."""
     T = _state["T"]
     if device.type == "cpu" or not hasattr(T.torch.device, "__enter__"):
-        return _NoProfile()
+        return contextlib.nullcontext()
     return device
 
 
@@ -667,7 +725,15 @@ def _make_inputs(ref_ns, overrides, seed):
     with _Overrides(ref_ns, overrides), _device_default(_state["device"]):
         T.manual_seed(seed)
         inputs = list(ref_ns["get_inputs"]())
+    _forget_seed()
     return [_to_device(x) for x in inputs]
+
+
+def _forget_seed():
+    """Candidate code must not learn a seed from torch.initial_seed() or the generator's state: the
+    timing seed also draws every timed call's input changes, which a candidate that knew it could
+    compute ahead of time, in its untimed warm-up call (4.9x and 45x, unflagged, before this)."""
+    _state["T"].manual_seed(int.from_bytes(_urandom(8), "little") >> 1)
 
 
 def _build(cls, ref_ns, overrides, init_seed):
@@ -677,6 +743,7 @@ def _build(cls, ref_ns, overrides, init_seed):
     args = [_to_device(a) for a in args]
     T.manual_seed(init_seed)
     model = cls(*args, **kwargs)
+    _forget_seed()
     if isinstance(model, T.torch.nn.Module):
         model = model.to(_state["device"])
     return model
@@ -751,7 +818,23 @@ def _plain_outputs(outs, findings):
             _add(findings, "tampering", "an output is a %s, a torch.Tensor subclass whose methods would run inside "
                                          "the checker" % type(o).__name__)
             return False
+    why = _undense_output(outs)
+    if why:  # dense in the correctness trials (else they ended there), not when timed
+        _add(findings, "tampering", "a timed call's " + why)
+        return False
     return True
+
+
+def _undense_output(outs):
+    """Why an output holds no comparable data (a sparse or meta tensor), or None: the candidate's
+    error, which shipping or comparing it would otherwise turn into the evaluator's."""
+    T = _state["T"]
+    for n, o in enumerate(outs):
+        if o.layout != T.torch.strided:
+            return "output %d has layout %s: outputs must be dense (torch.strided) tensors" % (n, o.layout)
+        if o.device.type == "meta":
+            return "output %d is on the meta device, which holds no data" % n
+    return None
 
 
 def _span(t):
@@ -1447,6 +1530,12 @@ def _candidate_request(req, blob):
             _state_checks(findings, "correctness")
             return reply
         _call_checks(findings)
+        undense = _undense_output(outs) if all(type(o) is T.Tensor for o in outs) else None
+        if undense:
+            reply["error"] = {"kind": "runtime", "type": "ValueError", "message": undense, "stage": "loaded"}
+            reply["failed_trial"] = i
+            _state_checks(findings, "correctness")
+            return reply
         if not _plain_outputs(outs, findings):
             break
         call = {"returns_input": _overlaps(outs, inputs),
@@ -1514,32 +1603,23 @@ _LIBRARY_KERNEL = re.compile(r"^(void )?(at::|c10::|cub::|cutlass|cublas|cudnn|c
                              r"hopper|maxwell|sm\d+)_)")
 
 
-class _NoProfile:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-
 # Random per worker: a candidate that opened a range of this name would hide its operators in it.
 _HARNESS = "turnrl::harness::" + os.urandom(8).hex()
 
 
-class _HarnessRange:
+@contextlib.contextmanager
+def _HarnessRange():
     """A profiler range around the harness's own work (the profiler's record_function would create a
     tensor, an operator of its own, outside the range)."""
-
-    def __enter__(self):
-        self.handle = _state["T"].range_enter(_HARNESS, None)
-
-    def __exit__(self, *exc):
-        _state["T"].range_exit(self.handle)
-        return False
+    handle = _state["T"].range_enter(_HARNESS, None)
+    try:
+        yield
+    finally:
+        _state["T"].range_exit(handle)
 
 
 def _harness_range(on):
-    return _HarnessRange() if on else _NoProfile()
+    return _HarnessRange() if on else contextlib.nullcontext()
 
 
 def _profile_calls(model, inputs, calls, forbid, owned):
