@@ -545,8 +545,8 @@ SandboxReply SandboxWorker::call(const std::string& request) {
                            limits_.reply_bytes, output_tail_, bytes);
   if (w.why == "oversized")
     return fail_and_reap(SandboxStatus::bad_frame,
-                         fmt::format("the worker declared a reply of {} bytes, over the limit of {} "
-                                     "(SandboxLimits::reply_bytes)", w.declared - 1, limits_.reply_bytes),
+                         fmt::format("the worker declared a frame of {} bytes, over the limit of {} "
+                                     "(SandboxLimits::reply_bytes)", w.declared, limits_.reply_bytes),
                          "");
   if (w.why == "timeout")
     return fail_and_reap(SandboxStatus::timeout, fmt::format("wall-clock limit of {} s exceeded", limits_.wall_seconds), "");
@@ -672,7 +672,11 @@ void confine_candidate(bool gpu_driver) {
   if (!std::getenv(kConfineEnv)) return;
   try {
     sandbox_detail::SyscallFilter filter = sandbox_detail::build_syscall_filter(
-        gpu_driver ? sandbox_detail::FilterProfile::gpu_candidate : sandbox_detail::FilterProfile::candidate, getpid());
+        // A CPU candidate is timed against a single-threaded reference: a thread of its own (started
+        // through glibc's exported __clone, which no import check names) is refused here.
+        gpu_driver ? sandbox_detail::FilterProfile::gpu_candidate
+                   : sandbox_detail::FilterProfile::single_threaded_candidate,
+        getpid());
     if (const int err = sandbox_detail::install_syscall_filter(filter)) {
       std::fprintf(stderr, "turnrl sandbox: installing the candidate seccomp filter failed: %s\n", std::strerror(err));
       _exit(126);

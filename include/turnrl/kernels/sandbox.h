@@ -190,11 +190,11 @@ void say_hello();
 // Blocks for the next request; false when the parent closed the channel.
 bool read_request(std::string& request);
 void write_reply(const std::string& reply);
-// Installs the candidate seccomp profile (no processes, programs, sockets or signals to others;
-// syscall_filter.h) when the parent started this worker with namespaces; a no-op in rlimits_only.
-// Call after start-up work, before any candidate code is loaded. Exits the worker if it fails.
-// gpu_driver: the refusals only, every other call allowed (the CUDA worker: the GPU driver's calls
-// after set-up are not yet listed).
+// Installs the candidate seccomp profile (no processes, threads, programs, sockets or signals to
+// others; syscall_filter.h) when the parent started this worker with namespaces; a no-op in
+// rlimits_only. Call after start-up work, before any candidate code is loaded. Exits the worker if it
+// fails. gpu_driver: the refusals only, threads and every other call allowed (the CUDA worker: the GPU
+// driver and CUPTI run threads of their own, and their calls after set-up are not yet listed).
 void confine_candidate(bool gpu_driver = false);
 // Re-arms RLIMIT_CPU so that this call may use the configured per-call CPU seconds.
 void arm_cpu_limit();
