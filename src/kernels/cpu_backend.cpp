@@ -188,11 +188,13 @@ void check_timed_outputs(const CpuTask& task, const WorkerRequest& treq, const W
   std::shuffle(order.begin(), order.end(), std::mt19937_64(eval_detail::fresh_nonce()));
   std::vector<bool> checked(size_t(n), false);
   for (int k = 0; k < std::min(n, kCheckedTimedCalls); ++k) checked[size_t(order[size_t(k)])] = true;
-  // The inputs walk through the same perturbations as the worker's.
-  std::vector<at::Tensor> inputs = make_inputs(task, 0, treq.timing_seed);
+  // The same inputs as the worker's timed call i.
+  const std::vector<at::Tensor> base = make_inputs(task, 0, treq.timing_seed);
+  std::vector<at::Tensor> inputs;
+  for (const auto& t : base) inputs.push_back(t.clone());
   for (int i = 0; i < n; ++i) {
-    perturb_for_timing(inputs, treq.timing_seed, i);
     if (!checked[size_t(i)]) continue;
+    perturb_for_timing(base, inputs, treq.timing_seed, i);
     std::vector<at::Tensor> ref;
     for (auto& t : task.reference(inputs)) ref.push_back(t.contiguous().to(at::kFloat));
     const auto& got = timing.timed[size_t(i)].outputs;

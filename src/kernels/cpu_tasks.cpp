@@ -196,26 +196,28 @@ void rewrite_tail(const CpuTask& task, std::vector<at::Tensor>& inputs, uint64_t
   rewrite_tail(task, data.data(), n.data(), seed);
 }
 
-void perturb_for_timing(float* const* data, const int64_t* n, int num_inputs, uint64_t seed, int trial) {
+void perturb_for_timing(const float* const* base, float* const* data, const int64_t* n, int num_inputs, uint64_t seed,
+                        int trial) {
   for (int i = 0; i < num_inputs; ++i) {
-    if (n[i] <= 0) continue;
     uint64_t state = mix(mix(seed, uint64_t(trial) + 7), uint64_t(i));
-    // Between 1 and n/64 + 1 elements, spread over the whole buffer, so that recomputing only the
-    // rows or tiles a kept copy says changed saves nothing.
-    const int64_t changes = 1 + int64_t(splitmix64(state) % uint64_t(n[i] / 64 + 1));
-    for (int64_t c = 0; c < changes; ++c) {
-      const int64_t at_index = int64_t(splitmix64(state) % uint64_t(n[i]));
-      // A random scale in [0.5, 1.5) and shift in [-0.25, 0.25) keep the value in the input's range.
-      data[i][at_index] = data[i][at_index] * float(0.5 + unit(state)) + float(unit(state) * 0.5 - 0.25);
-    }
+    // Every element, by a factor in [0.75, 1.25) (signs, zeros and the input's range kept): a
+    // candidate that keeps the last call's inputs and result finds everything changed. With a few
+    // changed places, a kept matmul result updated by rank-1 corrections was 8.6x faster, exactly.
+    for (int64_t k = 0; k < n[i]; ++k) data[i][k] = base[i][k] * float(0.75 + 0.5 * unit(state));
   }
 }
 
-void perturb_for_timing(std::vector<at::Tensor>& inputs, uint64_t seed, int trial) {
-  std::vector<float*> data;
+void perturb_for_timing(const std::vector<at::Tensor>& base, std::vector<at::Tensor>& inputs, uint64_t seed,
+                        int trial) {
+  std::vector<const float*> from;
+  std::vector<float*> to;
   std::vector<int64_t> n;
-  for (auto& t : inputs) data.push_back(t.data_ptr<float>()), n.push_back(t.numel());
-  perturb_for_timing(data.data(), n.data(), int(inputs.size()), seed, trial);
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    require(base[k].numel() == inputs[k].numel() && base[k].is_contiguous() && inputs[k].is_contiguous(),
+            "perturb_for_timing: base and inputs differ in size or layout");
+    from.push_back(base[k].data_ptr<float>()), to.push_back(inputs[k].data_ptr<float>()), n.push_back(inputs[k].numel());
+  }
+  perturb_for_timing(from.data(), to.data(), n.data(), int(inputs.size()), seed, trial);
 }
 
 ShapeSet random_shape_set(const CpuTask& task, uint64_t seed, bool larger) {

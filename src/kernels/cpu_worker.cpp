@@ -496,6 +496,9 @@ void run_correctness(const WorkerRequest& req, const CpuTask& task, const Kernel
 void run_timing(const WorkerRequest& req, const CpuTask& task, const Kernel& kernel, bool keep_outputs,
                 WorkerReply& reply) {
   Inputs in = make_host_inputs(task, task.shape_sets.at(0), req.timing_seed);
+  const std::vector<std::vector<float>> base = in.data;  // each timed call's inputs are drawn from it
+  std::vector<const float*> base_ptrs;
+  for (const auto& b : base) base_ptrs.push_back(b.data());
   std::vector<Output> outs = make_outputs(req.timing_output_shapes);
   auto ptrs = in.ptrs();
   auto sizes = in.sizes();
@@ -511,7 +514,7 @@ void run_timing(const WorkerRequest& req, const CpuTask& task, const Kernel& ker
   }
   reset_lib();
   for (int i = 0; i < req.timing_trials; ++i) {
-    perturb_for_timing(ptrs.data(), sizes.data(), int(ptrs.size()), req.timing_seed, i);
+    perturb_for_timing(base_ptrs.data(), ptrs.data(), sizes.data(), int(ptrs.size()), req.timing_seed, i);
     reply.timed.push_back(observed_call(kernel, in, outs, req.flush_caches));
     // Nobody checks the reference's outputs; freeing them at once lets its next allocations reuse
     // the same memory instead of growing the heap (and page-faulting) on every call.

@@ -67,11 +67,14 @@ ShapeSet random_shape_set(const std::vector<ShapeSet>& shape_sets, uint64_t seed
 // The cache check: rewrites the second half of every input in place (first half kept).
 void rewrite_tail(const CpuTask& task, float* const* data, const int64_t* numel, uint64_t seed);
 void rewrite_tail(const CpuTask& task, std::vector<at::Tensor>& inputs, uint64_t seed);
-// Between timing trials: a random number (1 to n/64 + 1) of every input's elements change, at
-// random places by random amounts drawn from (seed, trial), so that content-keyed caches miss and
-// incremental recomputation saves nothing.
-void perturb_for_timing(float* const* data, const int64_t* numel, int num_inputs, uint64_t seed, int trial);
-void perturb_for_timing(std::vector<at::Tensor>& inputs, uint64_t seed, int trial);
+// Timing trial `trial`'s inputs: every element of `base` times its own factor in [0.75, 1.25), drawn
+// from (seed, trial, input, element), written to `data`. Stateless (trial k needs no trial before
+// it), and no element stays what it was in another trial, so that content-keyed caches miss and
+// incremental recomputation from a kept copy saves nothing.
+void perturb_for_timing(const float* const* base, float* const* data, const int64_t* numel, int num_inputs,
+                        uint64_t seed, int trial);
+void perturb_for_timing(const std::vector<at::Tensor>& base, std::vector<at::Tensor>& inputs, uint64_t seed,
+                        int trial);
 
 // Bytes a kernel must at least move (inputs read once, outputs written once).
 double bytes_moved(const ShapeSet& inputs, const std::vector<Shape>& outputs);
