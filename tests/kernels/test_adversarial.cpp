@@ -61,6 +61,12 @@ TEST_CASE("adversarial, class 1: frames forged on the result channel are tamperi
   // The forger's worker was replaced: what it left on the channel reaches no later evaluation.
   check_clean(res[1]);
   check_clean(res[3]);
+  // A time written into the harness's per-call slot on the stack is never read for a candidate.
+  const EvalResult forged = single_worker().evaluate({adversarial("softmax_rows", "forged_self_time")})[0];
+  INFO(to_string(forged.error) << ": " << forged.message << " " << forged.hacking_reason);
+  CHECK(forged.correct);  // an honest softmax otherwise
+  CHECK(forged.candidate_time.median_us != 15.0);
+  CHECK(forged.candidate_time.min_us != 15.0);
 }
 
 TEST_CASE("adversarial, class 2: behaviour that changes once calls look timed is caught on the timed calls") {
