@@ -138,7 +138,7 @@ std::string malformed_reply(const WorkerRequest& req, const WorkerReply& reply) 
         !why.empty())
       return why;
   for (size_t i = 0; i < reply.timed.size(); ++i)
-    if (auto why = malformed_call(reply.timed[i], req.timing_output_shapes, !req.library_path.empty(),
+    if (auto why = malformed_call(reply.timed[i], req.timing_output_shapes, !req.library.empty(),
                                   fmt::format("timed call {}", i));
         !why.empty())
       return why;
@@ -260,8 +260,8 @@ CpuEvaluator::CpuEvaluator(CpuEvalOptions options) : impl_(std::make_unique<Impl
   m.cache_dir = fs::absolute(m.opt.cache_dir.empty() ? default_cache_dir() : m.opt.cache_dir).string();
   require_sandbox(m.opt.limits, "evaluator.sandbox");
   remove_stale_private_dirs();
-  // Compiler logs stay in the cache directory, objects in objects/: workers see objects/ only
-  // (read-only), so a candidate can neither change an object nor read another's messages.
+  // Compiler logs stay in the cache directory, objects in objects/; workers see neither (an object
+  // travels in its request), so a candidate can neither change an object nor read another's.
   m.objects = std::make_unique<eval_detail::ObjectCache>(m.cache_dir, "candidate.cpp", "candidate.so", ".so");
   m.objects_dir = m.objects->objects_dir();
   // Fixed flags: the same source always gives the same object (no -march=native).
@@ -269,8 +269,8 @@ CpuEvaluator::CpuEvaluator(CpuEvalOptions options) : impl_(std::make_unique<Impl
   m.flags_key = m.compiler;
   for (const auto& f : m.flags) m.flags_key += " " + f;
   m.flags_key += read_file((fs::path(m.include_dir) / "turnrl/kernels/candidate_api.h").string());
-  SandboxLimits worker_limits = m.opt.limits;
-  worker_limits.visible(m.objects_dir);
+  // Workers get each object's bytes in the request (object_bytes): the cache is not in their view.
+  const SandboxLimits& worker_limits = m.opt.limits;
   for (int i = 0; i < m.opt.workers; ++i) {
     m.workers.push_back(std::make_unique<SandboxWorker>(m.worker_program, std::vector<std::string>{}, worker_limits));
     m.reference_workers.push_back(
@@ -322,6 +322,19 @@ std::string object_hash(const std::string& path) {
   if (!fs::is_regular_file(path, ec)) return "";
   return hex64(fnv1a64(read_file(path)));
 }
+
+namespace {
+
+// The bytes a worker loads, checked against the hash taken when the object was compiled: what is
+// checked is what is sent.
+std::string object_bytes(const CompiledCandidate& c) {
+  std::string bytes = read_file(c.library_path);
+  if (bytes.empty() || hex64(fnv1a64(bytes)) != c.object_hash)
+    fail("cpu evaluator: the cached object {} changed after it was compiled", c.library_path);
+  return bytes;
+}
+
+}  // namespace
 
 // The instruction scan of a compiled candidate: objdump in the sandbox (it parses untrusted
 // bytes), once per object. An object that cannot be disassembled is refused, not waved through.
@@ -426,7 +439,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   WorkerRequest wreq;
   wreq.kind = RequestKind::correctness;
   wreq.task = task.name;
-  wreq.library_path = c.library_path;
+  wreq.library = object_bytes(c);
   std::vector<TrialKind::Kind> kinds;
   const ShapeSet& shown = task.shape_sets[0];
   const int main_trials = std::max(1, req.correctness_trials);
@@ -511,7 +524,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   WorkerRequest treq;
   treq.kind = RequestKind::timing;
   treq.task = task.name;
-  treq.library_path = c.library_path;
+  treq.library = wreq.library;
   treq.warmup = opt.warmup;
   treq.timing_trials = req.timing_trials;
   treq.timing_seed = seeds.next();
@@ -535,7 +548,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   double reference_billed = 0, reference_operators_cpu_us = 0;
   if (opt.time_reference) {
     WorkerRequest rreq = treq;
-    rreq.library_path.clear();
+    rreq.library.clear();
     EvalResult scratch;
     std::vector<HackFinding> none;
     if (!exchange(reference_worker, rreq, reference, scratch, none, &reference_billed)) {

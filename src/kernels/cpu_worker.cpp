@@ -17,7 +17,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -529,6 +531,27 @@ void run_timing(const WorkerRequest& req, const CpuTask& task, const Kernel& ker
     if (g_lib[op].calls > 0) reply.lib_names.push_back(kLibraryRoutines[op]), reply.lib_stats.push_back(g_lib[op]);
 }
 
+// The candidate's object, from its bytes: written into this worker's own private directory (its
+// working directory, the sandbox's tmpfs), loaded, and unlinked at once (the mapping stays). Each
+// load gets a new name: dlopen of a name it has open would hand back the old object.
+void* load_object(const std::string& bytes, std::string& why) {
+  static int loads = 0;
+  const std::string path = fmt::format("./candidate-{}.so", ++loads);
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), std::streamsize(bytes.size()));
+    if (!f) {
+      why = fmt::format("cannot write the candidate's object ({} bytes) into the worker's directory", bytes.size());
+      std::remove(path.c_str());
+      return nullptr;
+    }
+  }
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) why = dlerror();
+  std::remove(path.c_str());
+  return handle;
+}
+
 void handle(const WorkerRequest& req, WorkerReply& reply) {
   if (!has_cpu_task(req.task)) {
     reply.status = WorkerStatus::bad_request;
@@ -536,7 +559,7 @@ void handle(const WorkerRequest& req, WorkerReply& reply) {
     return;
   }
   const CpuTask& task = cpu_task(req.task);
-  if (req.library_path.empty()) {  // the clean worker: the reference, never a candidate
+  if (req.library.empty()) {  // the clean worker: the reference, never a candidate
     if (req.kind != RequestKind::timing) {
       reply.status = WorkerStatus::bad_request;
       reply.message = "only timing requests may omit the candidate";
@@ -554,10 +577,11 @@ void handle(const WorkerRequest& req, WorkerReply& reply) {
     if (req.reusing_allocator) c10::SetCPUAllocator(original, /*priority=*/1);
     return;
   }
-  void* handle = dlopen(req.library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  std::string why;
+  void* handle = load_object(req.library, why);
   if (!handle) {
     reply.status = WorkerStatus::load_failed;
-    reply.message = dlerror();
+    reply.message = why;
     return;
   }
   auto fn = reinterpret_cast<turnrl_kernel_fn>(dlsym(handle, TURNRL_KERNEL_SYMBOL));

@@ -428,3 +428,4 @@ TEST_CASE("sandbox probe: include through a climbing relative path") { require_c
 TEST_CASE("sandbox probe: host files printed into the feedback") { require_contained("print_files"); }
 TEST_CASE("sandbox probe: calls outside the candidate allow-list answer ENOSYS") { require_contained("unlisted_syscalls"); }
 TEST_CASE("sandbox probe: a thread started through __clone is refused") { require_contained("clone_thread"); }
+TEST_CASE("sandbox probe: other candidates' cached objects are out of sight") { require_contained("read_cached_objects"); }

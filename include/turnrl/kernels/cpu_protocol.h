@@ -44,7 +44,10 @@ struct WorkerRequest {
   RequestKind kind = RequestKind::correctness;
   uint64_t nonce = 0;        // echoed by the reply; fresh for every request
   std::string task;
-  std::string library_path;  // "" (timing only): time the task's reference instead (clean worker)
+  // The candidate's compiled object, its bytes: the worker writes them into its own private
+  // directory and loads them from there, so no worker sees the compile cache (where other
+  // candidates' objects are). "" (timing only): time the task's reference instead (clean worker).
+  std::string library;
   std::vector<TrialPlan> trials;
   int32_t warmup = 3;
   int32_t timing_trials = 0;
@@ -55,11 +58,11 @@ struct WorkerRequest {
   // operators' alone (the yardstick of the laziness check), not glibc's page faults.
   uint8_t reusing_allocator = 0;
   void write(Writer& w) const {
-    w.put(kind), w.put(nonce), w.put(task), w.put(library_path), w.put(trials), w.put(warmup), w.put(timing_trials),
+    w.put(kind), w.put(nonce), w.put(task), w.put(library), w.put(trials), w.put(warmup), w.put(timing_trials),
         w.put(timing_seed), w.put(timing_output_shapes), w.put(flush_caches), w.put(reusing_allocator);
   }
   void read(Reader& r) {
-    r.get(kind), r.get(nonce), r.get(task), r.get(library_path), r.get(trials), r.get(warmup), r.get(timing_trials),
+    r.get(kind), r.get(nonce), r.get(task), r.get(library), r.get(trials), r.get(warmup), r.get(timing_trials),
         r.get(timing_seed), r.get(timing_output_shapes), r.get(flush_caches), r.get(reusing_allocator);
   }
 };
