@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -207,6 +208,40 @@ bool copy_file(int from_dir, const char* from, int to_dir, const char* to, int64
   return ok;
 }
 
+// The namespace's init is a fork of the trainer, and /proc/1/cmdline is readable by anyone inside:
+// the trainer's own command line (its config, run directory and paths) came back in a candidate's
+// feedback. The init blanks it: its argument strings are its own stack memory (arg_start..arg_end,
+// fields 48 and 49 of /proc/self/stat, read before the namespace's /proc replaces the host's).
+// Raw system calls only: this runs in a fork of a process that may have threads.
+void hide_command_line() {
+  char buf[1024];
+  const int fd = ::open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return;
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');  // the command name may hold spaces and parentheses
+  if (!p) return;
+  unsigned long field[64] = {0};
+  int k = 2;  // ") " ends field 2
+  for (++p; *p && k < 50;) {
+    while (*p == ' ') ++p;
+    if (!*p) break;
+    ++k;
+    unsigned long v = 0;
+    while (*p >= '0' && *p <= '9') v = v * 10 + unsigned(*p++ - '0');
+    while (*p && *p != ' ') ++p;
+    field[k] = v;
+  }
+  const unsigned long start = field[48], end = field[49];
+  if (k < 49 || start == 0 || end <= start || end - start > (1ul << 20)) return;
+  char* args = reinterpret_cast<char*>(start);
+  std::memset(args, 0, end - start);
+  static const char kName[] = "turnrl-sandbox-init";
+  std::memcpy(args, kName, std::min(sizeof kName, size_t(end - start)) - 1);
+}
+
 void reset_signals() {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
@@ -353,6 +388,7 @@ void enter_jail(JailPlan& plan) {
   }
   // Pid 1 of the new namespace: when it dies, the kernel kills every process inside.
   prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  hide_command_line();
   ::close(status_pipe[0]);
   build_file_system(plan);
   for (size_t i = 0; i < plan.inputs.size(); ++i)

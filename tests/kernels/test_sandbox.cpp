@@ -388,6 +388,7 @@ void require_contained(const std::string& route) {
   const std::string hostname = slurp("/etc/hostname");
   if (!hostname.empty()) CHECK_THAT(result.message, !Catch::Contains(hostname));
   CHECK_THAT(result.message, !Catch::Contains("root:x:0:0"));
+  CHECK_THAT(result.message, !Catch::Contains(program_invocation_short_name));  // the trainer's command line
   CHECK(kill_processes_of(outside.worker) == 0);
   const auto after = outside.snapshot();
   for (const auto& [path, content] : before) {
@@ -429,3 +430,6 @@ TEST_CASE("sandbox probe: host files printed into the feedback") { require_conta
 TEST_CASE("sandbox probe: calls outside the candidate allow-list answer ENOSYS") { require_contained("unlisted_syscalls"); }
 TEST_CASE("sandbox probe: a thread started through __clone is refused") { require_contained("clone_thread"); }
 TEST_CASE("sandbox probe: other candidates' cached objects are out of sight") { require_contained("read_cached_objects"); }
+TEST_CASE("sandbox probe: the init's command line, readable in the pid namespace, is not the trainer's") {
+  require_contained("print_init_cmdline");
+}
