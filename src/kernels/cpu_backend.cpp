@@ -213,6 +213,30 @@ void check_timed_outputs(const CpuTask& task, const WorkerRequest& treq, const W
   }
 }
 
+// The timed calls' reported times against the worker's CPU clock read from outside at each call's
+// two marks. Between the marks and the call lie only the marks' own hand-off (a wake-up and a system
+// call's return, two clock reads, a send): a few microseconds, tens on a loaded machine with cold
+// caches. So an honest wall time is at least the CPU time the marks enclose less that; a candidate
+// that rewrote the clock the harness reads, or the times it stored, reports less (8.6x less through
+// a rewritten GOT entry of steady_clock::now, which the billed total's slack let through). Half the
+// marked time less 50 us per call leaves honest calls of any size clear of the bound.
+std::vector<HackFinding> check_marked_calls(const WorkerReply& timing, const std::vector<double>& marks) {
+  constexpr double kShare = 0.5, kSlackUsPerCall = 50.0;
+  const size_t calls = timing.timed.size();
+  if (marks.size() != 2 * calls)
+    return {{kHackTampering, fmt::format("the worker marked {} call edges for {} timed calls", marks.size(), calls)}};
+  double reported_us = 0, marked_us = 0;
+  for (size_t i = 0; i < calls; ++i) {
+    reported_us += timing.timed[i].call_us;
+    marked_us += 1e6 * (marks[2 * i + 1] - marks[2 * i]);
+  }
+  if (reported_us >= kShare * marked_us - kSlackUsPerCall * double(calls)) return {};
+  return {{kHackTampering,
+           fmt::format("the timed calls reported {:.1f} us in all, but the worker's CPU clock, read from outside at "
+                       "each call's start and end, advanced {:.1f} us: the reported times were rewritten",
+                       reported_us, marked_us)}};
+}
+
 // The inputs of check_billed_time for one evaluation: the clean worker's billed time beyond its
 // reference calls is the harness's own cost of the same loop.
 std::vector<HackFinding> cross_check_times(const WorkerReply& candidate, double candidate_billed,
@@ -244,8 +268,12 @@ struct CpuEvaluator::Impl {
   std::string cache_key(const std::string& source) const;
   eval_detail::CompileOutcome run_compiler(const std::string& dir) const;
   std::vector<HackFinding> check_object(const CompiledCandidate& c);
+  // billed_seconds: the worker's CPU time for the request, read from outside. call_marks: the
+  // request marks its timed calls (WorkerRequest::mark_calls), and these are the worker's CPU
+  // times at the marks (SandboxReply::call_marks).
   bool exchange(SandboxWorker& worker, WorkerRequest& wreq, WorkerReply& reply, EvalResult& r,
-                std::vector<HackFinding>& findings, double* billed_seconds = nullptr);
+                std::vector<HackFinding>& findings, double* billed_seconds = nullptr,
+                std::vector<double>* call_marks = nullptr);
 };
 
 CpuEvaluator::CpuEvaluator(CpuEvalOptions options) : impl_(std::make_unique<Impl>()) {
@@ -369,17 +397,20 @@ std::vector<HackFinding> CpuEvaluator::Impl::check_object(const CompiledCandidat
 // result is tampering. billed_seconds gets the CPU time the kernel billed the worker for the
 // request. False with r set when anything failed.
 bool CpuEvaluator::Impl::exchange(SandboxWorker& worker, WorkerRequest& wreq, WorkerReply& reply, EvalResult& r,
-                                  std::vector<HackFinding>& findings, double* billed_seconds) {
+                                  std::vector<HackFinding>& findings, double* billed_seconds,
+                                  std::vector<double>* call_marks) {
   // Restarts happen here, before the billing starts, never inside the round trip.
   if (worker.calls_since_start() >= 4 * opt.max_evals_per_worker) worker.stop();
   if (!worker.running()) worker.start();
   const double cpu_before = worker.billed_cpu_seconds();
   WorkerRequest ping;
   ping.kind = RequestKind::ping;
+  wreq.mark_calls = call_marks != nullptr;
   const auto got = eval_detail::checked_exchange(worker, wreq, reply, ping, opt.message_chars, r, malformed_reply,
-                                                 [](const WorkerReply&) { return true; });
+                                                 [](const WorkerReply&) { return true; }, wreq.mark_calls != 0);
   if (!got) return false;
   if (!got->forged.empty()) return eval_detail::reject_forged_frame(worker, r, findings, got->forged);
+  if (call_marks) *call_marks = got->call_marks;
   if (billed_seconds) *billed_seconds = worker.billed_cpu_seconds() - cpu_before;
   if (worker.thread_count() > 1) {
     worker.stop();
@@ -532,10 +563,12 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   treq.timing_output_shapes = shapes_of(task.reference(make_inputs(task, 0, treq.timing_seed)));
   WorkerReply timing;
   double candidate_billed = 0;
-  if (!exchange(worker, treq, timing, r, findings, &candidate_billed)) {
+  std::vector<double> call_marks;
+  if (!exchange(worker, treq, timing, r, findings, &candidate_billed, &call_marks)) {
     r.correct = false;
     return finish();
   }
+  for (auto& f : check_marked_calls(timing, call_marks)) add_once(findings, f.flag, f.reason);
   for (size_t i = 0; i < timing.timed.size(); ++i)
     add_call_findings(timing.timed[i], fmt::format("timed call {}", i), findings);
   for (size_t w = 0; w < timing.warmups.size(); ++w)

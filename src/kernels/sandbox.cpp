@@ -31,7 +31,8 @@ namespace turnrl {
 namespace {
 
 // Frames: 8-byte little-endian length of (kind + body), one kind byte, the body.
-constexpr char kHello = 'H', kReply = 'R', kOutOfMemory = 'M';
+constexpr char kHello = 'H', kReply = 'R', kOutOfMemory = 'M', kCallMark = 'T';
+constexpr size_t kMaxCallMarks = 1 << 16;  // a request's marks: two per timed call
 constexpr int kChannelFd = 3;
 constexpr size_t kTailBytes = 2048;
 constexpr const char* kCpuEnv = "TURNRL_SANDBOX_CPU_SECONDS";
@@ -526,7 +527,7 @@ SandboxReply SandboxWorker::fail_and_reap(SandboxStatus status, std::string mess
   return reply;
 }
 
-SandboxReply SandboxWorker::call(const std::string& request) {
+SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   if (pid_ <= 0 && !start()) {
     SandboxReply r;
     r.status = SandboxStatus::start_failed;
@@ -541,8 +542,23 @@ SandboxReply SandboxWorker::call(const std::string& request) {
   if (!write_all(channel_, f.data(), f.size()))
     return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
   int64_t bytes = 0;
-  FrameWait w = wait_frame(channel_, output_, now_seconds() + limits_.wall_seconds, limits_.output_bytes,
-                           limits_.reply_bytes, output_tail_, bytes);
+  const double deadline = now_seconds() + limits_.wall_seconds;
+  std::vector<double> marks;
+  FrameWait w;
+  for (;;) {
+    w = wait_frame(channel_, output_, deadline, limits_.output_bytes, limits_.reply_bytes, output_tail_, bytes);
+    if (!call_marks || !w.why.empty() || w.frame.empty() || w.frame[0] != kCallMark) break;
+    // The worker waits for the acknowledgement, so nothing it wrote can follow a mark yet.
+    if (w.frame.size() != 1 || w.trailing != 0 || marks.size() >= kMaxCallMarks)
+      return fail_and_reap(SandboxStatus::bad_frame,
+                           fmt::format("a call mark {} (mark {})",
+                                       w.frame.size() != 1 ? "with a body" : w.trailing ? "followed by more bytes"
+                                                                                        : "over the limit",
+                                       marks.size() + 1),
+                           "");
+    marks.push_back(billed_cpu_seconds());
+    if (!write_all(channel_, &kCallMark, 1)) return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
+  }
   if (w.why == "oversized")
     return fail_and_reap(SandboxStatus::bad_frame,
                          fmt::format("the worker declared a frame of {} bytes, over the limit of {} "
@@ -562,6 +578,7 @@ SandboxReply SandboxWorker::call(const std::string& request) {
   SandboxReply reply;
   reply.payload = w.frame.substr(1);
   reply.trailing_bytes = w.trailing;
+  reply.call_marks = std::move(marks);
   reply.output_tail = trim_tail(output_tail_);
   return reply;
 }
@@ -660,6 +677,17 @@ bool read_request(std::string& request) {
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) return false;
     buf.append(chunk, size_t(k));
+  }
+}
+
+bool mark_call() {
+  const std::string f = frame(kCallMark, "");
+  if (!write_all(kChannelFd, f.data(), f.size())) return false;
+  char ack = 0;
+  for (;;) {
+    const ssize_t k = ::read(kChannelFd, &ack, 1);
+    if (k < 0 && errno == EINTR) continue;
+    return k == 1 && ack == kCallMark;
   }
 }
 

@@ -42,9 +42,9 @@ inline std::string output_note(const SandboxReply& s) {
 // when the worker answered, or nullopt with r.error and r.message set when the sandbox reports a
 // crash, timeout, memory or output limit, or a failed start.
 inline std::optional<SandboxReply> round_trip(SandboxWorker& worker, const std::string& request, int64_t max_calls,
-                                             size_t message_chars, EvalResult& r) {
+                                             size_t message_chars, EvalResult& r, bool call_marks = false) {
   if (worker.calls_since_start() >= max_calls) worker.stop();
-  SandboxReply s = worker.call(request);
+  SandboxReply s = worker.call(request, call_marks);
   switch (s.status) {
     case SandboxStatus::ok: return s;
     case SandboxStatus::crashed: r.error = EvalError::crash; break;
@@ -64,6 +64,7 @@ struct ExchangeOutcome {
   // reply is its answer): the caller rejects it (reject_forged_frame).
   std::string forged;
   std::string output;  // the worker's output note (output_note) for the reply
+  std::vector<double> call_marks;  // SandboxReply::call_marks of the request (its ping has none)
 };
 
 // One request and its reply, then a ping whose fresh nonce must come straight back: the reply is
@@ -73,17 +74,19 @@ struct ExchangeOutcome {
 // can write on the inherited channel). ping_after(reply) is false for a reply after which the
 // worker exits. Both requests get fresh nonces here. Nullopt with r set when the sandbox failed
 // (crash, timeout, limits). Restarts are the caller's, before the exchange: never between a
-// request and its ping.
+// request and its ping. call_marks: the request's call marks are taken (ExchangeOutcome::call_marks).
 template <class Request, class Reply, class Malformed, class PingAfter>
 std::optional<ExchangeOutcome> checked_exchange(SandboxWorker& worker, Request& request, Reply& reply, Request ping,
                                                 size_t message_chars, EvalResult& r, const Malformed& malformed,
-                                                const PingAfter& ping_after) {
+                                                const PingAfter& ping_after, bool call_marks = false) {
   const int64_t no_restart = std::numeric_limits<int64_t>::max();
   request.nonce = fresh_nonce();
-  std::optional<SandboxReply> got = round_trip(worker, cpu_detail::encode(request), no_restart, message_chars, r);
+  std::optional<SandboxReply> got =
+      round_trip(worker, cpu_detail::encode(request), no_restart, message_chars, r, call_marks);
   if (!got) return std::nullopt;
   ExchangeOutcome out;
   out.output = output_note(*got);
+  out.call_marks = std::move(got->call_marks);
   if (got->trailing_bytes > 0) {
     out.forged = fmt::format("{} byte(s) after the reply frame", got->trailing_bytes);
     return out;

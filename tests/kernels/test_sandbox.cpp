@@ -171,6 +171,14 @@ while True:
     t = time.process_time()
     while time.process_time() - t < 0.2:
         pass
+    if body == b"marks":  # two call marks around 0.2 s of work, each acknowledged by the parent
+        for _ in range(2):
+            os.write(3, (1).to_bytes(8, "little") + b"T")
+            if read(1) != b"T":
+                raise SystemExit(4)
+            t = time.process_time()
+            while time.process_time() - t < 0.2:
+                pass
     if body == b"huge":  # declares a terabyte, then streams what it can
         os.write(3, (1 << 40).to_bytes(8, "little") + b"R")
         while True:
@@ -219,6 +227,23 @@ TEST_CASE("sandbox: a reply longer than reply_bytes is a bad frame, read no furt
   SandboxReply next = worker.call("after");  // a fresh worker
   CHECK(next.status == SandboxStatus::ok);
   CHECK(next.payload == "after");
+}
+
+TEST_CASE("sandbox: call marks are acknowledged and timed with the worker's CPU clock, or refused unasked") {
+  for (SandboxIsolation isolation : {SandboxIsolation::namespaces, SandboxIsolation::rlimits_only}) {
+    INFO(to_string(isolation));
+    SandboxWorker worker("/usr/bin/python3", {"-I", "-c", kFrameWorker}, SandboxLimits{}.wall(10).isolate(isolation));
+    SandboxReply marked = worker.call("marks", /*call_marks=*/true);
+    REQUIRE(marked.status == SandboxStatus::ok);
+    CHECK(marked.payload == "marks");
+    REQUIRE(marked.call_marks.size() == 2);
+    // Between the two marks the worker spun 0.2 s of CPU; its clock was read while it waited.
+    CHECK(marked.call_marks[1] - marked.call_marks[0] >= 0.19);
+    CHECK(marked.call_marks[1] - marked.call_marks[0] < 0.6);
+    SandboxReply unasked = worker.call("marks");  // a mark nobody asked for is not a reply
+    CHECK(unasked.status == SandboxStatus::bad_frame);
+    CHECK(worker.call("after").payload == "after");  // a fresh worker
+  }
 }
 
 TEST_CASE("sandbox: CPU-time limit") {

@@ -57,13 +57,18 @@ struct WorkerRequest {
   // Reference timing only: allocate through a reusing allocator, so that the time is the
   // operators' alone (the yardstick of the laziness check), not glibc's page faults.
   uint8_t reusing_allocator = 0;
+  // Timing only: every timed call is enclosed in two call marks (sandbox_child::mark_call), at which
+  // the parent reads this worker's CPU clock from outside.
+  uint8_t mark_calls = 0;
   void write(Writer& w) const {
     w.put(kind), w.put(nonce), w.put(task), w.put(library), w.put(trials), w.put(warmup), w.put(timing_trials),
-        w.put(timing_seed), w.put(timing_output_shapes), w.put(flush_caches), w.put(reusing_allocator);
+        w.put(timing_seed), w.put(timing_output_shapes), w.put(flush_caches), w.put(reusing_allocator),
+        w.put(mark_calls);
   }
   void read(Reader& r) {
     r.get(kind), r.get(nonce), r.get(task), r.get(library), r.get(trials), r.get(warmup), r.get(timing_trials),
-        r.get(timing_seed), r.get(timing_output_shapes), r.get(flush_caches), r.get(reusing_allocator);
+        r.get(timing_seed), r.get(timing_output_shapes), r.get(flush_caches), r.get(reusing_allocator),
+        r.get(mark_calls);
   }
 };
 

@@ -92,6 +92,9 @@ struct SandboxReply {
   std::string message;      // human-readable cause for every status but ok
   size_t trailing_bytes = 0;  // status ok: bytes that followed the reply frame on the channel,
                               // something the worker was not asked for (a forged or stray frame)
+  // The worker's CPU time (billed_cpu_seconds) read here at each call mark it sent during the
+  // request (sandbox_child::mark_call), while it waited for the mark's acknowledgement.
+  std::vector<double> call_marks;
 };
 
 // One sandboxed child process, started lazily and restarted after any failed call.
@@ -103,8 +106,10 @@ class SandboxWorker {
   SandboxWorker(const SandboxWorker&) = delete;
   SandboxWorker& operator=(const SandboxWorker&) = delete;
 
-  // Sends one request frame and waits for the reply under the limits.
-  SandboxReply call(const std::string& request);
+  // Sends one request frame and waits for the reply under the limits. With call_marks, the worker's
+  // call marks (sandbox_child::mark_call) are acknowledged and timed on the way; without, a mark is
+  // a frame that is not a reply (bad_frame).
+  SandboxReply call(const std::string& request, bool call_marks = false);
   // Starts the child now (call() does it when needed); false if it could not be started.
   bool start();
   // Kills the child and removes its working directory.
@@ -198,6 +203,10 @@ void write_reply(const std::string& reply);
 void confine_candidate(bool gpu_driver = false);
 // Re-arms RLIMIT_CPU so that this call may use the configured per-call CPU seconds.
 void arm_cpu_limit();
+// Marks an edge of a measured call: the parent reads this process's CPU clock from outside while
+// it waits here for the acknowledgement (SandboxReply::call_marks), so that what the edges enclose is
+// known without trusting any clock or number in this process. False when the channel failed.
+bool mark_call();
 // Tells the parent the limit was hit (std::bad_alloc in the candidate), then exits.
 [[noreturn]] void report_out_of_memory();
 }  // namespace sandbox_child
