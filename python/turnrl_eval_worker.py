@@ -793,15 +793,14 @@ def _perturb(inputs, base, i, seed, full=True):
     timing walk through the same sequence."""
     T = _state["T"]
     for k, (t, b) in enumerate(zip(_tensors(inputs), base)):
-        if not (t.is_floating_point() and t.numel() >= 1 and t.is_contiguous()):
+        if not (t.is_floating_point() and t.numel() >= 1 and t.is_contiguous()) or (b is not None and not full):
             continue
         # Drawn on the tensor's device: a GB input changes in millions of places per call.
         g = T.Generator(device=t.device)
         g.manual_seed((int(seed) * 1000003 + i * 7919 + k * 104729) % (1 << 62))
         if b is not None:
-            if full:
-                factor = T.rand(t.shape, generator=g, device=t.device) * 0.5 + 0.75
-                T.copy_(t, T.to(b * factor, t.dtype))
+            factor = T.rand(t.shape, generator=g, device=t.device) * 0.5 + 0.75
+            T.copy_(t, T.to(b * factor, t.dtype))
             continue
         flat = T.reshape(t, (-1,))
         n = flat.numel()

@@ -190,8 +190,8 @@ void check_timed_outputs(const CpuTask& task, const WorkerRequest& treq, const W
   for (int k = 0; k < std::min(n, kCheckedTimedCalls); ++k) checked[size_t(order[size_t(k)])] = true;
   // The same inputs as the worker's timed call i.
   const std::vector<at::Tensor> base = make_inputs(task, 0, treq.timing_seed);
-  std::vector<at::Tensor> inputs;
-  for (const auto& t : base) inputs.push_back(t.clone());
+  std::vector<at::Tensor> inputs;  // every element written by perturb_for_timing
+  for (const auto& t : base) inputs.push_back(at::empty_like(t));
   for (int i = 0; i < n; ++i) {
     if (!checked[size_t(i)]) continue;
     perturb_for_timing(base, inputs, treq.timing_seed, i);

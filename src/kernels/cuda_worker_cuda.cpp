@@ -355,6 +355,12 @@ std::vector<at::Tensor> run_reference(const CudaTask& task, const std::vector<at
   return out;
 }
 
+std::vector<at::Tensor> clones(const std::vector<at::Tensor>& in) {
+  std::vector<at::Tensor> out;
+  for (const auto& t : in) out.push_back(t.clone());
+  return out;
+}
+
 // ---- request handlers ----------------------------------------------------------------------
 
 void correctness(Device& dev, const CudaTask& task, const CudaWorkerRequest& req, CudaWorkerReply& reply) {
@@ -369,7 +375,7 @@ void correctness(Device& dev, const CudaTask& task, const CudaWorkerRequest& req
     Trial tr;
     if (p.reuse) {
       require(t > 0, "cuda worker: the first trial cannot reuse buffers");
-      for (const auto& x : trials[t - 1].inputs) tr.inputs.push_back(x.clone());
+      tr.inputs = clones(trials[t - 1].inputs);
       at::Generator gen = generator(dev, p.tail_seed);
       for (size_t i = 0; i < tr.inputs.size(); ++i) {
         at::Tensor flat = tr.inputs[i].view(-1);
@@ -398,8 +404,7 @@ void correctness(Device& dev, const CudaTask& task, const CudaWorkerRequest& req
     if (p.reuse) {
       for (size_t i = 0; i < buffers.size(); ++i) buffers[i].copy_(trials[t].inputs[i]);
     } else {
-      buffers.clear();
-      for (const auto& x : trials[t].inputs) buffers.push_back(x.clone());
+      buffers = clones(trials[t].inputs);
       out.allocate(dev, trials[t].reference);
     }
     out.poison();
@@ -427,12 +432,6 @@ void ensure_flush_buffer(Device& dev, double l2_flush_mib) {
   const double flush_bytes = l2_flush_mib > 0 ? l2_flush_mib * (1 << 20) : 2.0 * dev.prop.l2CacheSize;
   if (!dev.flush_buffer.defined() || dev.flush_buffer.numel() != int64_t(flush_bytes))
     dev.flush_buffer = at::empty({int64_t(flush_bytes)}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, dev.ordinal));
-}
-
-std::vector<at::Tensor> clones(const std::vector<at::Tensor>& in) {
-  std::vector<at::Tensor> out;
-  for (const auto& t : in) out.push_back(t.clone());
-  return out;
 }
 
 // Before every timed call, the same bytes for both sides of the pair: a floating input is its base
@@ -632,8 +631,7 @@ void timing_and_profile(Device& dev, const CudaTask& task, const CudaWorkerReque
   CudaEvents reference_events, candidate_events;
   for (int i = 0; i < total; ++i) {
     perturb_inputs(dev, task, base, in, gen);
-    std::vector<at::Tensor> snapshot;
-    for (const auto& x : in) snapshot.push_back(x.clone());
+    const std::vector<at::Tensor> snapshot = clones(in);
     out.poison();
     const bool profile = profiled[size_t(i)];
     if (profile) set_activity(true);

@@ -758,10 +758,10 @@ void PythonEvaluator::Impl::start_worker(Slot& slot) {
                   json_string(reply.head()["triton"].str()), json_string(reply.head()["device"].str()),
                   json_string(reply.head()["device_name"].str()), slot.bandwidth);
   if (device != "cpu") return;
-  // Before any candidate runs: the single-threaded candidate seccomp profile (no fork, exec, threads,
+  // Before any candidate runs: the candidate seccomp profile (no fork, exec, threads,
   // sockets; signals to the worker only), built here for the worker's own pid as it sees it. CUDA
   // workers cannot have it: Triton builds every kernel's launcher with the C compiler.
-  auto filter = sandbox_detail::build_syscall_filter(sandbox_detail::FilterProfile::single_threaded_candidate,
+  auto filter = sandbox_detail::build_syscall_filter(sandbox_detail::FilterProfile::candidate,
                                                      pid_t(reply.head()["pid"].integer()));
   std::string hex;
   for (const sock_filter& f : filter.program)

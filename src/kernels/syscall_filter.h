@@ -8,17 +8,17 @@
 //                     to clone, whose flags a filter can read), no bpf, perf_event_open, keyctl,
 //                     userfaultfd, kernel modules, kexec, reboot, swap, clock setting, sockets other
 //                     than AF_UNIX.
-//   candidate profile (installed by a worker after start-up, before any candidate code runs, on top
-//                     of the tool profile), an allow-list: memory, file and time calls, this
-//                     process's own state, threads and their synchronisation, signal handling
-//                     (syscall_filter.cpp lists them); anything else answers ENOSYS. Refused with
-//                     EPERM: new processes (fork, vfork, clone without CLONE_THREAD, execve,
-//                     execveat), sockets, and signals to any process but the worker.
-//   single-threaded candidate (the Python worker on CPU): the candidate profile with no new threads
-//                     either (every clone is refused): the profiler that accounts a candidate's
-//                     operators sees only the calling thread, so work on a thread would escape it.
-//   gpu candidate     (the CUDA worker): the candidate profile's refusals, everything else allowed:
-//                     which calls the GPU driver and CUPTI make after set-up is not yet listed.
+//   candidate profile (the CPU workers, C++ and Python; installed after start-up, before any
+//                     candidate code runs, on top of the tool profile), an allow-list: memory, file
+//                     and time calls, this process's own state, thread synchronisation, signal
+//                     handling (syscall_filter.cpp lists them); anything else answers ENOSYS. Refused
+//                     with EPERM: new processes and threads (fork, vfork, every clone: a CPU candidate
+//                     is timed against a single-threaded reference, and the profiler that accounts a
+//                     Python candidate's operators sees only the calling thread), execve, execveat,
+//                     sockets, and signals to any process but the worker.
+//   gpu candidate     (the CUDA worker): the candidate profile's refusals but threads (the driver
+//                     and CUPTI run their own), everything else allowed: which calls the GPU driver
+//                     and CUPTI make after set-up is not yet listed.
 // Refused calls return an error (EPERM, ENOSYS), so a candidate sees a failed call, never a crash.
 #include <linux/filter.h>
 #include <sys/types.h>
@@ -28,7 +28,7 @@
 
 namespace turnrl::sandbox_detail {
 
-enum class FilterProfile { tool, candidate, single_threaded_candidate, gpu_candidate };
+enum class FilterProfile { tool, candidate, gpu_candidate };
 
 // A compiled BPF program, built before fork (libseccomp allocates) and installed after it with
 // prctl alone (async-signal-safe). own_pid matters for the candidate profile only.
