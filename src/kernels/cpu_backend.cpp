@@ -297,7 +297,8 @@ CpuEvaluator::CpuEvaluator(CpuEvalOptions options) : impl_(std::make_unique<Impl
   m.flags_key = m.compiler;
   for (const auto& f : m.flags) m.flags_key += " " + f;
   m.flags_key += read_file((fs::path(m.include_dir) / "turnrl/kernels/candidate_api.h").string());
-  // Workers get each object's bytes in the request (object_bytes): the cache is not in their view.
+  // Workers get each object's bytes in the request (eval_detail::object_bytes): the cache is not in
+  // their view.
   const SandboxLimits& worker_limits = m.opt.limits;
   for (int i = 0; i < m.opt.workers; ++i) {
     m.workers.push_back(std::make_unique<SandboxWorker>(m.worker_program, std::vector<std::string>{}, worker_limits));
@@ -350,19 +351,6 @@ std::string object_hash(const std::string& path) {
   if (!fs::is_regular_file(path, ec)) return "";
   return hex64(fnv1a64(read_file(path)));
 }
-
-namespace {
-
-// The bytes a worker loads, checked against the hash taken when the object was compiled: what is
-// checked is what is sent.
-std::string object_bytes(const CompiledCandidate& c) {
-  std::string bytes = read_file(c.library_path);
-  if (bytes.empty() || hex64(fnv1a64(bytes)) != c.object_hash)
-    fail("cpu evaluator: the cached object {} changed after it was compiled", c.library_path);
-  return bytes;
-}
-
-}  // namespace
 
 // The instruction scan of a compiled candidate: objdump in the sandbox (it parses untrusted
 // bytes), once per object. An object that cannot be disassembled is refused, not waved through.
@@ -470,7 +458,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   WorkerRequest wreq;
   wreq.kind = RequestKind::correctness;
   wreq.task = task.name;
-  wreq.library = object_bytes(c);
+  wreq.library = eval_detail::object_bytes(c);
   std::vector<TrialKind::Kind> kinds;
   const ShapeSet& shown = task.shape_sets[0];
   const int main_trials = std::max(1, req.correctness_trials);

@@ -19,7 +19,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <iterator>
 #include <map>
@@ -534,27 +533,6 @@ void run_timing(const WorkerRequest& req, const CpuTask& task, const Kernel& ker
     if (g_lib[op].calls > 0) reply.lib_names.push_back(kLibraryRoutines[op]), reply.lib_stats.push_back(g_lib[op]);
 }
 
-// The candidate's object, from its bytes: written into this worker's own private directory (its
-// working directory, the sandbox's tmpfs), loaded, and unlinked at once (the mapping stays). Each
-// load gets a new name: dlopen of a name it has open would hand back the old object.
-void* load_object(const std::string& bytes, std::string& why) {
-  static int loads = 0;
-  const std::string path = fmt::format("./candidate-{}.so", ++loads);
-  {
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f.write(bytes.data(), std::streamsize(bytes.size()));
-    if (!f) {
-      why = fmt::format("cannot write the candidate's object ({} bytes) into the worker's directory", bytes.size());
-      std::remove(path.c_str());
-      return nullptr;
-    }
-  }
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) why = dlerror();
-  std::remove(path.c_str());
-  return handle;
-}
-
 void handle(const WorkerRequest& req, WorkerReply& reply) {
   if (!has_cpu_task(req.task)) {
     reply.status = WorkerStatus::bad_request;
@@ -581,7 +559,7 @@ void handle(const WorkerRequest& req, WorkerReply& reply) {
     return;
   }
   std::string why;
-  void* handle = load_object(req.library, why);
+  void* handle = sandbox_child::load_shared_object(req.library, why);
   if (!handle) {
     reply.status = WorkerStatus::load_failed;
     reply.message = why;

@@ -29,6 +29,13 @@ CompileOutcome compile_outcome(const CommandResult& run, const std::string& comp
   return out;
 }
 
+std::string object_bytes(const CompiledCandidate& c) {
+  std::string bytes = read_file(c.library_path);
+  if (bytes.empty() || hex64(fnv1a64(bytes)) != c.object_hash)
+    fail("evaluator: the cached object {} changed after it was compiled; not sent to a worker", c.library_path);
+  return bytes;
+}
+
 ObjectCache::ObjectCache(std::string dir, std::string source_name, std::string object_name, std::string object_extension)
     : dir_(std::move(dir)),
       objects_dir_((fs::path(dir_) / "objects").string()),
@@ -37,8 +44,8 @@ ObjectCache::ObjectCache(std::string dir, std::string source_name, std::string o
       extension_(std::move(object_extension)) {
   fs::create_directories(objects_dir_);
   fs::permissions(dir_, fs::perms::owner_all, fs::perm_options::replace);
-  // Workers run as the sandbox's own user (nobody, for a root trainer): objects are readable by
-  // all, writable by the trainer only.
+  // Sandboxed tools that read an object (the CPU backend's objdump) run as the sandbox's own user
+  // (nobody, for a root trainer): objects are readable by all, writable by the trainer only.
   fs::permissions(objects_dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                                     fs::perms::others_read | fs::perms::others_exec,
                   fs::perm_options::replace);

@@ -2,12 +2,13 @@
 // Internal to the sandboxed evaluator backends (cpu, cuda): a content-addressed cache of compiled
 // candidates (shared objects, cubins) that only the parent process writes.
 //
-//   <dir>/objects/<key><ext>   the objects, which workers may see read-only
+//   <dir>/objects/<key><ext>   the objects: never in a worker's view (each travels in its request,
+//                              object_bytes below); a sandboxed tool (objdump) may see them read-only
 //   <dir>/<key>.sum            the FNV-1a of each object's bytes when it was published
 //   <dir>/<key>.err            a failed compile's log (served again without compiling)
 //
 // The directory is the trainer's (0700, objects/ readable by the sandbox's user); no candidate
-// code ever runs with it writable. A compile runs in a private directory through the backend's
+// code ever runs with it in view. A compile runs in a private directory through the backend's
 // CompileStep (a sandboxed compiler) and its object is published atomically, so concurrent
 // compiles of one key rename the same bytes. verified() hashes an object again before it is
 // handed out: one changed since it was published is never loaded, but removed and compiled again.
@@ -35,6 +36,10 @@ using CompileStep = std::function<CompileOutcome(const std::string& dir)>;
 // trimmed to message_chars, after the sandbox's own message when the sandbox stopped it.
 CompileOutcome compile_outcome(const CommandResult& run, const std::string& compiler, const std::vector<std::string>& dirs,
                                size_t message_chars);
+
+// The bytes of c's object, checked against the hash recorded when it was compiled: what a backend
+// checks is what it sends to its worker. Throws turnrl::Error naming the object when they differ.
+std::string object_bytes(const CompiledCandidate& c);
 
 class ObjectCache {
  public:

@@ -1,5 +1,6 @@
 #include "turnrl/kernels/sandbox.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 
 #include "namespace_jail.h"
@@ -725,6 +727,24 @@ void arm_cpu_limit() {
   r.rlim_cur = rlim_t(used + per_call + 1);
   if (r.rlim_max != RLIM_INFINITY && r.rlim_cur > r.rlim_max) r.rlim_cur = r.rlim_max;
   setrlimit(RLIMIT_CPU, &r);
+}
+
+void* load_shared_object(const std::string& bytes, std::string& why) {
+  static int loads = 0;
+  const std::string path = fmt::format("./candidate-{}.so", ++loads);
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), std::streamsize(bytes.size()));
+    if (!f) {
+      why = fmt::format("cannot write the candidate's object ({} bytes) into the worker's directory", bytes.size());
+      std::remove(path.c_str());
+      return nullptr;
+    }
+  }
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) why = dlerror();
+  std::remove(path.c_str());
+  return handle;
 }
 
 void report_out_of_memory() {

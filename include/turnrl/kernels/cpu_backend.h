@@ -26,8 +26,8 @@ struct CpuEvalOptions {
   int workers = 0;                 // pool size; 0 = one per core
   SandboxLimits limits;            // per worker process
   std::string cache_dir;           // "" = $TURNRL_EVAL_CACHE, else $TMPDIR/turnrl-cpu-cache-<uid>;
-                                   // objects in objects/ (workers see it read-only), logs and
-                                   // object hashes beside it (workers never see them)
+                                   // objects in objects/, logs and object hashes beside them
+                                   // (workers see none of it: each object travels in its request)
   std::string compiler = "g++";    // found on PATH unless absolute
   double compile_seconds = 60;
   int warmup = 3;

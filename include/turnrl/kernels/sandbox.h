@@ -203,6 +203,12 @@ void write_reply(const std::string& reply);
 void confine_candidate(bool gpu_driver = false);
 // Re-arms RLIMIT_CPU so that this call may use the configured per-call CPU seconds.
 void arm_cpu_limit();
+// Loads a shared object from its bytes (a candidate's object, which arrives in the request: workers
+// never see the parent's cache): written into this worker's own private directory (its working
+// directory, the sandbox's tmpfs), dlopen'ed (RTLD_NOW | RTLD_LOCAL) and unlinked at once (the
+// mapping stays). Each load gets a new name: dlopen of a name it has open would hand back the old
+// object. Null with `why` set when it cannot be written or loaded.
+void* load_shared_object(const std::string& bytes, std::string& why);
 // Marks an edge of a measured call: the parent reads this process's CPU clock from outside while
 // it waits here for the acknowledgement (SandboxReply::call_marks), so that what the edges enclose is
 // known without trusting any clock or number in this process. False when the channel failed.
