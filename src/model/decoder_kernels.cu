@@ -67,6 +67,28 @@ __global__ void rms_norm_rows(const T* x, const T* delta, T* sum, const T* weigh
     out[row * dim + i] = from_float<T>(to_float(weight[i]) * rounded<T>(to_float(s[i]) * scale));
 }
 
+// The pair (a, b) = (x_i, x_{i + dim / 2}) of one head's vector, RMS-normalised with `weight`
+// (skipped when null) and rotated by (c, s), as norm_rotary() rounds it. Every thread of the block
+// calls it (the norm sums over the block); `mine` says whether the thread holds a pair. The head's
+// rsqrt goes to *rstd when not null.
+template <typename T>
+__device__ __forceinline__ void norm_rotate_pair(float& a, float& b, const T* weight, int64_t i, int64_t half,
+                                                 bool mine, float c, float s, float eps, float* rstd) {
+  if (weight != nullptr) {
+    const float scale = rsqrtf(block_sum(a * a + b * b) / float(2 * half) + eps);
+    if (rstd != nullptr && threadIdx.x == 0) *rstd = scale;
+    if (mine) {
+      a = rounded<T>(to_float(weight[i]) * rounded<T>(a * scale));
+      b = rounded<T>(to_float(weight[i + half]) * rounded<T>(b * scale));
+    }
+  }
+  // __fmul_rn: each product rounded on its own, never contracted into a fused multiply-add (the
+  // plain path multiplies and adds in separate ops).
+  const float rotated_a = rounded<T>(__fmul_rn(a, c)) - rounded<T>(__fmul_rn(b, s));
+  b = rounded<T>(__fmul_rn(b, c)) + rounded<T>(__fmul_rn(a, s));
+  a = rotated_a;
+}
+
 // One block per (token, head), thread i owns the pair (i, i + dim / 2).
 template <typename T>
 __global__ void norm_rotary_heads(const T* x, const T* weight, const T* cos, const T* sin, T* out, float* rstd,
@@ -75,27 +97,60 @@ __global__ void norm_rotary_heads(const T* x, const T* weight, const T* cos, con
   const int64_t i = threadIdx.x;
   const bool mine = i < half;
   float a = mine ? to_float(x[row * dim + i]) : 0.0f, b = mine ? to_float(x[row * dim + i + half]) : 0.0f;
-  if (weight != nullptr) {
-    const float scale = rsqrtf(block_sum(a * a + b * b) / float(dim) + eps);
-    if (rstd != nullptr && threadIdx.x == 0) rstd[row] = scale;
-    if (mine) {
-      a = rounded<T>(to_float(weight[i]) * rounded<T>(a * scale));
-      b = rounded<T>(to_float(weight[i + half]) * rounded<T>(b * scale));
-    }
-  }
+  const float c = mine ? to_float(cos[token * half + i]) : 0.0f, s = mine ? to_float(sin[token * half + i]) : 0.0f;
+  norm_rotate_pair<T>(a, b, weight, i, half, mine, c, s, eps, rstd != nullptr ? rstd + row : nullptr);
   if (!mine) return;
-  const float c = to_float(cos[token * half + i]), s = to_float(sin[token * half + i]);
-  // __fmul_rn: each product rounded on its own, never contracted into a fused multiply-add (the
-  // plain path multiplies and adds in separate ops).
-  out[row * dim + i] = from_float<T>(rounded<T>(__fmul_rn(a, c)) - rounded<T>(__fmul_rn(b, s)));
-  out[row * dim + i + half] = from_float<T>(rounded<T>(__fmul_rn(b, c)) + rounded<T>(__fmul_rn(a, s)));
+  out[row * dim + i] = from_float<T>(a);
+  out[row * dim + i + half] = from_float<T>(b);
 }
 
+// One block per (token, head of the merged q/k/v row), thread i owns the pair (i, i + dim / 2):
+// query heads normed and rotated into q_out (at their group-major place when group_major), key
+// heads normed and rotated into the keys cache at row write_index[token], value heads copied into
+// the values cache there.
 template <typename T>
-__global__ void silu_mul_values(const T* gate, const T* up, T* out, int64_t n) {
+__global__ void qkv_rotary_store_heads(const T* qkv, const T* q_weight, const T* k_weight, const T* cos, const T* sin,
+                                       T* q_out, T* keys, T* values, const int64_t* write_index, int64_t heads,
+                                       int64_t kv_heads, int64_t dim, float eps, bool group_major) {
+  const int64_t all = heads + 2 * kv_heads, token = blockIdx.x / all, head = blockIdx.x % all, half = dim / 2;
+  const int64_t i = threadIdx.x;
+  const bool mine = i < half;
+  const T* x = qkv + (token * all + head) * dim;
+  if (head >= heads + kv_heads) {  // a value head: the whole block takes this branch
+    if (!mine) return;
+    T* to = values + (write_index[token] * kv_heads + head - heads - kv_heads) * dim;
+    to[i] = x[i];
+    to[i + half] = x[i + half];
+    return;
+  }
+  const bool query = head < heads;
+  float a = mine ? to_float(x[i]) : 0.0f, b = mine ? to_float(x[i + half]) : 0.0f;
+  const float c = mine ? to_float(cos[token * half + i]) : 0.0f, s = mine ? to_float(sin[token * half + i]) : 0.0f;
+  norm_rotate_pair<T>(a, b, query ? q_weight : k_weight, i, half, mine, c, s, eps, nullptr);
+  if (!mine) return;
+  T* to;
+  if (query) {
+    // Query head h = j * groups + i_g serves key/value head j; group-major order puts it at
+    // i_g * kv_heads + j, which is the layout of `groups` query rows of kv_heads heads each.
+    const int64_t groups = heads / kv_heads;
+    const int64_t place = group_major ? (head % groups) * kv_heads + head / groups : head;
+    to = q_out + (token * heads + place) * dim;
+  } else {
+    to = keys + (write_index[token] * kv_heads + head - heads) * dim;
+  }
+  to[i] = from_float<T>(a);
+  to[i + half] = from_float<T>(b);
+}
+
+// out [n / width, width] = to_dtype(silu(gate)) * up, where row r's gate and up values start at
+// r * stride (stride == width for separate gate and up tensors; 2 * width with up = gate + width
+// for one merged [rows, 2 * width] projection).
+template <typename T>
+__global__ void silu_mul_values(const T* gate, const T* up, T* out, int64_t n, int64_t width, int64_t stride) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const float g = to_float(gate[i]);
-    out[i] = from_float<T>(rounded<T>(g / (1.0f + expf(-g))) * to_float(up[i]));
+    const int64_t at = stride == width ? i : (i / width) * stride + i % width;
+    const float g = to_float(gate[at]);
+    out[i] = from_float<T>(rounded<T>(g / (1.0f + expf(-g))) * to_float(up[at]));
   }
 }
 
@@ -317,12 +372,27 @@ cudaError_t norm_rotary_backward_typed(const void* dy, const void* x, const void
 }
 
 template <typename T>
-cudaError_t silu_mul_typed(const void* gate, const void* up, void* out, int64_t n, cudaStream_t stream) {
+cudaError_t silu_mul_typed(const void* gate, const void* up, void* out, int64_t n, int64_t width, int64_t stride,
+                           cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const int threads = 256;
   const int64_t blocks = (n + threads - 1) / threads;
   silu_mul_values<T><<<unsigned(blocks < 65535 ? blocks : 65535), threads, 0, stream>>>(
-      static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n);
+      static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n, width, stride);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t qkv_rotary_store_typed(const void* qkv, const void* q_weight, const void* k_weight, const void* cos,
+                                   const void* sin, void* q_out, void* keys, void* values, const int64_t* write_index,
+                                   int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dim, float eps,
+                                   bool group_major, cudaStream_t stream) {
+  if (tokens == 0) return cudaSuccess;
+  if (kv_heads < 1 || heads % kv_heads != 0) return cudaErrorInvalidValue;
+  qkv_rotary_store_heads<T><<<unsigned(tokens * (heads + 2 * kv_heads)), threads_for(dim / 2), 0, stream>>>(
+      static_cast<const T*>(qkv), static_cast<const T*>(q_weight), static_cast<const T*>(k_weight),
+      static_cast<const T*>(cos), static_cast<const T*>(sin), static_cast<T*>(q_out), static_cast<T*>(keys),
+      static_cast<T*>(values), write_index, heads, kv_heads, dim, eps, group_major);
   return cudaGetLastError();
 }
 
@@ -403,7 +473,26 @@ cudaError_t norm_rotary_backward(DType dtype, const void* dy, const void* x, con
 }
 
 cudaError_t silu_mul(DType dtype, const void* gate, const void* up, void* out, int64_t n, cudaStream_t stream) {
-  return by_dtype(dtype, [&](auto zero) { return silu_mul_typed<decltype(zero)>(gate, up, out, n, stream); });
+  return by_dtype(dtype, [&](auto zero) { return silu_mul_typed<decltype(zero)>(gate, up, out, n, n, n, stream); });
+}
+
+cudaError_t silu_mul_merged(DType dtype, const void* gate_up, void* out, int64_t rows, int64_t width,
+                            cudaStream_t stream) {
+  return by_dtype(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    const T* gate = static_cast<const T*>(gate_up);
+    return silu_mul_typed<T>(gate, gate + width, out, rows * width, width, 2 * width, stream);
+  });
+}
+
+cudaError_t qkv_rotary_store(DType dtype, const void* qkv, const void* q_weight, const void* k_weight, const void* cos,
+                             const void* sin, void* q_out, void* keys, void* values, const int64_t* write_index,
+                             int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dim, float eps, bool group_major,
+                             cudaStream_t stream) {
+  return by_dtype(dtype, [&](auto zero) {
+    return qkv_rotary_store_typed<decltype(zero)>(qkv, q_weight, k_weight, cos, sin, q_out, keys, values, write_index,
+                                                  tokens, heads, kv_heads, dim, eps, group_major, stream);
+  });
 }
 
 cudaError_t silu_mul_backward(DType dtype, const void* dy, const void* gate, const void* up, void* dgate, void* dup,

@@ -44,6 +44,24 @@ cudaError_t silu_mul(DType dtype, const void* gate, const void* up, void* out, i
 cudaError_t silu_mul_backward(DType dtype, const void* dy, const void* gate, const void* up, void* dgate, void* dup,
                               int64_t n, cudaStream_t stream);
 
+// silu_mul over one merged projection's output gate_up [rows, 2 * width] (gate columns, then up
+// columns): out [rows, width].
+cudaError_t silu_mul_merged(DType dtype, const void* gate_up, void* out, int64_t rows, int64_t width,
+                            cudaStream_t stream);
+
+// The merged q/k/v projection's output qkv [tokens, heads + 2 * kv_heads, dim] (query heads, then
+// key heads, then value heads) into attention's inputs, in one kernel: the query heads through
+// norm_rotary (q_weight) into q_out [tokens, heads, dim], the key heads through norm_rotary
+// (k_weight) and the value heads as they are into row write_index[t] of keys and values
+// [rows, kv_heads, dim] (the generation engine's slot cache, flattened). With group_major, query
+// head h = j * groups + i (groups = heads / kv_heads, served by key/value head j) goes to place
+// i * kv_heads + j of its token: the layout in which FlashAttention reads a decode token's heads
+// as `groups` query rows of kv_heads heads.
+cudaError_t qkv_rotary_store(DType dtype, const void* qkv, const void* q_weight, const void* k_weight, const void* cos,
+                             const void* sin, void* q_out, void* keys, void* values, const int64_t* write_index,
+                             int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dim, float eps, bool group_major,
+                             cudaStream_t stream);
+
 // Per row of logits [rows, vocab] (read once, in float32, each divided by temperature first: z =
 // logit / temperature): lse = logsumexp(z), logp = z[target] - lse, entropy = lse - sum(softmax(z)
 // * z). All outputs float32 [rows].

@@ -179,16 +179,35 @@ SlotLayout slot_layout(const torch::Tensor& tokens, const SlotBatch& batch, Slot
   return layout;
 }
 
+std::pair<torch::Tensor, torch::Tensor> slot_rows(const SlotLayout& layout, size_t layer) {
+  const SlotBatch& batch = *layout.batch;
+  const auto rows = [&](const torch::Tensor& cache) {
+    const torch::Tensor slots =
+        batch.leading_slots ? cache.narrow(0, 0, batch.slot.size(0)) : cache.index_select(0, batch.slot);
+    return slots.narrow(1, 0, batch.read_width).transpose(1, 2);
+  };
+  return {rows(layout.cache->keys[layer]), rows(layout.cache->values[layer])};
+}
+
 std::pair<torch::Tensor, torch::Tensor> store_in_slots(const SlotLayout& layout, size_t layer, const torch::Tensor& k,
                                                        const torch::Tensor& v) {
-  const SlotBatch& batch = *layout.batch;
   const auto store = [&](torch::Tensor& cache, const torch::Tensor& x) {
     const int64_t rows = x.size(0), heads = x.size(1), length = x.size(2), dim = x.size(3);
     cache.view({-1, heads, dim}).index_copy_(0, layout.write_index, x.transpose(1, 2).reshape({rows * length, heads, dim}));
-    const torch::Tensor slots = batch.leading_slots ? cache.narrow(0, 0, rows) : cache.index_select(0, batch.slot);
-    return slots.narrow(1, 0, batch.read_width).transpose(1, 2);
   };
-  return {store(layout.cache->keys[layer], k), store(layout.cache->values[layer], v)};
+  store(layout.cache->keys[layer], k);
+  store(layout.cache->values[layer], v);
+  return slot_rows(layout, layer);
+}
+
+torch::Tensor group_major_columns(int64_t heads, int64_t kv_heads, int64_t dim) {
+  if (kv_heads < 1 || heads % kv_heads != 0)
+    fail("group_major_columns: {} query heads do not split into groups of {} key/value heads", heads, kv_heads);
+  const int64_t groups = heads / kv_heads;
+  // place p = i * kv_heads + j holds head j * groups + i.
+  const torch::Tensor place = torch::arange(heads, torch::kLong);
+  const torch::Tensor head = (place % kv_heads) * groups + place.div(kv_heads, "floor");
+  return (head.unsqueeze(1) * dim + torch::arange(dim, torch::kLong).unsqueeze(0)).view(-1);
 }
 
 torch::Tensor grouped_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

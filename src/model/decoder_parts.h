@@ -66,6 +66,10 @@ struct SlotLayout {
   // padding) and the longest row's count. Undefined (0) otherwise.
   torch::Tensor key_offsets, query_offsets, keys_used, real_tokens;
   int64_t longest_count = 0;
+  // Decode calls whose query heads are in group-major order (fused_decoder.h): the query offsets
+  // of `groups` rows a token, 0, groups, 2 groups, ... (int32); set by the decoder, which knows
+  // the head counts.
+  torch::Tensor grouped_query_offsets;
 };
 SlotLayout slot_layout(const torch::Tensor& tokens, const SlotBatch& batch, SlotKVCache& cache);
 
@@ -73,6 +77,14 @@ SlotLayout slot_layout(const torch::Tensor& tokens, const SlotBatch& batch, Slot
 // attends to, [B, Hkv, read_width, D] (views of the cache rows when batch.leading_slots).
 std::pair<torch::Tensor, torch::Tensor> store_in_slots(const SlotLayout& layout, size_t layer, const torch::Tensor& k,
                                                        const torch::Tensor& v);
+// The keys and values each row attends to, as store_in_slots() returns them, without writing.
+std::pair<torch::Tensor, torch::Tensor> slot_rows(const SlotLayout& layout, size_t layer);
+
+// Query heads of D values each in group-major order: head h = j * groups + i (groups = heads /
+// kv_heads, served by key/value head j) at place i * kv_heads + j, the order in which
+// FlashAttention reads a decode token's grouped heads. The natural columns in that order (int64
+// [heads * D]): column c of a group-major vector is column result[c] of the natural one.
+torch::Tensor group_major_columns(int64_t heads, int64_t kv_heads, int64_t dim);
 
 // attention() for q [B, H, T, D] against k, v [B, Hkv, W, D] with mask [B, 1, T, W], the H / Hkv
 // query heads of each key/value head folded into its query axis ([B, Hkv, H / Hkv * T, D]): grouped

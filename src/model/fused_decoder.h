@@ -51,11 +51,23 @@ torch::Tensor fused_logp_entropy_backward(const torch::Tensor& logits, const tor
 // (aten::_flash_attention_forward with seqused_k; LibTorch >= 2.5), which decode attention uses.
 bool varlen_decode_attention_available();
 
-// Stores k, v [B, T, Hkv, D] in the slots and returns the attention output [B, T, H * D] of
-// q [B, T, H, D]. One token a row (decode) in float16 or bfloat16 runs FlashAttention's
-// variable-length kernel over the cache as it lies, each row reading its slot's start + count keys
-// and nothing past them; other calls take store_in_slots() and grouped_attention().
-torch::Tensor fused_slot_attention(const SlotLayout& layout, size_t layer, const torch::Tensor& q, const torch::Tensor& k,
-                                   const torch::Tensor& v);
+// The attention of one forward call over the slots, from the merged q/k/v projection's output
+// qkv [B, T, (heads + 2 Hkv) * D]. One kernel norms (q_norm, k_norm; undefined: none) and rotates
+// the query and key heads and stores the keys and values in the slots. Then, one token a row
+// (decode) in float16 or bfloat16: FlashAttention's variable-length kernel over the cache as it
+// lies, each row reading its slot's start + count keys and nothing past them; with group_major
+// and heads > Hkv, the query heads are written in the group-major order in which that kernel reads
+// them, and the output [B, T, heads * D] comes in that order too (HFDecoder's o_proj copy takes
+// its columns in it). Other calls: grouped_attention() over the slots' rows, heads in order.
+struct SlotAttention {
+  torch::Tensor out;
+  bool group_major = false;  // out's heads in group-major order
+};
+SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const torch::Tensor& qkv, int64_t heads,
+                                   const torch::Tensor& q_norm, const torch::Tensor& k_norm, const torch::Tensor& cos,
+                                   const torch::Tensor& sin, double eps, bool group_major);
+
+// silu_mul over one merged gate/up projection's output [..., 2 * I] (gate, then up): [..., I].
+torch::Tensor fused_silu_mul_merged(const torch::Tensor& gate_up);
 
 }  // namespace turnrl::detail

@@ -213,13 +213,25 @@ namespace {
 // std::optional from LibTorch 2.0, c10::optional before.
 using MaybeOperator = decltype(c10::Dispatcher::singleton().findSchema(c10::OperatorName("", "")));
 
+// The arguments flash_varlen() passes by name.
+bool known_flash_argument(const std::string& name) {
+  for (const char* known : {"query", "key", "value", "cum_seq_q", "cum_seq_k", "max_q", "max_k", "dropout_p",
+                            "is_causal", "return_debug_mask", "seqused_k"})
+    if (name == known) return true;
+  return false;
+}
+
+// The op, where it has seqused_k and every argument without a default is one flash_varlen() knows.
 const MaybeOperator& flash_op() {
   static const MaybeOperator op = []() -> MaybeOperator {
     MaybeOperator found = c10::Dispatcher::singleton().findSchema({"aten::_flash_attention_forward", ""});
-    if (found)
-      for (const c10::Argument& a : found->schema().arguments())
-        if (a.name() == "seqused_k") return found;
-    return MaybeOperator();
+    if (!found) return MaybeOperator();
+    bool has_seqused_k = false;
+    for (const c10::Argument& a : found->schema().arguments()) {
+      if (a.name() == "seqused_k") has_seqused_k = true;
+      if (!a.default_value() && !known_flash_argument(a.name())) return MaybeOperator();
+    }
+    return has_seqused_k ? found : MaybeOperator();
   }();
   return op;
 }
@@ -227,8 +239,7 @@ const MaybeOperator& flash_op() {
 // FlashAttention's variable-length forward through the dispatcher, its arguments matched by name
 // against the schema of the LibTorch at hand: the op's C++ signature has grown across releases
 // (seqused_k, window sizes, alibi slopes), and any argument this code does not know has a default.
-// Undefined where the op, or its seqused_k argument, is missing, or it has an argument without a
-// default that this code does not know.
+// Undefined where flash_op() found no usable op.
 torch::Tensor flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                            const torch::Tensor& query_offsets, const torch::Tensor& key_offsets, int64_t max_q,
                            int64_t max_k, const torch::Tensor& keys_used, bool causal) {
@@ -248,8 +259,7 @@ torch::Tensor flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const
     else if (name == "is_causal") stack.emplace_back(causal);
     else if (name == "return_debug_mask") stack.emplace_back(false);
     else if (name == "seqused_k") stack.emplace_back(keys_used);
-    else if (a.default_value()) stack.push_back(*a.default_value());
-    else return {};
+    else stack.push_back(*a.default_value());  // flash_op() checked that it has one
   }
   op->callBoxed(&stack);
   return stack.front().toTensor();
@@ -259,38 +269,78 @@ torch::Tensor flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const
 
 bool varlen_decode_attention_available() { return flash_op().has_value(); }
 
-torch::Tensor fused_slot_attention(const SlotLayout& layout, size_t layer, const torch::Tensor& q, const torch::Tensor& k,
-                                   const torch::Tensor& v) {
-  const int64_t rows = q.size(0), length = q.size(1), heads = q.size(2), dim = q.size(3);
-  const bool half_precision = q.scalar_type() == torch::kHalf || q.scalar_type() == torch::kBFloat16;
-  if (layout.keys_used.defined() && half_precision && dim % 8 == 0 && dim <= 256) {
-    SlotKVCache& cache = *layout.cache;
-    const int64_t kv_heads = k.size(2);
-    const torch::Tensor keys = cache.keys[layer].view({-1, kv_heads, dim});
-    const torch::Tensor values = cache.values[layer].view({-1, kv_heads, dim});
-    // The cache [slots + 1, capacity, Hkv, D] is already the packed [total, Hkv, D] key layout of
-    // the variable-length kernel: row b's keys start at slot[b] * capacity and it reads the first
-    // start[b] + count[b] of them, its own new ones (written here) last. Its queries are its real
-    // tokens, packed; causal alignment is bottom-right (query t sees keys up to start[b] + t),
-    // which is what the cache holds. Idle decode rows (count 0) read one key; their outputs are
-    // ignored.
-    keys.index_copy_(0, layout.write_index, k.reshape({rows * length, kv_heads, dim}));
-    values.index_copy_(0, layout.write_index, v.reshape({rows * length, kv_heads, dim}));
-    const torch::Tensor all_queries = q.reshape({rows * length, heads, dim});
-    const torch::Tensor queries = length == 1 ? all_queries : all_queries.index_select(0, layout.real_tokens);
-    const torch::Tensor out =
-        flash_varlen(queries, keys, values, layout.query_offsets, layout.key_offsets, layout.longest_count,
-                     layout.batch->read_width, layout.keys_used, /*causal=*/length > 1);
-    if (out.defined()) {
-      if (length == 1) return out.reshape({rows, 1, heads * dim});
-      torch::Tensor padded = torch::zeros({rows * length, heads * dim}, out.options());
-      padded.index_copy_(0, layout.real_tokens, out.reshape({-1, heads * dim}));
-      return padded.view({rows, length, heads * dim});
+SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const torch::Tensor& qkv, int64_t heads,
+                                   const torch::Tensor& q_norm, const torch::Tensor& k_norm, const torch::Tensor& cos,
+                                   const torch::Tensor& sin, double eps, bool group_major) {
+  SlotKVCache& cache = *layout.cache;
+  torch::Tensor& key_cache = cache.keys[layer];
+  torch::Tensor& value_cache = cache.values[layer];
+  const int64_t rows = qkv.size(0), length = qkv.size(1), kv_heads = key_cache.size(2), dim = key_cache.size(3);
+  if (qkv.size(2) != (heads + 2 * kv_heads) * dim || qkv.scalar_type() != key_cache.scalar_type())
+    fail("fused_slot_attention: qkv {} {} does not hold {} query and {} key/value heads of {} values in the cache's {}",
+         c10::toString(qkv.scalar_type()), c10::str(qkv.sizes()), heads, kv_heads, dim,
+         c10::toString(key_cache.scalar_type()));
+  const bool half_precision = qkv.scalar_type() == torch::kHalf || qkv.scalar_type() == torch::kBFloat16;
+  const bool flash = layout.keys_used.defined() && half_precision && dim % 8 == 0 && dim <= 256 &&
+                     varlen_decode_attention_available();
+  const int64_t groups = heads / kv_heads;
+  SlotAttention result;
+  result.group_major = flash && length == 1 && groups > 1 && group_major && layout.grouped_query_offsets.defined();
+  // The cache [slots + 1, capacity, Hkv, D] is already the packed [total, Hkv, D] key layout of
+  // the variable-length kernel: row b's keys start at slot[b] * capacity and it reads the first
+  // start[b] + count[b] of them, its own new ones (written here) last.
+  const torch::Tensor input = qkv.contiguous();
+  const torch::Tensor c = cos.to(qkv.scalar_type()).contiguous(), s = sin.to(qkv.scalar_type()).contiguous();
+  if (c.numel() != rows * length * dim / 2)
+    fail("fused kernels: cos has {} values, {} tokens of head_dim {} need {}", c.numel(), rows * length, dim,
+         rows * length * dim / 2);
+  torch::Tensor q = torch::empty({rows * length, heads, dim}, qkv.options());
+  check(dk::qkv_rotary_store(kernel_dtype(qkv), input.data_ptr(), data_or_null(q_norm), data_or_null(k_norm),
+                             c.data_ptr(), s.data_ptr(), q.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(),
+                             layout.write_index.data_ptr<int64_t>(), rows * length, heads, kv_heads, dim, float(eps),
+                             result.group_major, stream_of(qkv)),
+        "qkv_rotary_store");
+  if (flash) {
+    const torch::Tensor keys = key_cache.view({-1, kv_heads, dim}), values = value_cache.view({-1, kv_heads, dim});
+    torch::Tensor out;
+    if (result.group_major) {
+      // Each token's query heads as `groups` query rows of kv_heads heads, all of them seeing the
+      // row's keys (no causal mask): what the kernel does itself for one query a row
+      // (seqlenq_ngroups_swapped), without its two transposing copies.
+      out = flash_varlen(q.view({rows * groups, kv_heads, dim}), keys, values, layout.grouped_query_offsets,
+                         layout.key_offsets, groups, layout.batch->read_width, layout.keys_used, /*causal=*/false);
+    } else {
+      // Queries are the rows' real tokens, packed; causal alignment is bottom-right (query t sees
+      // keys up to start[b] + t), which is what the cache holds. Idle decode rows (count 0) read
+      // one key; their outputs are ignored.
+      const torch::Tensor queries = length == 1 ? q : q.index_select(0, layout.real_tokens);
+      out = flash_varlen(queries, keys, values, layout.query_offsets, layout.key_offsets, layout.longest_count,
+                         layout.batch->read_width, layout.keys_used, /*causal=*/length > 1);
     }
+    if (length == 1) {
+      result.out = out.reshape({rows, 1, heads * dim});
+      return result;
+    }
+    torch::Tensor padded = torch::zeros({rows * length, heads * dim}, out.options());
+    padded.index_copy_(0, layout.real_tokens, out.reshape({-1, heads * dim}));
+    result.out = padded.view({rows, length, heads * dim});
+    return result;
   }
-  // (Where the flash kernel is missing the keys were stored above already; storing again is harmless.)
-  const auto [keys, values] = store_in_slots(layout, layer, k.transpose(1, 2), v.transpose(1, 2));
-  return grouped_attention(q.transpose(1, 2), keys, values, layout.attend).transpose(1, 2).reshape({rows, length, -1});
+  const auto [k, v] = slot_rows(layout, layer);
+  const torch::Tensor queries = q.view({rows, length, heads, dim}).transpose(1, 2);
+  result.out = grouped_attention(queries, k, v, layout.attend).transpose(1, 2).reshape({rows, length, -1});
+  return result;
+}
+
+torch::Tensor fused_silu_mul_merged(const torch::Tensor& gate_up) {
+  const torch::Tensor x = gate_up.contiguous();
+  const int64_t width = x.size(-1) / 2;
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = width;
+  torch::Tensor out = torch::empty(sizes, x.options());
+  check(dk::silu_mul_merged(kernel_dtype(x), x.data_ptr(), out.data_ptr(), x.numel() / x.size(-1), width, stream_of(x)),
+        "silu_mul_merged");
+  return out;
 }
 
 }  // namespace turnrl::detail

@@ -151,6 +151,8 @@ struct GenerationEngine::State {
 #endif
   }
 
+  bool merged() const { return options.fused_kernels() && options.merged_projections(); }
+
   torch::Tensor to_device(const std::vector<int64_t>& values) const {
     return torch::tensor(values, torch::kLong).to(device);
   }
@@ -173,6 +175,7 @@ struct GenerationEngine::State {
     batch.read_width = read_width;
     batch.leading_slots = true;
     batch.fused_kernels = options.fused_kernels();
+    batch.merged_projections = merged();
     return model->logits(model->slot_hidden(tokens.unsqueeze(1), batch, cache).select(1, 0));
   }
 
@@ -251,6 +254,7 @@ struct GenerationEngine::State {
     const torch::Tensor placement = rows_to_device<int64_t>({slot_of, start, count}, torch::kLong);
     SlotBatch batch;
     batch.fused_kernels = options.fused_kernels();
+    batch.merged_projections = merged();
     batch.slot = placement[0];
     batch.start = placement[1];
     batch.count = placement[2];
@@ -426,6 +430,8 @@ int64_t GenerationEngine::add(GenerationRequest request) {
 std::vector<GenerationResult> GenerationEngine::run() {
   State& st = *state_;
   torch::NoGradGuard no_grad;
+  // Captured decode graphs read the merged copies: bring them up to date with the parameters.
+  if (st.merged()) st.model->refresh_merged_projections();
   while (!st.waiting.empty() || st.any_running()) {
     // Requests prefilled this step sample their first token from the prefill's logits; the ones
     // already running advance by one token. One sampling call serves both.

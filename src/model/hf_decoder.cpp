@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "decoder_parts.h"
+#include "merged_linear.h"
 #ifdef TURNRL_WITH_CUDA
 #include "fused_decoder.h"
 #endif
@@ -72,9 +73,11 @@ struct HFLayer : torch::nn::Module {
 #endif
     const int64_t batch = x.size(0), length = x.size(1);
     const torch::Tensor h = rms_norm(x, input_norm, config.rms_norm_eps);
-    const torch::Tensor q = apply_rotary(split_heads(projections.at("q_proj")(h), config.num_attention_heads, q_norm), cos, sin);
-    torch::Tensor k = apply_rotary(split_heads(projections.at("k_proj")(h), config.num_key_value_heads, k_norm), cos, sin);
-    torch::Tensor v = split_heads(projections.at("v_proj")(h), config.num_key_value_heads, {});
+    const bool merged = slots && slots->batch->merged_projections && !torch::GradMode::is_enabled();
+    const auto [q_out, k_out, v_out] = project_qkv(h, merged);
+    const torch::Tensor q = apply_rotary(split_heads(q_out, config.num_attention_heads, q_norm), cos, sin);
+    torch::Tensor k = apply_rotary(split_heads(k_out, config.num_key_value_heads, k_norm), cos, sin);
+    torch::Tensor v = split_heads(v_out, config.num_key_value_heads, {});
     torch::Tensor a;
     if (slots) {
       std::tie(k, v) = store_in_slots(*slots, index, k, v);
@@ -86,7 +89,43 @@ struct HFLayer : torch::nn::Module {
     a = a.transpose(1, 2).reshape({batch, length, -1});
     x = x + projections.at("o_proj")(a);
     const torch::Tensor m = rms_norm(x, post_norm, config.rms_norm_eps);
+    if (merged && gate_up_merged.ready()) {
+      const torch::Tensor gate_up = gate_up_merged(m);
+      const int64_t width = config.intermediate_size;
+      return x + projections.at("down_proj")(torch::silu(gate_up.narrow(-1, 0, width)) * gate_up.narrow(-1, width, width));
+    }
     return x + projections.at("down_proj")(torch::silu(projections.at("gate_proj")(m)) * projections.at("up_proj")(m));
+  }
+
+  // The q, k and v projections of h: through the merged copy's one GEMM where `merged` and it is
+  // built (views of its output), else one GEMM each.
+  std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> project_qkv(const torch::Tensor& h, bool merged) {
+    if (!merged || !qkv_merged.ready())
+      return {projections.at("q_proj")(h), projections.at("k_proj")(h), projections.at("v_proj")(h)};
+    const torch::Tensor qkv = qkv_merged(h);
+    const int64_t q_width = config.num_attention_heads * config.head_dim, kv_width = config.num_key_value_heads * config.head_dim;
+    return {qkv.narrow(-1, 0, q_width), qkv.narrow(-1, q_width, kv_width), qkv.narrow(-1, q_width + kv_width, kv_width)};
+  }
+
+  // Builds or refreshes the merged copies (merged_linear.h); `group_major_o` also an o_proj copy
+  // whose input columns come in group-major head order (fused_decoder.h). `on` false frees them.
+  void refresh_merged(bool on, bool group_major_o) {
+    const auto part = [this](const char* name) { return projections.at(name).get(); };
+    if (!on) {
+      qkv_merged.clear();
+      gate_up_merged.clear();
+      o_group_major.clear();
+      return;
+    }
+    qkv_merged.refresh({part("q_proj"), part("k_proj"), part("v_proj")});
+    gate_up_merged.refresh({part("gate_proj"), part("up_proj")});
+    if (!group_major_o || config.num_attention_heads == config.num_key_value_heads) {
+      o_group_major.clear();
+      return;
+    }
+    if (!o_columns.defined())
+      o_columns = group_major_columns(config.num_attention_heads, config.num_key_value_heads, config.head_dim);
+    o_group_major.refresh({part("o_proj")}, o_columns);
   }
 
 #ifdef TURNRL_WITH_CUDA
@@ -102,21 +141,34 @@ struct HFLayer : torch::nn::Module {
     const int64_t batch = input.size(0), length = input.size(1), dim = config.head_dim;
     const double eps = config.rms_norm_eps;
     const auto [x, h] = add_and_norm(input, pending, input_norm);
-    const torch::Tensor q = fused_norm_rotary(
-        projections.at("q_proj")(h).view({batch, length, config.num_attention_heads, dim}), q_norm, cos, sin, eps);
-    const torch::Tensor k = fused_norm_rotary(
-        projections.at("k_proj")(h).view({batch, length, config.num_key_value_heads, dim}), k_norm, cos, sin, eps);
-    const torch::Tensor v = projections.at("v_proj")(h).view({batch, length, config.num_key_value_heads, dim});
-    torch::Tensor a;
+    torch::Tensor o;
+    const bool merged = slots && slots->batch->merged_projections && !torch::GradMode::is_enabled();
     if (slots) {
-      a = fused_slot_attention(*slots, index, q, k, v);
+      // One kernel norms, rotates and stores what the q/k/v projections give (as one tensor).
+      const torch::Tensor qkv = merged && qkv_merged.ready()
+                                    ? qkv_merged(h)
+                                    : torch::cat({projections.at("q_proj")(h), projections.at("k_proj")(h),
+                                                  projections.at("v_proj")(h)},
+                                                 -1);
+      const SlotAttention a = fused_slot_attention(*slots, index, qkv, config.num_attention_heads, q_norm, k_norm, cos,
+                                                   sin, eps, merged && o_group_major.ready());
+      o = a.group_major ? o_group_major(a.out) : projections.at("o_proj")(a.out);
     } else {
+      const torch::Tensor q = fused_norm_rotary(
+          projections.at("q_proj")(h).view({batch, length, config.num_attention_heads, dim}), q_norm, cos, sin, eps);
+      const torch::Tensor k = fused_norm_rotary(
+          projections.at("k_proj")(h).view({batch, length, config.num_key_value_heads, dim}), k_norm, cos, sin, eps);
+      const torch::Tensor v = projections.at("v_proj")(h).view({batch, length, config.num_key_value_heads, dim});
       torch::Tensor keys = k.transpose(1, 2), values = v.transpose(1, 2);
       if (cache) std::tie(keys, values) = append_to_cache(*cache, index, keys, values);
-      a = attention(q.transpose(1, 2), keys, values, attend).transpose(1, 2).reshape({batch, length, -1});
+      o = projections.at("o_proj")(
+          attention(q.transpose(1, 2), keys, values, attend).transpose(1, 2).reshape({batch, length, -1}));
     }
-    const auto [residual, m] = add_and_norm(x, projections.at("o_proj")(a), post_norm);
-    return {residual, projections.at("down_proj")(fused_silu_mul(projections.at("gate_proj")(m), projections.at("up_proj")(m)))};
+    const auto [residual, m] = add_and_norm(x, o, post_norm);
+    const torch::Tensor gated = merged && gate_up_merged.ready()
+                                    ? fused_silu_mul_merged(gate_up_merged(m))
+                                    : fused_silu_mul(projections.at("gate_proj")(m), projections.at("up_proj")(m));
+    return {residual, projections.at("down_proj")(gated)};
   }
 
   // {x + delta, rms_norm(x + delta, weight)} (delta may be undefined: {x, rms_norm(x)}), in one
@@ -135,6 +187,9 @@ struct HFLayer : torch::nn::Module {
   HFConfig config;
   std::map<std::string, LoraLinear> projections;
   torch::Tensor q_norm, k_norm, input_norm, post_norm;
+  // The generation engine's merged copies (HFDecoderImpl::refresh_merged_projections).
+  MergedLinear qkv_merged, gate_up_merged, o_group_major;
+  torch::Tensor o_columns;  // group_major_columns() of this layer's heads
 };
 
 // Activation checkpointing of one layer (LibTorch C++ has no torch.utils.checkpoint): the forward
@@ -217,8 +272,30 @@ SlotKVCache HFDecoderImpl::make_slot_cache(int64_t slots, int64_t capacity) cons
                             embed_tokens_.options());
 }
 
+void HFDecoderImpl::refresh_merged_projections() {
+  bool group_major_o = false;
+#ifdef TURNRL_WITH_CUDA
+  const torch::Dtype type = dtype();
+  group_major_o = detail::fused_kernels_supported(embed_tokens_) && (type == torch::kHalf || type == torch::kBFloat16) &&
+                  detail::varlen_decode_attention_available();
+#endif
+  for (auto& layer : layers_) layer->refresh_merged(true, group_major_o);
+}
+
+void HFDecoderImpl::clear_merged_projections() {
+  for (auto& layer : layers_) layer->refresh_merged(false, false);
+}
+
 torch::Tensor HFDecoderImpl::slot_hidden(const torch::Tensor& tokens, const SlotBatch& batch, SlotKVCache& cache) {
-  const detail::SlotLayout layout = detail::slot_layout(tokens, batch, cache);
+  detail::SlotLayout layout = detail::slot_layout(tokens, batch, cache);
+  if (batch.merged_projections && !torch::GradMode::is_enabled()) {
+    // Version checks only, unless a parameter changed (and never during a capture: the warm-up
+    // calls before it refreshed them).
+    refresh_merged_projections();
+    const int64_t groups = config_.num_attention_heads / config_.num_key_value_heads;
+    if (layout.query_offsets.defined() && tokens.size(1) == 1 && groups > 1)
+      layout.grouped_query_offsets = layout.query_offsets * groups;
+  }
   if (!inv_freq_on_device_.defined() || inv_freq_on_device_.device() != device()) inv_freq_on_device_ = inv_freq_.to(device());
   auto [cos, sin] = detail::rotary_angles(layout.positions, inv_freq_on_device_);
   cos = cos.to(dtype());

@@ -75,7 +75,7 @@ TEST_CASE("fused_decoder: norms, rotary and the gated product round as the plain
   }
 }
 
-TEST_CASE("fused_decoder: attention over the slots equals the masked grouped attention", "[model][cuda]") {
+TEST_CASE("fused_decoder: attention over the slots from merged q/k/v equals the plain path", "[model][cuda]") {
   if (!at::hasCUDA()) {
     WARN("needs a GPU: skipped");
     return;
@@ -92,45 +92,84 @@ TEST_CASE("fused_decoder: attention over the slots equals the masked grouped att
   // tokens after 0 to 60 cached ones, in slots out of order, padded to 7.
   const std::vector<Case> cases = {{"decode", {0, 1, 2, 3, 4}, {0, 17, 89, 40, 3}, {1, 1, 1, 0, 1}, true},
                                    {"prefill", {4, 0, 2}, {0, 60, 5}, {7, 1, 4}, false}};
+  const double eps = 1e-6;
   for (const torch::Dtype dtype : {torch::kHalf, torch::kBFloat16}) {
     for (const Case& c : cases) {
-      INFO(c10::toString(dtype) << " " << c.name);
-      const auto options = torch::TensorOptions(dtype).device(torch::kCUDA);
-      const int64_t slots = 6, capacity = 96, kv_heads = 2, groups = 4, dim = 128;
-      const int64_t rows = int64_t(c.slot.size()), length = *std::max_element(c.count.begin(), c.count.end());
-      SlotKVCache plain_cache = SlotKVCache::empty(1, slots, kv_heads, capacity, dim, options);
-      plain_cache.keys[0].normal_();
-      plain_cache.values[0].normal_();
-      SlotKVCache fused_cache;
-      fused_cache.keys = {plain_cache.keys[0].clone()};
-      fused_cache.values = {plain_cache.values[0].clone()};
-      SlotBatch batch;
-      batch.slot = torch::tensor(c.slot, index);
-      batch.start = torch::tensor(c.start, index);
-      batch.count = torch::tensor(c.count, index);
-      batch.read_width = capacity;
-      batch.leading_slots = c.leading;
-      batch.fused_kernels = true;
-      const torch::Tensor tokens = torch::zeros({rows, length}, index);
-      const turnrl::detail::SlotLayout plain_layout = turnrl::detail::slot_layout(tokens, batch, plain_cache);
-      const turnrl::detail::SlotLayout fused_layout = turnrl::detail::slot_layout(tokens, batch, fused_cache);
-      REQUIRE(fused_layout.keys_used.defined());
-      const torch::Tensor q = torch::randn({rows, length, kv_heads * groups, dim}, options);
-      const torch::Tensor k = torch::randn({rows, length, kv_heads, dim}, options);
-      const torch::Tensor v = torch::randn({rows, length, kv_heads, dim}, options);
-      const auto [keys, values] = turnrl::detail::store_in_slots(plain_layout, 0, k.transpose(1, 2), v.transpose(1, 2));
-      const torch::Tensor want = turnrl::detail::grouped_attention(q.transpose(1, 2), keys, values, plain_layout.attend)
-                                     .transpose(1, 2)
-                                     .reshape({rows, length, -1});
-      const torch::Tensor got = turnrl::detail::fused_slot_attention(fused_layout, 0, q, k, v);
-      CHECK(torch::equal(fused_cache.keys[0], plain_cache.keys[0]));
-      CHECK(torch::equal(fused_cache.values[0], plain_cache.values[0]));
-      // Real tokens only: padding positions and idle rows are meaningless in both.
-      const torch::Tensor real = torch::arange(length, index).unsqueeze(0) < batch.count.unsqueeze(1);
-      const double gap = max_abs_diff(got.index({real}), want.index({real}));
-      INFO("max |fused - plain| " << gap);
-      CHECK(gap < (dtype == torch::kHalf ? 2e-3 : 1.6e-2));
+      for (const bool norms : {false, true}) {
+        for (const bool group_major : {false, true}) {
+          INFO(c10::toString(dtype) << " " << c.name << (norms ? " with q/k norms" : "")
+                                    << (group_major ? " group-major" : ""));
+          const auto options = torch::TensorOptions(dtype).device(torch::kCUDA);
+          const int64_t slots = 6, capacity = 96, kv_heads = 2, groups = 4, heads = kv_heads * groups, dim = 128;
+          const int64_t rows = int64_t(c.slot.size()), length = *std::max_element(c.count.begin(), c.count.end());
+          SlotKVCache plain_cache = SlotKVCache::empty(1, slots, kv_heads, capacity, dim, options);
+          plain_cache.keys[0].normal_();
+          plain_cache.values[0].normal_();
+          SlotKVCache fused_cache;
+          fused_cache.keys = {plain_cache.keys[0].clone()};
+          fused_cache.values = {plain_cache.values[0].clone()};
+          SlotBatch batch;
+          batch.slot = torch::tensor(c.slot, index);
+          batch.start = torch::tensor(c.start, index);
+          batch.count = torch::tensor(c.count, index);
+          batch.read_width = capacity;
+          batch.leading_slots = c.leading;
+          batch.fused_kernels = true;
+          const torch::Tensor tokens = torch::zeros({rows, length}, index);
+          const turnrl::detail::SlotLayout plain_layout = turnrl::detail::slot_layout(tokens, batch, plain_cache);
+          turnrl::detail::SlotLayout fused_layout = turnrl::detail::slot_layout(tokens, batch, fused_cache);
+          REQUIRE(fused_layout.keys_used.defined());
+          if (length == 1) fused_layout.grouped_query_offsets = fused_layout.query_offsets * groups;
+          const torch::Tensor q = torch::randn({rows, length, heads, dim}, options);
+          const torch::Tensor k = torch::randn({rows, length, kv_heads, dim}, options);
+          const torch::Tensor v = torch::randn({rows, length, kv_heads, dim}, options);
+          const torch::Tensor q_norm = norms ? torch::rand({dim}, options) + 0.5 : torch::Tensor();
+          const torch::Tensor k_norm = norms ? torch::rand({dim}, options) + 0.5 : torch::Tensor();
+          const torch::Tensor angles = torch::rand({rows, 1, length, dim / 2}, options.dtype(torch::kFloat)) * 6.3;
+          const torch::Tensor cos = angles.cos().to(dtype), sin = angles.sin().to(dtype);
+          // The plain path: norm and rotary by the (separately tested) fused_norm_rotary, keys and
+          // values stored by index_copy, the masked grouped attention.
+          const torch::Tensor q_rotated = turnrl::detail::fused_norm_rotary(q, q_norm, cos, sin, eps);
+          const torch::Tensor k_rotated = turnrl::detail::fused_norm_rotary(k, k_norm, cos, sin, eps);
+          const auto [keys, values] =
+              turnrl::detail::store_in_slots(plain_layout, 0, k_rotated.transpose(1, 2), v.transpose(1, 2));
+          const torch::Tensor want = turnrl::detail::grouped_attention(q_rotated.transpose(1, 2), keys, values, plain_layout.attend)
+                                         .transpose(1, 2)
+                                         .reshape({rows, length, -1});
+          const torch::Tensor qkv = torch::cat({q.flatten(2), k.flatten(2), v.flatten(2)}, -1);
+          const turnrl::detail::SlotAttention got =
+              turnrl::detail::fused_slot_attention(fused_layout, 0, qkv, heads, q_norm, k_norm, cos, sin, eps, group_major);
+          CHECK(got.group_major == (group_major && length == 1));
+          // The one kernel rounds as fused_norm_rotary does: the stored keys are those bits.
+          CHECK(torch::equal(fused_cache.keys[0], plain_cache.keys[0]));
+          CHECK(torch::equal(fused_cache.values[0], plain_cache.values[0]));
+          torch::Tensor out = got.out;
+          if (got.group_major) {  // back to the natural head order
+            const torch::Tensor columns = turnrl::detail::group_major_columns(heads, kv_heads, dim).to(torch::kCUDA);
+            out = torch::empty_like(got.out).index_copy_(2, columns, got.out);
+          }
+          // Real tokens only: padding positions and idle rows are meaningless in both.
+          const torch::Tensor real = torch::arange(length, index).unsqueeze(0) < batch.count.unsqueeze(1);
+          const double gap = max_abs_diff(out.index({real}), want.index({real}));
+          INFO("max |fused - plain| " << gap);
+          CHECK(gap < (dtype == torch::kHalf ? 2e-3 : 1.6e-2));
+        }
+      }
     }
+  }
+}
+
+TEST_CASE("fused_decoder: the merged gate/up product equals the separate one", "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  torch::manual_seed(6);
+  for (const torch::Dtype dtype : kDtypes) {
+    INFO(c10::toString(dtype));
+    const torch::Tensor gate_up = torch::randn({3, 5, 2 * 96}, torch::TensorOptions(dtype).device(torch::kCUDA));
+    const torch::Tensor want = turnrl::detail::fused_silu_mul(gate_up.narrow(-1, 0, 96), gate_up.narrow(-1, 96, 96));
+    CHECK(torch::equal(turnrl::detail::fused_silu_mul_merged(gate_up), want));
   }
 }
 

@@ -185,6 +185,39 @@ TEST_CASE("generation_engine: continuous batching with ragged requests equals on
   }
 }
 
+TEST_CASE("generation_engine: merged projections equal separate ones and follow in-place parameter updates", "[model]") {
+  for (const std::string& family : hf_families()) {
+    INFO(family);  // qwen2: q/k/v biases; qwen3: q/k norms; llama: neither
+    auto policy = load_fixture(family);
+    const std::vector<GenerationRequest> requests = mixed_requests();
+    GenerationEngine merged(policy->model(), GenerationEngineOptions().slots(3).capacity(64));
+    GenerationEngine separate(policy->model(), GenerationEngineOptions().slots(3).capacity(64).merged_projections(false));
+    const auto run = [&requests](GenerationEngine& engine) {
+      for (const GenerationRequest& r : requests) engine.add(r);
+      return engine.run();
+    };
+    const std::vector<GenerationResult> before = run(merged);
+    const std::vector<GenerationResult> want_before = run(separate);
+    for (size_t i = 0; i < requests.size(); ++i) check_same(before[i], want_before[i]);
+    // An optimizer-like in-place step on the merged projections' weights: the same engine must
+    // serve the new weights (a stale merged copy would keep sampling the old model).
+    {
+      torch::NoGradGuard no_grad;
+      for (const auto& p : policy->model()->named_parameters())
+        for (const char* name : {"q_proj.", "k_proj.", "v_proj.", "gate_proj.", "up_proj."})
+          if (p.key().find(name) != std::string::npos) p.value().mul_(-1.5);
+    }
+    const std::vector<GenerationResult> after = run(merged);
+    const std::vector<GenerationResult> want_after = run(separate);
+    bool changed = false;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      check_same(after[i], want_after[i]);
+      changed = changed || after[i].tokens != before[i].tokens;
+    }
+    CHECK(changed);  // else this case would not tell a stale copy from a fresh one
+  }
+}
+
 TEST_CASE("generation_engine: stop tokens and max_new_tokens end a request", "[model]") {
   auto policy = load_fixture("qwen3");
   const GenerationRequest greedy = GenerationRequest().prompt({5, 6, 7}).options(SamplingOptions().temp(0).max_new(8));

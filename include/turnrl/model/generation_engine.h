@@ -43,6 +43,9 @@ struct GenerationEngineOptions {
   // The fused GPU path: the forward's fused kernels (kv_cache.h, SlotBatch::fused_kernels) and
   // decode steps that sample inside their CUDA graph (docs/model.md). false: plain LibTorch ops.
   TORCH_ARG(bool, fused_kernels) = true;
+  // With fused_kernels: q/k/v and gate/up through one GEMM each, from merged copies of their
+  // weights that cost that memory once more (HFDecoderImpl::refresh_merged_projections).
+  TORCH_ARG(bool, merged_projections) = true;
 };
 
 // Throws turnrl::Error naming the field (engine.slots, engine.capacity, engine.prefill_tokens).

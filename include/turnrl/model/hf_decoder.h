@@ -56,6 +56,17 @@ class HFDecoderImpl : public torch::nn::Module {
   // tensor on the host, so a CUDA graph can capture it.
   torch::Tensor slot_hidden(const torch::Tensor& tokens, const SlotBatch& batch, SlotKVCache& cache);
   SlotKVCache make_slot_cache(int64_t slots, int64_t capacity) const;
+  // The merged projections of slot_hidden() calls whose batch asks for them
+  // (SlotBatch::merged_projections): per layer, the q/k/v weights and the gate/up weights stacked
+  // into one GEMM each (vLLM's QKV and gate/up merging) and, for the fused decode path on a GPU, an
+  // o_proj whose input columns come in the order the attention kernel writes its heads. They are
+  // copies, costing those weights' memory once more (about 1.9 GB for Qwen3-1.7B in bf16),
+  // refreshed in place when a parameter changed through a tensor op (its version counter) or was
+  // replaced; a projection with a LoRA adapter keeps its own GEMM. slot_hidden() refreshes them
+  // outside CUDA graph replays; GenerationEngine::run() calls this before it replays any.
+  void refresh_merged_projections();
+  // Frees the copies (the next slot_hidden() call that asks for them builds them again).
+  void clear_merged_projections();
 
   // Activation checkpointing (verl's enable_gradient_checkpointing): when on, a differentiable
   // forward without a cache keeps only each layer's input and re-runs the layer in the backward

@@ -51,6 +51,9 @@ struct SlotBatch {
   // a head's norm and rotary embedding, the gated MLP product, and decode attention that reads
   // only each row's own keys) where the build has CUDA and the model is on a GPU; ignored elsewhere.
   bool fused_kernels = false;
+  // Compute q/k/v and gate/up through the model's merged copies, one GEMM each
+  // (HFDecoderImpl::refresh_merged_projections); calls without a gradient only.
+  bool merged_projections = false;
 };
 
 }  // namespace turnrl
