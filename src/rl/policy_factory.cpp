@@ -46,7 +46,8 @@ ChatPolicy make_hf_policy(const ModelConfig& model, torch::Device device) {
                              .capacity(model.engine.capacity)
                              .prefill_tokens(model.engine.prefill_tokens)
                              .cuda_graphs(model.engine.cuda_graphs)
-                             .fused_kernels(model.engine.fused_kernels));
+                             .fused_kernels(model.engine.fused_kernels)
+                             .merged_projections(model.engine.merged_projections));
   std::shared_ptr<const ChatTokenizer> tokenizer = load_chat_tokenizer(tokenizer_dir);
   const HFConfig& config = policy->config();
   // Qwen3's embedding has more rows (151,936) than the tokenizer has ids (151,669): padding rows

@@ -30,6 +30,7 @@ struct GenerationEngineConfig {
   int64_t prefill_tokens = 16384;
   bool cuda_graphs = true;
   bool fused_kernels = true;
+  bool merged_projections = true;
 };
 
 struct ModelConfig {
@@ -81,6 +82,9 @@ void describe(V& v, GenerationEngineConfig& o) {
   v.flag("fused_kernels", o.fused_kernels,
          "fused GPU kernels for norms, rotary embedding, the gated MLP and attention, and sampling inside the decode "
          "graphs (false: plain LibTorch ops)");
+  v.flag("merged_projections", o.merged_projections,
+         "with fused_kernels: q/k/v and gate/up through one GEMM each, from merged copies of their weights (which "
+         "cost that memory once more; false: one GEMM each)");
 }
 
 template <typename V>
