@@ -237,6 +237,24 @@ std::vector<HackFinding> check_marked_calls(const WorkerReply& timing, const std
                        reported_us, marked_us)}};
 }
 
+int64_t reported_library_calls(const WorkerReply& timing) {
+  int64_t calls = 0;
+  for (const auto& l : timing.lib_stats) calls += l.calls;
+  return calls;
+}
+
+// The library routine calls the worker reported for its timed calls against the call edges it
+// marked (sandbox_child::mark_library), counted from outside: each routine call marks both edges
+// before the worker can report it, so fewer reported calls means the counters were rewritten.
+std::vector<HackFinding> check_marked_library(const WorkerReply& timing, int64_t marked_calls) {
+  const int64_t reported = reported_library_calls(timing);
+  if (reported >= marked_calls) return {};
+  return {{kHackTampering,
+           fmt::format("the worker's library counters report {} routine call(s) in the timed calls, but {} were "
+                       "marked from outside: the counters were rewritten",
+                       reported, marked_calls)}};
+}
+
 // The inputs of check_billed_time for one evaluation: the clean worker's billed time beyond its
 // reference calls is the harness's own cost of the same loop.
 std::vector<HackFinding> cross_check_times(const WorkerReply& candidate, double candidate_billed,
@@ -268,12 +286,13 @@ struct CpuEvaluator::Impl {
   std::string cache_key(const std::string& source) const;
   eval_detail::CompileOutcome run_compiler(const std::string& dir) const;
   std::vector<HackFinding> check_object(const CompiledCandidate& c);
-  // billed_seconds: the worker's CPU time for the request, read from outside. call_marks: the
-  // request marks its timed calls (WorkerRequest::mark_calls), and these are the worker's CPU
-  // times at the marks (SandboxReply::call_marks).
+  // billed_seconds: the worker's CPU time for the request, read from outside. marks: the request
+  // marks its timed calls (WorkerRequest::mark_calls), and these are the worker's CPU times at the
+  // marks and its library routine calls inside them, read from outside (SandboxReply::call_marks,
+  // library_calls, library_seconds).
   bool exchange(SandboxWorker& worker, WorkerRequest& wreq, WorkerReply& reply, EvalResult& r,
                 std::vector<HackFinding>& findings, double* billed_seconds = nullptr,
-                std::vector<double>* call_marks = nullptr);
+                eval_detail::ExchangeOutcome* marks = nullptr);
 };
 
 CpuEvaluator::CpuEvaluator(CpuEvalOptions options) : impl_(std::make_unique<Impl>()) {
@@ -386,19 +405,19 @@ std::vector<HackFinding> CpuEvaluator::Impl::check_object(const CompiledCandidat
 // request. False with r set when anything failed.
 bool CpuEvaluator::Impl::exchange(SandboxWorker& worker, WorkerRequest& wreq, WorkerReply& reply, EvalResult& r,
                                   std::vector<HackFinding>& findings, double* billed_seconds,
-                                  std::vector<double>* call_marks) {
+                                  eval_detail::ExchangeOutcome* marks) {
   // Restarts happen here, before the billing starts, never inside the round trip.
   if (worker.calls_since_start() >= 4 * opt.max_evals_per_worker) worker.stop();
   if (!worker.running()) worker.start();
   const double cpu_before = worker.billed_cpu_seconds();
   WorkerRequest ping;
   ping.kind = RequestKind::ping;
-  wreq.mark_calls = call_marks != nullptr;
+  wreq.mark_calls = marks != nullptr;
   const auto got = eval_detail::checked_exchange(worker, wreq, reply, ping, opt.message_chars, r, malformed_reply,
                                                  [](const WorkerReply&) { return true; }, wreq.mark_calls != 0);
   if (!got) return false;
   if (!got->forged.empty()) return eval_detail::reject_forged_frame(worker, r, findings, got->forged);
-  if (call_marks) *call_marks = got->call_marks;
+  if (marks) *marks = *got;
   if (billed_seconds) *billed_seconds = worker.billed_cpu_seconds() - cpu_before;
   if (worker.thread_count() > 1) {
     worker.stop();
@@ -551,12 +570,13 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   treq.timing_output_shapes = shapes_of(task.reference(make_inputs(task, 0, treq.timing_seed)));
   WorkerReply timing;
   double candidate_billed = 0;
-  std::vector<double> call_marks;
-  if (!exchange(worker, treq, timing, r, findings, &candidate_billed, &call_marks)) {
+  eval_detail::ExchangeOutcome marks;
+  if (!exchange(worker, treq, timing, r, findings, &candidate_billed, &marks)) {
     r.correct = false;
     return finish();
   }
-  for (auto& f : check_marked_calls(timing, call_marks)) add_once(findings, f.flag, f.reason);
+  for (auto& f : check_marked_calls(timing, marks.call_marks)) add_once(findings, f.flag, f.reason);
+  for (auto& f : check_marked_library(timing, marks.library_calls)) add_once(findings, f.flag, f.reason);
   for (size_t i = 0; i < timing.timed.size(); ++i)
     add_call_findings(timing.timed[i], fmt::format("timed call {}", i), findings);
   for (size_t w = 0; w < timing.warmups.size(); ++w)
@@ -603,10 +623,12 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
     for (auto& f : cross_check_times(timing, candidate_billed, reference, reference_billed)) findings.push_back(f);
 
   // Profiling: library routines are the "other kernels"; the rest of the call is the candidate's.
+  // The library's share from the worker's counters or from the marks read outside, whichever is
+  // larger: counters in the worker's memory can be rewritten downwards, the marks cannot.
+  const double marked_lib_us = 1e6 * marks.library_seconds;
   const double total_us = sum_call_us(timing.timed, &CallReport::call_us);
-  const double lib_us = sum_call_us(timing.timed, &CallReport::lib_us);
-  int64_t lib_calls = 0;
-  for (const auto& l : timing.lib_stats) lib_calls += l.calls;
+  const double lib_us = std::max(sum_call_us(timing.timed, &CallReport::lib_us), marked_lib_us);
+  const int64_t lib_calls = std::max(reported_library_calls(timing), marks.library_calls);
   const double own_us = std::max(0.0, total_us - lib_us);
   const double n_calls = double(timing.timed.size());
   r.reference_coverage = total_us > 0 ? std::clamp(own_us / total_us, 0.0, 1.0) : 0;
@@ -614,7 +636,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   // candidate did not hand to the library. Work added next to a library call changes the call's
   // time, not this share. CPU times on both sides: other processes on a loaded machine inflate
   // neither.
-  const double lib_cpu_us = sum_call_us(timing.timed, &CallReport::lib_cpu_us);
+  const double lib_cpu_us = std::max(sum_call_us(timing.timed, &CallReport::lib_cpu_us), marked_lib_us);
   r.coverage = opt.time_reference && reference_operators_cpu_us > 0 && n_calls > 0
                    ? std::clamp(1.0 - lib_cpu_us / n_calls / reference_operators_cpu_us, 0.0, 1.0)
                    : r.reference_coverage;

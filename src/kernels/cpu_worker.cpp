@@ -62,15 +62,24 @@ double thread_cpu_us() {
 // reference's, which other processes on a loaded machine do not inflate.
 double g_lib_cpu_us = 0;
 
+// A routine call's edges are also marked to the parent (sandbox_child::mark_library), which reads
+// this process's CPU clock from outside: these counters live in memory the candidate can write
+// (snapshot before its library calls, restore after), the parent's record does not.
 struct LibTimer {
-  LibOp op;
-  Clock::time_point t0 = Clock::now();
-  double c0 = thread_cpu_us();
+  explicit LibTimer(LibOp o) : op(o) {
+    if (!sandbox_child::mark_library()) _exit(3);  // the parent is gone
+    t0 = Clock::now();
+    c0 = thread_cpu_us();
+  }
   ~LibTimer() {
     g_lib[op].us += micros(t0, Clock::now());
     g_lib_cpu_us += thread_cpu_us() - c0;
     ++g_lib[op].calls;
+    if (!sandbox_child::mark_library()) _exit(3);
   }
+  LibOp op;
+  Clock::time_point t0;
+  double c0 = 0;
 };
 
 at::Tensor view(const float* p, std::initializer_list<int64_t> shape) {

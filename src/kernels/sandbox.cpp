@@ -33,7 +33,7 @@ namespace turnrl {
 namespace {
 
 // Frames: 8-byte little-endian length of (kind + body), one kind byte, the body.
-constexpr char kHello = 'H', kReply = 'R', kOutOfMemory = 'M', kCallMark = 'T';
+constexpr char kHello = 'H', kReply = 'R', kOutOfMemory = 'M', kCallMark = 'T', kLibraryMark = 'L';
 constexpr size_t kMaxCallMarks = 1 << 16;  // a request's marks: two per timed call
 constexpr int kChannelFd = 3;
 constexpr size_t kTailBytes = 2048;
@@ -546,20 +546,39 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   int64_t bytes = 0;
   const double deadline = now_seconds() + limits_.wall_seconds;
   std::vector<double> marks;
+  int64_t library_calls = 0;
+  double library_seconds = 0, library_entry = -1;
+  bool entered_inside = false;
   FrameWait w;
   for (;;) {
     w = wait_frame(channel_, output_, deadline, limits_.output_bytes, limits_.reply_bytes, output_tail_, bytes);
-    if (!call_marks || !w.why.empty() || w.frame.empty() || w.frame[0] != kCallMark) break;
+    if (!w.why.empty() || w.frame.empty()) break;
+    const char kind = w.frame[0];
+    if (kind != kLibraryMark && !(call_marks && kind == kCallMark)) break;
     // The worker waits for the acknowledgement, so nothing it wrote can follow a mark yet.
-    if (w.frame.size() != 1 || w.trailing != 0 || marks.size() >= kMaxCallMarks)
+    if (w.frame.size() != 1 || w.trailing != 0 || (kind == kCallMark && marks.size() >= kMaxCallMarks))
       return fail_and_reap(SandboxStatus::bad_frame,
-                           fmt::format("a call mark {} (mark {})",
+                           fmt::format("a {} mark {} (call mark {})", kind == kCallMark ? "call" : "library",
                                        w.frame.size() != 1 ? "with a body" : w.trailing ? "followed by more bytes"
                                                                                         : "over the limit",
                                        marks.size() + 1),
                            "");
-    marks.push_back(billed_cpu_seconds());
-    if (!write_all(channel_, &kCallMark, 1)) return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
+    const double now = billed_cpu_seconds();
+    // Inside a marked call: after an odd number of call marks (every call when none are taken).
+    const bool inside = !call_marks || marks.size() % 2 == 1;
+    if (kind == kCallMark) {
+      marks.push_back(now);
+    } else if (library_entry < 0) {
+      library_entry = now;
+      entered_inside = inside;
+    } else {
+      if (entered_inside && inside) {
+        ++library_calls;
+        library_seconds += now - library_entry;
+      }
+      library_entry = -1;
+    }
+    if (!write_all(channel_, &kind, 1)) return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
   }
   if (w.why == "oversized")
     return fail_and_reap(SandboxStatus::bad_frame,
@@ -581,6 +600,8 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   reply.payload = w.frame.substr(1);
   reply.trailing_bytes = w.trailing;
   reply.call_marks = std::move(marks);
+  reply.library_calls = library_calls;
+  reply.library_seconds = library_seconds;
   reply.output_tail = trim_tail(output_tail_);
   return reply;
 }
@@ -682,15 +703,30 @@ bool read_request(std::string& request) {
   }
 }
 
-bool mark_call() {
-  static const std::string f = frame(kCallMark, "");  // built once: it lies inside what the marks enclose
+namespace {
+
+// One mark frame of `kind` and its acknowledgement. The frame is built once: it lies inside what
+// the marks enclose.
+bool send_mark(const std::string& f) {
   if (!write_all(kChannelFd, f.data(), f.size())) return false;
   char ack = 0;
   for (;;) {
     const ssize_t k = ::read(kChannelFd, &ack, 1);
     if (k < 0 && errno == EINTR) continue;
-    return k == 1 && ack == kCallMark;
+    return k == 1 && ack == f.back();
   }
+}
+
+}  // namespace
+
+bool mark_call() {
+  static const std::string f = frame(kCallMark, "");
+  return send_mark(f);
+}
+
+bool mark_library() {
+  static const std::string f = frame(kLibraryMark, "");
+  return send_mark(f);
 }
 
 void write_reply(const std::string& reply) {

@@ -110,6 +110,12 @@ TEST_CASE("adversarial, class 5: busy work next to library calls never raises a 
   // measure would have cleared it.
   CHECK(res[1].reference_coverage > res[0].reference_coverage);
   CHECK(policy.score(res[1]).reward <= policy.score(res[0]).reward);
+  // Library counters restored in the worker's memory after the calls: the marks read from outside
+  // still count the calls and their time.
+  const EvalResult laundered = single_worker().evaluate({adversarial("matmul_softmax", "laundered_library")})[0];
+  check_caught(laundered, kHackTampering);
+  CHECK_THAT(laundered.hacking_reason, Catch::Contains("marked from outside"));
+  CHECK(laundered.coverage < HackingThresholds().lazy_coverage);
 }
 
 TEST_CASE("adversarial, class 6: larger shapes, far out-of-bounds writes and pasted assembly are caught") {

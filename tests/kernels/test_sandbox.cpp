@@ -179,6 +179,19 @@ while True:
             t = time.process_time()
             while time.process_time() - t < 0.2:
                 pass
+    def mark(kind, spin):  # a mark, acknowledged by the parent, then `spin` seconds of CPU
+        os.write(3, (1).to_bytes(8, "little") + kind)
+        if read(1) != kind:
+            raise SystemExit(4)
+        t = time.process_time()
+        while time.process_time() - t < spin:
+            pass
+    if body == b"library":  # in a marked call: a 0.2 s routine call, 0.2 s of own work; then one outside
+        for kind, spin in ((b"T", 0), (b"L", 0.2), (b"L", 0.2), (b"T", 0), (b"L", 0.1), (b"L", 0)):
+            mark(kind, spin)
+    if body == b"library only":  # two routine calls of 0.1 s, no call marks
+        for spin in (0.1, 0, 0.1, 0):
+            mark(b"L", spin)
     if body == b"huge":  # declares a terabyte, then streams what it can
         os.write(3, (1 << 40).to_bytes(8, "little") + b"R")
         while True:
@@ -243,6 +256,24 @@ TEST_CASE("sandbox: call marks are acknowledged and timed with the worker's CPU 
     SandboxReply unasked = worker.call("marks");  // a mark nobody asked for is not a reply
     CHECK(unasked.status == SandboxStatus::bad_frame);
     CHECK(worker.call("after").payload == "after");  // a fresh worker
+  }
+}
+
+TEST_CASE("sandbox: library marks are always acknowledged; their calls and CPU time are counted inside marked calls") {
+  for (SandboxIsolation isolation : {SandboxIsolation::namespaces, SandboxIsolation::rlimits_only}) {
+    INFO(to_string(isolation));
+    SandboxWorker worker("/usr/bin/python3", {"-I", "-c", kFrameWorker}, SandboxLimits{}.wall(10).isolate(isolation));
+    SandboxReply marked = worker.call("library", /*call_marks=*/true);
+    REQUIRE(marked.status == SandboxStatus::ok);
+    CHECK(marked.call_marks.size() == 2);
+    CHECK(marked.library_calls == 1);  // the routine call after the call's end is not the call's
+    CHECK(marked.library_seconds >= 0.19);
+    CHECK(marked.library_seconds < 0.35);
+    SandboxReply plain = worker.call("library only");  // no call marks: every routine call counts
+    REQUIRE(plain.status == SandboxStatus::ok);
+    CHECK(plain.library_calls == 2);
+    CHECK(plain.library_seconds >= 0.19);
+    CHECK(plain.library_seconds < 0.5);
   }
 }
 
