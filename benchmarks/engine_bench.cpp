@@ -5,6 +5,8 @@
 //   engine_bench [--device cpu|cuda] [--quick] [--profile]
 // cuda: bf16, Qwen3-0.6B and Qwen3-1.7B shapes, B = 64 and 256, prompt 256, 256 new tokens
 //       (--quick: 0.6B, B = 64, 64 new tokens); cpu: fp32, qwen3-tiny's shape, small batches.
+// Before the table: the sampler's inverse CDF against a whole-row scan and, on a GPU, a whole
+// unfiltered draw through draw_tokens against the fused engine's one kernel a row.
 // --profile: after the first case's timings, one more run of each engine under the profiler, and
 //       the kernels that took the most time (device_profile.h).
 // Roofline: every decode step reads the weights once (the embedding table only where the head
@@ -21,6 +23,9 @@
 #include <torch/version.h>
 
 #include "bench_util.h"
+#ifdef TURNRL_WITH_CUDA
+#include "model/fused_decoder.h"
+#endif
 #include "device_profile.h"
 #include "random_hf_decoder.h"
 #include "turnrl/model/generation_engine.h"
@@ -110,6 +115,19 @@ void print_inverse_cdf_timing(int64_t batch, int64_t vocab, const torch::Device&
   const double two_level_s = bench::median_seconds([&] { (void)inverse_cdf(probs, uniform); }, device);
   std::printf("inverse CDF of [%ld, %ld] probabilities: whole-row scan %.1f us, two-level %.1f us (ratio %.2f)\n",
               long(batch), long(vocab), scan_s * 1e6, two_level_s * 1e6, scan_s / two_level_s);
+#ifdef TURNRL_WITH_CUDA
+  // A whole unfiltered draw from bf16 logits: draw_tokens (log-softmax, exp, the two-level inverse
+  // CDF, argmax for greedy rows; baseline) against the fused engine's one kernel a row.
+  if (!device.is_cuda()) return;
+  const torch::Tensor logits = torch::randn({batch, vocab}, torch::TensorOptions(torch::kBFloat16).device(device));
+  RowSampling rows = RowSampling::repeat(SamplingOptions().temp(1.0), batch, device);
+  rows.filtered = false;
+  const double draw_s = bench::median_seconds([&] { (void)draw_tokens(logits, rows, uniform); }, device);
+  const double fused_s = bench::median_seconds(
+      [&] { (void)turnrl::detail::fused_sample_unfiltered(logits, rows.temperature, uniform); }, device);
+  std::printf("one draw from [%ld, %ld] bf16 logits: draw_tokens %.1f us, one kernel a row %.1f us (ratio %.2f)\n",
+              long(batch), long(vocab), draw_s * 1e6, fused_s * 1e6, draw_s / fused_s);
+#endif
 }
 
 int main(int argc, char** argv) {

@@ -319,6 +319,119 @@ __global__ void logp_entropy_backward_rows(const T* logits, const int64_t* targe
   }
 }
 
+// The largest value of a row and its first index.
+struct ArgMax {
+  float value = -INFINITY;
+  int64_t index = -1;
+  __device__ void merge(float v, int64_t i) {
+    if (v > value || (v == value && i >= 0 && (index < 0 || i < index))) value = v, index = i;
+  }
+};
+
+// One token per row of logits [rows, vocab] from softmax(logits / temperature) at uniform[row]
+// (the inverse CDF: the first token whose running probability reaches u times the total, with
+// positive probability), or the first argmax where temperature is 0; logp[row] is the token's
+// log-prob, (z - max) - log(sum exp(z - max)) with z = logit / temperature (1 for greedy rows), as
+// log_softmax computes it. One block of kRowThreads a row: one pass for the maximum and the sum,
+// then each warp's share of the probability mass over a contiguous range, then the warp whose
+// range holds the target scans it 32 tokens at a time.
+template <typename T>
+__global__ void sample_rows_unfiltered(const T* logits, const float* temperature, const double* uniform,
+                                       int64_t* token, float* logp, int64_t vocab) {
+  __shared__ SoftmaxStats partial[kRowThreads / 32];
+  __shared__ ArgMax best[kRowThreads / 32];
+  __shared__ float warp_mass[kRowThreads / 32];
+  __shared__ float shared_max, shared_log_sum;
+  const int64_t row = blockIdx.x;
+  const T* x = logits + row * vocab;
+  const bool greedy = temperature[row] == 0.0f;
+  const float t = greedy ? 1.0f : temperature[row];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = int(blockDim.x / 32);
+  SoftmaxStats stats;
+  ArgMax arg;
+  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
+    const float z = __fdiv_rn(to_float(x[j]), t);
+    stats.add(z);
+    arg.merge(z, j);
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    stats.merge(shuffle_down(stats, offset));
+    arg.merge(__shfl_down_sync(0xffffffffu, arg.value, offset), __shfl_down_sync(0xffffffffu, arg.index, offset));
+  }
+  if (lane == 0) partial[warp] = stats, best[warp] = arg;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    SoftmaxStats total = partial[0];
+    ArgMax top = best[0];
+    for (int w = 1; w < warps; ++w) total.merge(partial[w]), top.merge(best[w].value, best[w].index);
+    shared_max = total.max;
+    shared_log_sum = logf(total.sum);
+    if (greedy) {
+      token[row] = top.index;
+      logp[row] = (top.value - total.max) - shared_log_sum;
+    }
+  }
+  if (greedy) return;  // uniform across the block
+  __syncthreads();
+  const float max = shared_max, log_sum = shared_log_sum;
+  const auto prob = [&](int64_t j) { return expf((__fdiv_rn(to_float(x[j]), t) - max) - log_sum); };
+  // Each warp's mass over its contiguous range.
+  const int64_t span = (vocab + warps - 1) / warps, begin = warp * span, end = begin + span < vocab ? begin + span : vocab;
+  float mass = 0.0f;
+  for (int64_t j = begin + lane; j < end; j += 32) mass += prob(j);
+  for (int offset = 16; offset > 0; offset >>= 1) mass += __shfl_down_sync(0xffffffffu, mass, offset);
+  if (lane == 0) warp_mass[warp] = mass;
+  __syncthreads();
+  // Every thread finds the same warp: the first whose running total reaches the target.
+  float running = 0.0f, total = 0.0f;
+  for (int w = 0; w < warps; ++w) total += warp_mass[w];
+  const float target = float(uniform[row]) * total;
+  int chosen = -1;
+  float before = 0.0f;
+  for (int w = 0; w < warps && chosen < 0; ++w) {
+    if (int64_t(w) * span >= vocab) break;
+    if (running + warp_mass[w] >= target && warp_mass[w] > 0.0f) chosen = w;
+    else running += warp_mass[w];
+  }
+  if (chosen < 0) {  // rounding put the target past the total: the last warp with mass
+    running = 0.0f;
+    for (int w = 0; w < warps && int64_t(w) * span < vocab; ++w)
+      if (warp_mass[w] > 0.0f) chosen = w;
+    for (int w = 0; w < chosen; ++w) running += warp_mass[w];
+  }
+  before = running;
+  if (warp != chosen) return;
+  const float left = fminf(target - before, warp_mass[chosen]);
+  float acc = 0.0f;
+  int64_t last_positive = -1;
+  for (int64_t base = begin; base < end; base += 32) {
+    const int64_t j = base + lane;
+    const float p = j < end ? prob(j) : 0.0f;
+    float scan = p;  // inclusive scan over the lanes
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const float other = __shfl_up_sync(0xffffffffu, scan, offset);
+      if (lane >= offset) scan += other;
+    }
+    const float reached = acc + scan;
+    const unsigned hit = __ballot_sync(0xffffffffu, j < end && p > 0.0f && reached >= left);
+    const unsigned positive = __ballot_sync(0xffffffffu, j < end && p > 0.0f);
+    if (positive != 0) last_positive = base + 31 - __clz(positive);
+    if (hit != 0) {
+      const int64_t found = base + __ffs(hit) - 1;
+      if (lane == 0) {
+        token[row] = found;
+        logp[row] = (__fdiv_rn(to_float(x[found]), t) - max) - log_sum;
+      }
+      return;
+    }
+    acc += __shfl_sync(0xffffffffu, scan, 31);
+  }
+  if (lane == 0) {  // rounding kept the scan below the target: the range's last token with mass
+    token[row] = last_positive;
+    logp[row] = (__fdiv_rn(to_float(x[last_positive]), t) - max) - log_sum;
+  }
+}
+
 int threads_for(int64_t work) {
   int threads = 32;
   while (threads < work && threads < 1024) threads *= 2;
@@ -405,6 +518,16 @@ cudaError_t silu_mul_backward_typed(const void* dy, const void* gate, const void
   silu_mul_backward_values<T><<<unsigned(blocks < 65535 ? blocks : 65535), threads, 0, stream>>>(
       static_cast<const T*>(dy), static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(dgate),
       static_cast<T*>(dup), n);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t sample_unfiltered_typed(const void* logits, const float* temperature, const double* uniform, int64_t* token,
+                                    float* logp, int64_t rows, int64_t vocab, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  if (vocab < 1) return cudaErrorInvalidValue;
+  sample_rows_unfiltered<T><<<unsigned(rows), kRowThreads, 0, stream>>>(static_cast<const T*>(logits), temperature,
+                                                                          uniform, token, logp, vocab);
   return cudaGetLastError();
 }
 
@@ -499,6 +622,13 @@ cudaError_t silu_mul_backward(DType dtype, const void* dy, const void* gate, con
                               int64_t n, cudaStream_t stream) {
   return by_dtype(dtype, [&](auto zero) {
     return silu_mul_backward_typed<decltype(zero)>(dy, gate, up, dgate, dup, n, stream);
+  });
+}
+
+cudaError_t sample_unfiltered(DType dtype, const void* logits, const float* temperature, const double* uniform,
+                              int64_t* token, float* logp, int64_t rows, int64_t vocab, cudaStream_t stream) {
+  return by_dtype(dtype, [&](auto zero) {
+    return sample_unfiltered_typed<decltype(zero)>(logits, temperature, uniform, token, logp, rows, vocab, stream);
   });
 }
 

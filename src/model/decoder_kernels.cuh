@@ -62,6 +62,14 @@ cudaError_t qkv_rotary_store(DType dtype, const void* qkv, const void* q_weight,
                              int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dim, float eps, bool group_major,
                              cudaStream_t stream);
 
+// One token per row of logits [rows, vocab] without top-k or top-p: the inverse CDF of
+// softmax(logits / temperature) at uniform (float64 in (0, 1]): the first token whose running
+// probability reaches u times the row's total and whose probability is positive; where
+// temperature is 0, the first argmax. logp: the token's log-prob under that distribution
+// (temperature 1 for a greedy row), as log_softmax computes it. token int64, logp float32 [rows].
+cudaError_t sample_unfiltered(DType dtype, const void* logits, const float* temperature, const double* uniform,
+                              int64_t* token, float* logp, int64_t rows, int64_t vocab, cudaStream_t stream);
+
 // Per row of logits [rows, vocab] (read once, in float32, each divided by temperature first: z =
 // logit / temperature): lse = logsumexp(z), logp = z[target] - lse, entropy = lse - sum(softmax(z)
 // * z). All outputs float32 [rows].

@@ -47,6 +47,14 @@ torch::Tensor fused_logp_entropy_backward(const torch::Tensor& logits, const tor
                                           const torch::Tensor& g_logp, const torch::Tensor& g_entropy,
                                           double temperature);
 
+// draw_tokens() (sampler.h) for rows without top-k or top-p, in one kernel a row (logits [R, V]
+// contiguous or not, in the model dtype; temperature float32 [R], 0 = greedy; uniform float64 [R]):
+// {token int64 [R], logp float32 [R]}. The same draw as draw_tokens but where float rounding puts
+// the target on a token's boundary (the running sums are taken in another order).
+std::pair<torch::Tensor, torch::Tensor> fused_sample_unfiltered(const torch::Tensor& logits,
+                                                                const torch::Tensor& temperature,
+                                                                const torch::Tensor& uniform);
+
 // Whether this LibTorch has FlashAttention's variable-length forward with per-row key counts
 // (aten::_flash_attention_forward with seqused_k; LibTorch >= 2.5), which decode attention uses.
 bool varlen_decode_attention_available();

@@ -208,6 +208,22 @@ torch::Tensor fused_logp_entropy_backward(const torch::Tensor& logits, const tor
   return grad;
 }
 
+std::pair<torch::Tensor, torch::Tensor> fused_sample_unfiltered(const torch::Tensor& logits,
+                                                                const torch::Tensor& temperature,
+                                                                const torch::Tensor& uniform) {
+  const torch::Tensor x = logits.contiguous();
+  const torch::Tensor t = temperature.to(torch::kFloat).contiguous(), u = uniform.to(torch::kDouble).contiguous();
+  const int64_t rows = x.size(0);
+  if (t.numel() != rows || u.numel() != rows)
+    fail("fused_sample_unfiltered: {} rows of logits, {} temperatures, {} uniforms", rows, t.numel(), u.numel());
+  torch::Tensor token = torch::empty({rows}, x.options().dtype(torch::kLong));
+  torch::Tensor logp = float_rows(x, rows);
+  check(dk::sample_unfiltered(kernel_dtype(x), x.data_ptr(), t.data_ptr<float>(), u.data_ptr<double>(),
+                              token.data_ptr<int64_t>(), logp.data_ptr<float>(), rows, x.size(1), stream_of(x)),
+        "sample_unfiltered");
+  return {token, logp};
+}
+
 namespace {
 
 // std::optional from LibTorch 2.0, c10::optional before.

@@ -12,6 +12,7 @@
 
 #ifdef TURNRL_WITH_CUDA
 #include "decode_graphs.h"
+#include "fused_decoder.h"
 #endif
 
 namespace turnrl {
@@ -93,14 +94,24 @@ struct PackedSampling {
 // The draw of each row of logits [R, V] from PackedSampling's fields (int64 [kSamplingFields, R] on
 // the logits' device): {token, log-prob} as float64 [2, R], one tensor for one transfer back (token
 // ids are exact in float64).
-torch::Tensor draw_packed(const torch::Tensor& logits, const torch::Tensor& fields, bool filtered) {
+torch::Tensor draw_packed(const torch::Tensor& logits, const torch::Tensor& fields, bool filtered, bool fused) {
   const torch::Tensor shaping = fields.narrow(0, temperature_field, 2).view(torch::kDouble).to(torch::kFloat);
+  const torch::Tensor uniform = counter_uniform(fields[key_field], fields[counter_field]);
+#ifdef TURNRL_WITH_CUDA
+  // Without top-k or top-p, one kernel a row instead of a dozen LibTorch ops over the vocabulary.
+  if (fused && !filtered && detail::fused_kernels_supported(logits)) {
+    const auto [token, logp] = detail::fused_sample_unfiltered(logits, shaping[0], uniform);
+    return torch::stack({token.to(torch::kDouble), logp.to(torch::kDouble)});
+  }
+#else
+  (void)fused;
+#endif
   RowSampling sampling;
   sampling.temperature = shaping[0];
   sampling.top_k = fields[top_k_field];
   sampling.top_p = shaping[1];
   sampling.filtered = filtered;
-  const auto [token, logp] = draw_tokens(logits, sampling, counter_uniform(fields[key_field], fields[counter_field]));
+  const auto [token, logp] = draw_tokens(logits, sampling, uniform);
   return torch::stack({token.to(torch::kDouble), logp.to(torch::kDouble)});
 }
 
@@ -346,7 +357,7 @@ struct GenerationEngine::State {
         {filtered ? kSampleFilteredGraph : kSampleGraph, rows, width}, {inputs},
         [this, width, filtered](const std::vector<torch::Tensor>& in) {
           const torch::Tensor& x = in[0];
-          return draw_packed(decode_logits(x[0], x[1], x[2], width), x.narrow(0, 3, kSamplingFields), filtered);
+          return draw_packed(decode_logits(x[0], x[1], x[2], width), x.narrow(0, 3, kSamplingFields), filtered, true);
         });
     const torch::Tensor host = drawn.cpu();
     const double* t = host.data_ptr<double>();
@@ -364,7 +375,7 @@ struct GenerationEngine::State {
     }
     const torch::Tensor fields = torch::tensor(sampling.values, torch::kLong).view({kSamplingFields, rows}).to(device);
     // One transfer each way, so one wait for the device.
-    const torch::Tensor host = draw_packed(logits, fields, sampling.filtered).cpu();
+    const torch::Tensor host = draw_packed(logits, fields, sampling.filtered, options.fused_kernels()).cpu();
     const double* t = host.data_ptr<double>();
     for (int64_t i = 0; i < rows; ++i) record(ids[size_t(i)], int64_t(t[i]), float(t[rows + i]));
   }

@@ -371,3 +371,86 @@ TEST_CASE("fused_decoder: chunked log-probs and entropies by the one-pass kernel
     CHECK(relative_error(fused_only_logp, hidden.grad()) <= gradient_tolerance(dtype));
   }
 }
+
+TEST_CASE("fused_decoder: the one-kernel sampler draws what draw_tokens draws, greedy and at temperatures", "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  torch::manual_seed(11);
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  for (const torch::Dtype dtype : {torch::kFloat, torch::kBFloat16}) {
+    for (const int64_t vocab : {int64_t(7), int64_t(5003), int64_t(151936)}) {
+      INFO(c10::toString(dtype) << ", vocab " << vocab);
+      const int64_t rows = 96;
+      torch::Tensor logits = (torch::randn({rows, vocab}, cuda) * 3).to(dtype);
+      // Row 0: one token holds all the mass (the others' probabilities underflow to 0).
+      logits[0].fill_(-1e4);
+      logits[0][vocab / 2] = 30;
+      const torch::Tensor temperature =
+          torch::tensor({0.0f, 0.7f, 1.0f, 1.3f}, cuda.dtype(torch::kFloat)).repeat({rows / 4});
+      torch::Tensor uniform = torch::rand({rows}, cuda.dtype(torch::kDouble)).clamp_min(1e-12);
+      uniform[5] = 1.0;  // the target is the whole mass: the last token with any
+      RowSampling sampling;
+      sampling.temperature = temperature;
+      sampling.top_k = torch::zeros({rows}, cuda.dtype(torch::kLong));
+      sampling.top_p = torch::ones({rows}, cuda.dtype(torch::kFloat));
+      sampling.filtered = false;
+      const auto [want_token, want_logp] = draw_tokens(logits, sampling, uniform);
+      const auto [token, logp] = turnrl::detail::fused_sample_unfiltered(logits, temperature, uniform);
+      const torch::Tensor same = token.eq(want_token);
+      const int64_t differ = rows - same.sum().item<int64_t>();
+      INFO(differ << " of " << rows << " rows drew another token");
+      // Running sums in another order move a boundary by a rounding: a draw differs only where u
+      // lands within that of it, which random uniforms almost never do.
+      CHECK(differ <= 1);
+      CHECK(max_abs_diff(logp.masked_select(same), want_logp.masked_select(same)) < 1e-4);
+      CHECK(token[0].item<int64_t>() == vocab / 2);
+      const torch::Tensor probs = torch::softmax(logits.to(torch::kFloat) / temperature.clamp_min(1e-6).unsqueeze(1), -1);
+      CHECK(probs[5][token[5].item<int64_t>()].item<float>() > 0);
+      CHECK(token.ge(0).all().item<bool>());
+      CHECK(token.lt(vocab).all().item<bool>());
+    }
+  }
+}
+
+TEST_CASE("fused_decoder: the one-kernel sampler's inverse CDF on a grid of uniforms, by a scalar loop", "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  // Seven tokens with known probabilities (softmax of their logits at temperature 1), one of them
+  // with none; 999 uniforms over (0, 1].
+  const std::vector<double> logit = {0.5, -1.0, 2.0, -1e4, 0.0, 1.0, -0.5};
+  std::vector<double> p(logit.size());
+  double total = 0;
+  for (size_t i = 0; i < p.size(); ++i) total += p[i] = std::exp(logit[i]);
+  const int64_t n = 999;
+  std::vector<double> u(n);
+  for (int64_t i = 0; i < n; ++i) u[size_t(i)] = double(i + 1) / double(n);
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+  const torch::Tensor logits = torch::tensor(logit, cuda.dtype(torch::kDouble)).to(torch::kFloat).repeat({n, 1});
+  const torch::Tensor temperature = torch::ones({n}, cuda.dtype(torch::kFloat));
+  const auto [token, logp] =
+      turnrl::detail::fused_sample_unfiltered(logits, temperature, torch::tensor(u, cuda.dtype(torch::kDouble)));
+  const torch::Tensor got = token.cpu();
+  int64_t checked = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double running = 0;
+    size_t want = 0;
+    bool near_boundary = false;
+    for (size_t k = 0; k < p.size(); ++k) {
+      running += p[k];
+      near_boundary = near_boundary || std::abs(running - u[size_t(i)] * total) < 1e-5;
+      if (running >= u[size_t(i)] * total && p[k] > 1e-30) {
+        want = k;
+        break;
+      }
+    }
+    if (near_boundary) continue;
+    INFO("u = " << u[size_t(i)]);
+    CHECK(got[i].item<int64_t>() == int64_t(want));
+    ++checked;
+  }
+  CHECK(checked > 990);
+}
