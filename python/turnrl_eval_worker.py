@@ -641,7 +641,7 @@ def _capture(torch, numpy_ok):
         manual_seed=torch.manual_seed, is_grad_enabled=torch._C.is_grad_enabled,
         set_grad_enabled=torch._C._set_grad_enabled, profile=torch.profiler.profile,
         activity=torch.profiler.ProfilerActivity, range_enter=None, range_exit=None, empty=torch.empty, sync=None,
-        record=None, elapsed=None)
+        record=None, elapsed=None, event_sync=None)
     try:  # the profiler ranges of the CPU timing loop (record_function's own ops, without its tensor)
         T.range_enter = torch.ops.profiler._record_function_enter_new
         T.range_exit = torch.ops.profiler._record_function_exit._RecordFunction
@@ -1156,8 +1156,8 @@ def _load_reference(task):
 
 def _time_call(fn, inputs, flush):
     """One timed call: microseconds (CUDA events on the worker's stream, or the monotonic clock) and,
-    on CUDA, how long the device still worked after the call returned (a full device synchronisation:
-    work left on other streams included)."""
+    on CUDA, how long the device still worked once the worker's stream had finished the call (a full
+    device synchronisation: work left on other streams)."""
     T = _state["T"]
     if _state["cuda"]:
         T.zero_(flush)
@@ -1172,16 +1172,19 @@ def _time_call(fn, inputs, flush):
 
 
 def _finish_time(marks):
-    """(call us, us the device still worked after the call returned). The second is measured from
-    the return, so that the host's own time in the call (Python, Triton's launcher) is not counted:
-    an honest call's remaining work is what its events have not yet seen, never more."""
+    """(call us, us the device still worked after the worker's stream finished the call). The
+    second starts once the call's end event has completed, so that neither the host's own time in
+    the call (Python, Triton's launcher) nor the harness's work queued before the start event (the
+    cache flush, the inputs' perturbation and copies, still running when the call returns) counts:
+    an honest call leaves nothing, and what remains is work sent to other streams."""
     T = _state["T"]
     start, end, returned = marks
     if start is None:  # cpu: (None, return time, call time), the call's own span
         return (end - returned) / 1000.0, 0.0
+    T.event_sync(end)
+    t0 = _perf_ns()
     _sync()
-    wait_us = (_perf_ns() - returned) / 1000.0
-    return T.elapsed(start, end) * 1000.0, wait_us
+    return T.elapsed(start, end) * 1000.0, (_perf_ns() - t0) / 1000.0
 
 
 def _reference_request(req, blob):
@@ -2112,7 +2115,7 @@ def main(argv):
         # The C-level methods where this torch has them (no Python code to patch), else the Python ones.
         base = getattr(torch._C, "_CudaEventBase", None) or torch.cuda.Event
         T.sync = getattr(torch._C, "_cuda_synchronize", None) or torch.cuda.synchronize
-        T.record, T.elapsed = base.record, base.elapsed_time
+        T.record, T.elapsed, T.event_sync = base.record, base.elapsed_time, base.synchronize
         event_class = torch.cuda.Event
         T.new_event = lambda: event_class(enable_timing=True)
         _state["flush"] = torch.empty(int(_state.get("flush_mib", 256) * (1 << 20)) // 4, dtype=torch.float32,

@@ -189,7 +189,7 @@ struct CudaEvaluator::Impl {
   CudaEvalOptions opt;
   std::string worker_program, cache_dir;
   // Candidates are compiled here, in the sandbox, into a cache only this process writes
-  // (cuda_compile.h); workers never see it: each object's bytes travel in its request.
+  // (cuda_compile.h); workers see its objects read-only.
   std::unique_ptr<eval_detail::ObjectCache> objects;
   eval_detail::CudaCompiler compiler;
   std::vector<std::string> device_arch;  // per GPU: sm_90a, ...
@@ -236,10 +236,10 @@ CudaEvaluator::CudaEvaluator(CudaEvalOptions options) : impl_(std::make_unique<I
   for (int d : m.opt.devices) {
     m.device_arch.push_back(device_arch(d));
     SandboxLimits lim = m.opt.limits;
-    // Workers load what the parent compiled from the bytes in the request (eval_detail::object_bytes):
-    // nothing of the cache is visible, so no candidate reads another's object (docs/evaluator.md).
-    // A launcher links cuBLAS from the toolkit; the driver needs /sys and the /dev/nvidia* files.
-    lim.visible("/sys");
+    // Workers load what the parent compiled: the objects are read-only to them, and nothing else
+    // of the cache is visible (docs/evaluator.md). A launcher links cuBLAS from the toolkit; the
+    // driver needs /sys and the /dev/nvidia* files.
+    lim.visible(m.objects->objects_dir()).visible("/sys");
     if (!m.compiler.nvcc.empty()) lim.visible(fs::path(m.compiler.nvcc).parent_path().parent_path().string());
     for (const auto& e : fs::directory_iterator("/dev"))
       if (e.path().filename().string().rfind("nvidia", 0) == 0) lim.devices.push_back(e.path().string());
@@ -369,7 +369,7 @@ EvalResult CudaEvaluator::Impl::run(size_t device, SandboxWorker& worker, const 
   CudaWorkerRequest wreq;
   wreq.task = task.name;
   wreq.source = req.candidate;
-  wreq.object = eval_detail::object_bytes(object);
+  wreq.object_path = object.library_path;
   wreq.object_hash = object.object_hash;
   wreq.warmup = opt.warmup;
   wreq.profile_calls = opt.profile_calls;

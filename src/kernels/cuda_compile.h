@@ -1,9 +1,9 @@
 #pragma once
 // Internal to the CUDA backend: compiling candidates in the parent's sandbox into the parent's
 // object cache (object_cache.h), so the workers that load and run candidates never write a
-// compiled object, nor see one: the parent reads each object, checks its hash on the bytes it read
-// and sends those bytes in the request (object_bytes). Compiles run outside the GPU's measurement
-// lock, so several workers' compiles use the CPU cores in parallel.
+// compiled object: the cache is mounted read-only in them, and each object's hash is checked by
+// the worker before it loads it. Compiles run outside the GPU's measurement lock, so several
+// workers' compiles use the CPU cores in parallel.
 //   kernel form    NVRTC in the sandbox: a pool of turnrl_nvrtc --serve processes (NvrtcServers)
 //                  where the evaluator keeps one, else one turnrl_nvrtc ARCH process per compile
 //   launcher form  nvcc -O3 -std=c++17 -arch=ARCH -shared -Xcompiler -fPIC ... -lcublas in the sandbox

@@ -153,6 +153,7 @@ struct GenerationEngine::State {
   GenerationStats stats;
 #ifdef TURNRL_WITH_CUDA
   std::unique_ptr<detail::DecodeGraphs> graphs;
+  int64_t merged_placements = -1;  // the model's merged_placements() when the graphs were captured
 #endif
 
   State(HFDecoder m, const GenerationEngineOptions& o)
@@ -441,8 +442,16 @@ int64_t GenerationEngine::add(GenerationRequest request) {
 std::vector<GenerationResult> GenerationEngine::run() {
   State& st = *state_;
   torch::NoGradGuard no_grad;
-  // Captured decode graphs read the merged copies: bring them up to date with the parameters.
-  if (st.merged()) st.model->refresh_merged_projections();
+  // Captured decode graphs read the merged copies: bring them up to date with the parameters, and
+  // drop the graphs when a copy moved (a LoRA adapter added, the copies cleared or re-made).
+  if (st.merged()) {
+    st.model->refresh_merged_projections();
+#ifdef TURNRL_WITH_CUDA
+    const int64_t placements = st.model->merged_placements();
+    if (st.graphs && placements != st.merged_placements) st.graphs = std::make_unique<detail::DecodeGraphs>();
+    st.merged_placements = placements;
+#endif
+  }
   while (!st.waiting.empty() || st.any_running()) {
     // Requests prefilled this step sample their first token from the prefill's logits; the ones
     // already running advance by one token. One sampling call serves both.

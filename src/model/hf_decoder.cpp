@@ -286,6 +286,13 @@ void HFDecoderImpl::clear_merged_projections() {
   for (auto& layer : layers_) layer->refresh_merged(false, false);
 }
 
+int64_t HFDecoderImpl::merged_placements() const {
+  int64_t n = 0;
+  for (const auto& layer : layers_)
+    n += layer->qkv_merged.placements() + layer->gate_up_merged.placements() + layer->o_group_major.placements();
+  return n;
+}
+
 torch::Tensor HFDecoderImpl::slot_hidden(const torch::Tensor& tokens, const SlotBatch& batch, SlotKVCache& cache) {
   detail::SlotLayout layout = detail::slot_layout(tokens, batch, cache);
   if (batch.merged_projections && !torch::GradMode::is_enabled()) {

@@ -34,6 +34,7 @@ bool MergedLinear::refresh(const std::vector<const LoraLinearImpl*>& parts, cons
                           weight_.options().type_equal(first.options()) && weight_.device() == first.device() &&
                           biased == bias_.defined();
   if (!same_place) {
+    ++placements_;
     weight_ = torch::empty({rows, first.size(1)}, first.options());
     bias_ = biased ? torch::zeros({rows}, first.options()) : torch::Tensor();
   }
@@ -53,6 +54,7 @@ bool MergedLinear::refresh(const std::vector<const LoraLinearImpl*>& parts, cons
 }
 
 void MergedLinear::clear() {
+  if (ready()) ++placements_;
   weight_ = bias_ = torch::Tensor();
   seen_.clear();
 }

@@ -27,12 +27,16 @@ class MergedLinear {
   void clear();
   bool ready() const { return weight_.defined(); }
   const torch::Tensor& weight() const { return weight_; }
+  // How many times the copy was allocated or freed: a CUDA graph captured reading it is stale
+  // once this changed (GenerationEngine drops its graphs then).
+  int64_t placements() const { return placements_; }
   // x W^T + b over the merged weight: the parts' outputs side by side in the last dimension.
   torch::Tensor operator()(const torch::Tensor& x) const;
 
  private:
   torch::Tensor weight_, bias_;
   std::vector<std::array<int64_t, 3>> seen_;  // each source tensor's impl, data address and version at the last copy
+  int64_t placements_ = 0;
 };
 
 }  // namespace turnrl::detail

@@ -185,57 +185,6 @@ TEST_CASE("cuda backend: compiles are cached by source hash and architecture", "
   remove_tree(o.cache_dir);
 }
 
-// A launcher that lists the compile cache (other candidates' objects) and prints what it saw into
-// the feedback, the CUDA side of the CPU sandbox probe read_cached_objects
-// (tests/data/cpu_tasks/hostile/read_cached_objects.cpp). Workers receive their object in the
-// request and never see the cache: nothing opens and the launcher returns 1 (a runtime error).
-// Should the cache be visible, it returns 0 without writing its output: a mismatch.
-constexpr const char* kReadCachedObjects = R"cuda(
-#include <dirent.h>
-#include <stdio.h>
-extern "C" int turnrl_launch(const float* const* inputs, float* const* outputs, const long long* dims,
-                             cudaStream_t stream) {
-  const char* dirs[] = {"@CACHE@", "@CACHE@/objects"};
-  int seen = 0;
-  for (const char* dir : dirs) {
-    DIR* d = opendir(dir);
-    if (!d) continue;
-    while (dirent* e = readdir(d)) seen += e->d_name[0] != '.';
-    closedir(d);
-  }
-  printf("cache entries seen: %d\n", seen);
-  fflush(stdout);
-  return seen == 0 ? 1 : 0;
-}
-)cuda";
-
-TEST_CASE("cuda backend: other candidates' cached objects are out of a worker's sight", "[cuda]") {
-  if (!have_gpu()) return;
-  CudaEvalOptions o;
-  o.devices = {0};
-  o.workers_per_device = 1;
-  o.cache_dir = "/tmp/turnrl-cuda-cache-probe-" + std::to_string(::getpid());
-  CudaEvaluator e(o);
-  const CudaCandidate* honest = turnrl::test::find_cuda_candidate("relu_bias", "honest");
-  const CudaCandidate* launcher = turnrl::test::find_cuda_candidate("relu_bias", "honest_launcher");
-  REQUIRE((honest && launcher));
-  REQUIRE(e.evaluate({request(*honest, 5)})[0].correct);  // an object of another candidate in the cache
-  CudaCandidate probe{"relu_bias", "read_cached_objects", "runtime", kReadCachedObjects};
-  std::string source = probe.source;
-  for (size_t p; (p = source.find("@CACHE@")) != std::string::npos;) source.replace(p, 7, o.cache_dir);
-  probe.source = source.c_str();
-  // The probe, then a launcher twice in the same worker: loaded from the request's bytes, then kept.
-  const auto r = e.evaluate({request(probe, 5), request(*launcher, 5), request(*launcher, 5)});
-  INFO(describe(probe, r[0]));
-  CHECK(r[0].error == EvalError::runtime);
-  CHECK(r[0].message.find("cache entries seen: 0") != std::string::npos);
-  for (size_t i : {size_t(1), size_t(2)}) {
-    INFO(describe(*launcher, r[i]));
-    CHECK(r[i].correct);
-  }
-  remove_tree(o.cache_dir);
-}
-
 TEST_CASE("compare_tensors on the GPU gives compare_outputs's verdict to the bit") {
   if (!have_gpu()) return;
   const int64_t n = (int64_t(1) << 22) + 777;

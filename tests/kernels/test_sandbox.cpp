@@ -259,7 +259,7 @@ TEST_CASE("sandbox: call marks are acknowledged and timed with the worker's CPU 
   }
 }
 
-TEST_CASE("sandbox: library marks are always acknowledged; their calls and CPU time are counted inside marked calls") {
+TEST_CASE("sandbox: library marks are always acknowledged, and their calls and CPU time counted inside marked calls") {
   for (SandboxIsolation isolation : {SandboxIsolation::namespaces, SandboxIsolation::rlimits_only}) {
     INFO(to_string(isolation));
     SandboxWorker worker("/usr/bin/python3", {"-I", "-c", kFrameWorker}, SandboxLimits{}.wall(10).isolate(isolation));

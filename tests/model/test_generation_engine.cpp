@@ -218,6 +218,28 @@ TEST_CASE("generation_engine: merged projections equal separate ones and follow 
   }
 }
 
+TEST_CASE("generation_engine: projections that get a LoRA adapter leave the merged path", "[model]") {
+  auto policy = load_fixture("qwen2");
+  const std::vector<GenerationRequest> requests = mixed_requests();
+  GenerationEngine engine(policy->model(), GenerationEngineOptions().slots(3).capacity(64));
+  const auto run = [&requests](GenerationEngine& e) {
+    for (const GenerationRequest& r : requests) e.add(r);
+    return e.run();
+  };
+  run(engine);
+  policy->model()->add_lora(LoraOptions().rank(4).target_modules({"k_proj", "up_proj"}));
+  {
+    // Non-zero adapters: a merged copy that ignored them would sample the base model.
+    torch::NoGradGuard no_grad;
+    for (const auto& p : policy->model()->named_parameters())
+      if (p.key().find("lora_B") != std::string::npos) p.value().normal_(0, 0.5);
+  }
+  const std::vector<GenerationResult> got = run(engine);
+  GenerationEngine separate(policy->model(), GenerationEngineOptions().slots(3).capacity(64).merged_projections(false));
+  const std::vector<GenerationResult> want = run(separate);
+  for (size_t i = 0; i < requests.size(); ++i) check_same(got[i], want[i]);
+}
+
 TEST_CASE("generation_engine: stop tokens and max_new_tokens end a request", "[model]") {
   auto policy = load_fixture("qwen3");
   const GenerationRequest greedy = GenerationRequest().prompt({5, 6, 7}).options(SamplingOptions().temp(0).max_new(8));

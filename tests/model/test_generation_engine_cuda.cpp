@@ -123,3 +123,32 @@ TEST_CASE("generation_engine: replayed graphs serve parameters updated in place 
       if (dtype == torch::kBFloat16) CHECK(double(same) >= 0.8 * double(compared));
     }
 }
+
+TEST_CASE("generation_engine: adapters added after graphs were captured drop the graphs that read the merged copies",
+          "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  auto policy = load_fixture("qwen3");
+  policy->to(torch::kCUDA);
+  const std::vector<GenerationRequest> requests = mixed_requests();
+  GenerationEngine engine(policy->model(), GenerationEngineOptions().slots(4).capacity(64));
+  const auto run = [&requests](GenerationEngine& e) {
+    for (const GenerationRequest& r : requests) e.add(r);
+    return e.run();
+  };
+  run(engine);  // graphs captured over the merged copies
+  const int64_t placements = policy->model()->merged_placements();
+  // Fresh adapters leave the model's function unchanged (B = 0) but free the merged copies of the
+  // projections they sit on; the engine's old graphs would read that freed memory.
+  policy->model()->add_lora(LoraOptions().rank(4).target_modules({"q_proj", "gate_proj"}));
+  const std::vector<GenerationResult> after = run(engine);
+  CHECK(policy->model()->merged_placements() != placements);
+  GenerationEngine fresh(policy->model(), GenerationEngineOptions().slots(4).capacity(64).merged_projections(false));
+  const std::vector<GenerationResult> want = run(fresh);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    INFO("request " << i);
+    check_same(after[i], want[i]);
+  }
+}

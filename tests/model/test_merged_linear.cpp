@@ -80,9 +80,13 @@ TEST_CASE("merged_linear: the copy keeps its storage across refreshes (captured 
     torch::NoGradGuard no_grad;
     parts[0]->weight.add_(0.5);
   }
+  CHECK(merged.placements() == 1);
   REQUIRE(merged.refresh(raw));
   CHECK(merged.weight().data_ptr() == storage);
+  CHECK(merged.placements() == 1);  // refreshed in place: graphs reading it stay valid
   CHECK(torch::equal(merged.weight().narrow(0, 0, 4), parts[0]->weight));
+  merged.clear();
+  CHECK(merged.placements() == 2);  // freed: a graph reading it would be stale
 }
 
 TEST_CASE("merged_linear: a part with a LoRA adapter has no fixed weight, so nothing is merged", "[model]") {

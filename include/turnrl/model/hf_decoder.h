@@ -67,6 +67,9 @@ class HFDecoderImpl : public torch::nn::Module {
   void refresh_merged_projections();
   // Frees the copies (the next slot_hidden() call that asks for them builds them again).
   void clear_merged_projections();
+  // How many times a merged copy was allocated or freed (a refresh in place does not count): CUDA
+  // graphs captured while it had another value read memory the copies no longer own.
+  int64_t merged_placements() const;
 
   // Activation checkpointing (verl's enable_gradient_checkpointing): when on, a differentiable
   // forward without a cache keeps only each layer's input and re-runs the layer in the backward
