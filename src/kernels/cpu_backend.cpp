@@ -243,16 +243,26 @@ int64_t reported_library_calls(const WorkerReply& timing) {
   return calls;
 }
 
-// The library routine calls the worker reported for its timed calls against the call edges it
-// marked (sandbox_child::mark_library), counted from outside: each routine call marks both edges
-// before the worker can report it, so fewer reported calls means the counters were rewritten.
-std::vector<HackFinding> check_marked_library(const WorkerReply& timing, int64_t marked_calls) {
+// The library routine calls and CPU time the worker reported for its timed calls against the
+// edges it marked (sandbox_child::mark_library), counted and timed from outside: each routine call
+// marks both edges before the worker can report it, so fewer reported calls means the counters
+// were rewritten. The marks' times are rough (read when each arrives, the worker not waiting), so
+// the reported time must only reach half of theirs, less 200 us a call.
+std::vector<HackFinding> check_marked_library(const WorkerReply& timing, const eval_detail::ExchangeOutcome& marks) {
   const int64_t reported = reported_library_calls(timing);
-  if (reported >= marked_calls) return {};
+  if (reported < marks.library_calls)
+    return {{kHackTampering,
+             fmt::format("the worker's library counters report {} routine call(s) in the timed calls, but {} were "
+                         "marked from outside: the counters were rewritten",
+                         reported, marks.library_calls)}};
+  const double reported_us = sum_call_us(timing.timed, &CallReport::lib_cpu_us);
+  const double marked_us = 1e6 * marks.library_seconds;
+  if (reported_us >= 0.5 * marked_us - 200.0 * double(marks.library_calls)) return {};
   return {{kHackTampering,
-           fmt::format("the worker's library counters report {} routine call(s) in the timed calls, but {} were "
-                       "marked from outside: the counters were rewritten",
-                       reported, marked_calls)}};
+           fmt::format("the worker's library counters report {:.1f} us of routine calls in the timed calls, but the "
+                       "worker's CPU clock, read from outside at their edges, advanced {:.1f} us: the counters were "
+                       "rewritten",
+                       reported_us, marked_us)}};
 }
 
 // The inputs of check_billed_time for one evaluation: the clean worker's billed time beyond its
@@ -576,7 +586,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
     return finish();
   }
   for (auto& f : check_marked_calls(timing, marks.call_marks)) add_once(findings, f.flag, f.reason);
-  for (auto& f : check_marked_library(timing, marks.library_calls)) add_once(findings, f.flag, f.reason);
+  for (auto& f : check_marked_library(timing, marks)) add_once(findings, f.flag, f.reason);
   for (size_t i = 0; i < timing.timed.size(); ++i)
     add_call_findings(timing.timed[i], fmt::format("timed call {}", i), findings);
   for (size_t w = 0; w < timing.warmups.size(); ++w)
@@ -623,12 +633,11 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
     for (auto& f : cross_check_times(timing, candidate_billed, reference, reference_billed)) findings.push_back(f);
 
   // Profiling: library routines are the "other kernels"; the rest of the call is the candidate's.
-  // The library's share from the worker's counters or from the marks read outside, whichever is
-  // larger: counters in the worker's memory can be rewritten downwards, the marks cannot.
-  const double marked_lib_us = 1e6 * marks.library_seconds;
+  // The library's share from the worker's counters, which check_marked_library held against the
+  // marks read outside.
   const double total_us = sum_call_us(timing.timed, &CallReport::call_us);
-  const double lib_us = std::max(sum_call_us(timing.timed, &CallReport::lib_us), marked_lib_us);
-  const int64_t lib_calls = std::max(reported_library_calls(timing), marks.library_calls);
+  const double lib_us = sum_call_us(timing.timed, &CallReport::lib_us);
+  const int64_t lib_calls = reported_library_calls(timing);
   const double own_us = std::max(0.0, total_us - lib_us);
   const double n_calls = double(timing.timed.size());
   r.reference_coverage = total_us > 0 ? std::clamp(own_us / total_us, 0.0, 1.0) : 0;
@@ -636,7 +645,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   // candidate did not hand to the library. Work added next to a library call changes the call's
   // time, not this share. CPU times on both sides: other processes on a loaded machine inflate
   // neither.
-  const double lib_cpu_us = std::max(sum_call_us(timing.timed, &CallReport::lib_cpu_us), marked_lib_us);
+  const double lib_cpu_us = sum_call_us(timing.timed, &CallReport::lib_cpu_us);
   r.coverage = opt.time_reference && reference_operators_cpu_us > 0 && n_calls > 0
                    ? std::clamp(1.0 - lib_cpu_us / n_calls / reference_operators_cpu_us, 0.0, 1.0)
                    : r.reference_coverage;

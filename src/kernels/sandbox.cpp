@@ -436,15 +436,20 @@ struct FrameWait {
   uint64_t declared = 0;  // "oversized": the length the frame's header declared
 };
 
+// `buf` holds bytes read before (frames that arrived together) and keeps what follows the frame
+// returned; trailing counts those bytes.
 FrameWait wait_frame(int channel, int output, double deadline, int64_t output_limit, int64_t max_frame,
-                     std::string& tail, int64_t& output_bytes) {
-  std::string buf;
+                     std::string& tail, int64_t& output_bytes, std::string& buf) {
   char chunk[65536];
   bool channel_open = true;
   for (;;) {
     if (buf.size() >= 8 && declared_length(buf) > uint64_t(std::max<int64_t>(max_frame, 1)) + 1)
       return {"", "oversized", 0, declared_length(buf)};
-    if (size_t n = complete_frame(buf)) return {buf.substr(8, n - 8), "", buf.size() - n};
+    if (size_t n = complete_frame(buf)) {
+      FrameWait w{buf.substr(8, n - 8), "", buf.size() - n};
+      buf.erase(0, n);
+      return w;
+    }
     if (!channel_open) return {"", "eof"};
     const double left = deadline - now_seconds();
     if (left <= 0) return {"", "timeout"};
@@ -485,8 +490,9 @@ std::string trim_tail(const std::string& tail) {
 bool SandboxWorker::wait_hello(std::string* error) {
   int64_t bytes = 0;
   output_tail_.clear();
+  std::string buf;
   FrameWait w = wait_frame(channel_, output_, now_seconds() + limits_.startup_seconds, limits_.output_bytes,
-                           limits_.reply_bytes, output_tail_, bytes);
+                           limits_.reply_bytes, output_tail_, bytes, buf);
   if (!w.frame.empty() && w.frame[0] == kHello) return true;
   *error = fmt::format("worker {} did not start ({}): {}", program_, w.why.empty() ? "bad hello" : w.why,
                        trim_tail(output_tail_));
@@ -549,18 +555,21 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   int64_t library_calls = 0;
   double library_seconds = 0, library_entry = -1;
   bool entered_inside = false;
+  std::string pending;  // bytes that came after a library mark (the worker does not wait after one)
   FrameWait w;
   for (;;) {
-    w = wait_frame(channel_, output_, deadline, limits_.output_bytes, limits_.reply_bytes, output_tail_, bytes);
+    w = wait_frame(channel_, output_, deadline, limits_.output_bytes, limits_.reply_bytes, output_tail_, bytes,
+                   pending);
     if (!w.why.empty() || w.frame.empty()) break;
     const char kind = w.frame[0];
     if (kind != kLibraryMark && !(call_marks && kind == kCallMark)) break;
-    // The worker waits for the acknowledgement, so nothing it wrote can follow a mark yet.
-    if (w.frame.size() != 1 || w.trailing != 0 || (kind == kCallMark && marks.size() >= kMaxCallMarks))
+    // After a call mark the worker waits for the acknowledgement, so nothing it wrote can follow it yet.
+    const bool followed = kind == kCallMark && w.trailing != 0;
+    if (w.frame.size() != 1 || followed || (kind == kCallMark && marks.size() >= kMaxCallMarks))
       return fail_and_reap(SandboxStatus::bad_frame,
                            fmt::format("a {} mark {} (call mark {})", kind == kCallMark ? "call" : "library",
-                                       w.frame.size() != 1 ? "with a body" : w.trailing ? "followed by more bytes"
-                                                                                        : "over the limit",
+                                       w.frame.size() != 1 ? "with a body" : followed ? "followed by more bytes"
+                                                                                      : "over the limit",
                                        marks.size() + 1),
                            "");
     const double now = billed_cpu_seconds();
@@ -578,7 +587,8 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
       }
       library_entry = -1;
     }
-    if (!write_all(channel_, &kind, 1)) return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
+    if (kind == kCallMark && !write_all(channel_, &kind, 1))
+      return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
   }
   if (w.why == "oversized")
     return fail_and_reap(SandboxStatus::bad_frame,
@@ -725,8 +735,10 @@ bool mark_call() {
 }
 
 bool mark_library() {
+  // Not acknowledged: a round trip at each edge would add the parent's wake-up to every library
+  // call, inside the candidate's timed calls (tens of us each, per row for a row-wise routine).
   static const std::string f = frame(kLibraryMark, "");
-  return send_mark(f);
+  return write_all(kChannelFd, f.data(), f.size());
 }
 
 void write_reply(const std::string& reply) {

@@ -115,7 +115,7 @@ TEST_CASE("adversarial, class 5: busy work next to library calls never raises a 
   const EvalResult laundered = single_worker().evaluate({adversarial("matmul_softmax", "laundered_library")})[0];
   check_caught(laundered, kHackTampering);
   CHECK_THAT(laundered.hacking_reason, Catch::Contains("marked from outside"));
-  CHECK(laundered.coverage < HackingThresholds().lazy_coverage);
+  CHECK(KernelRewardPolicy().score(laundered).reward <= policy.score(res[0]).reward);
 }
 
 TEST_CASE("adversarial, class 6: larger shapes, far out-of-bounds writes and pasted assembly are caught") {

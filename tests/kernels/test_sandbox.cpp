@@ -179,9 +179,9 @@ while True:
             t = time.process_time()
             while time.process_time() - t < 0.2:
                 pass
-    def mark(kind, spin):  # a mark, acknowledged by the parent, then `spin` seconds of CPU
+    def mark(kind, spin):  # a mark (a call mark waits for the parent's acknowledgement), then `spin` s of CPU
         os.write(3, (1).to_bytes(8, "little") + kind)
-        if read(1) != kind:
+        if kind == b"T" and read(1) != kind:
             raise SystemExit(4)
         t = time.process_time()
         while time.process_time() - t < spin:
@@ -259,7 +259,7 @@ TEST_CASE("sandbox: call marks are acknowledged and timed with the worker's CPU 
   }
 }
 
-TEST_CASE("sandbox: library marks are always acknowledged, and their calls and CPU time counted inside marked calls") {
+TEST_CASE("sandbox: library marks are always taken, and their calls and CPU time counted inside marked calls") {
   for (SandboxIsolation isolation : {SandboxIsolation::namespaces, SandboxIsolation::rlimits_only}) {
     INFO(to_string(isolation));
     SandboxWorker worker("/usr/bin/python3", {"-I", "-c", kFrameWorker}, SandboxLimits{}.wall(10).isolate(isolation));

@@ -96,9 +96,10 @@ struct SandboxReply {
   // request (sandbox_child::mark_call), while it waited for the mark's acknowledgement.
   std::vector<double> call_marks;
   // Library marks (sandbox_child::mark_library: the edges of each call of a library routine the
-  // worker serves its candidate), always acknowledged: how many routine calls they enclosed, and
-  // the worker's CPU time inside them, read here. With call_marks, only routine calls inside the
-  // marked calls count.
+  // worker serves its candidate), taken in every call: how many routine calls they enclosed, and
+  // the worker's CPU time inside them as read here when each mark arrived (the worker does not wait
+  // for these, so a mark read late moves its edge: a rough time, an exact count). With call_marks,
+  // only routine calls inside the marked calls count.
   int64_t library_calls = 0;
   double library_seconds = 0;
 };
@@ -114,7 +115,7 @@ class SandboxWorker {
 
   // Sends one request frame and waits for the reply under the limits. With call_marks, the worker's
   // call marks (sandbox_child::mark_call) are acknowledged and timed on the way; without, a mark is
-  // a frame that is not a reply (bad_frame). Library marks are acknowledged and timed in every call.
+  // a frame that is not a reply (bad_frame). Library marks are counted and timed in every call.
   SandboxReply call(const std::string& request, bool call_marks = false);
   // Starts the child now (call() does it when needed); false if it could not be started.
   bool start();
@@ -220,8 +221,9 @@ void* load_shared_object(const std::string& bytes, std::string& why);
 // known without trusting any clock or number in this process. False when the channel failed.
 bool mark_call();
 // Marks an edge (entry, then exit) of a call of a library routine this worker serves its
-// candidate, the same way (SandboxReply::library_calls, library_seconds): what the library did is
-// known without trusting counters in this process, which a candidate can rewrite.
+// candidate (SandboxReply::library_calls, library_seconds), without waiting for the parent: how
+// often the library ran is known without trusting counters in this process, which a candidate can
+// rewrite, and roughly how long.
 bool mark_library();
 // Tells the parent the limit was hit (std::bad_alloc in the candidate), then exits.
 [[noreturn]] void report_out_of_memory();
