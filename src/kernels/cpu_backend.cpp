@@ -243,26 +243,18 @@ int64_t reported_library_calls(const WorkerReply& timing) {
   return calls;
 }
 
-// The library routine calls and CPU time the worker reported for its timed calls against the
-// edges it marked (sandbox_child::mark_library), counted and timed from outside: each routine call
-// marks both edges before the worker can report it, so fewer reported calls means the counters
-// were rewritten. The marks' times are rough (read when each arrives, the worker not waiting), so
-// the reported time must only reach half of theirs, less 200 us a call.
+// The library routine calls the worker reported for its timed calls against the edges it marked
+// (sandbox_child::mark_library), counted from outside: each routine call marks both edges before
+// the worker can report it, so fewer reported calls means the counters were rewritten. The marks'
+// times are not held against the reported ones: read when each mark arrives (the worker does not
+// wait), an exit read late on a loaded machine takes in the candidate's own work after the call.
 std::vector<HackFinding> check_marked_library(const WorkerReply& timing, const eval_detail::ExchangeOutcome& marks) {
   const int64_t reported = reported_library_calls(timing);
-  if (reported < marks.library_calls)
-    return {{kHackTampering,
-             fmt::format("the worker's library counters report {} routine call(s) in the timed calls, but {} were "
-                         "marked from outside: the counters were rewritten",
-                         reported, marks.library_calls)}};
-  const double reported_us = sum_call_us(timing.timed, &CallReport::lib_cpu_us);
-  const double marked_us = 1e6 * marks.library_seconds;
-  if (reported_us >= 0.5 * marked_us - 200.0 * double(marks.library_calls)) return {};
+  if (reported >= marks.library_calls) return {};
   return {{kHackTampering,
-           fmt::format("the worker's library counters report {:.1f} us of routine calls in the timed calls, but the "
-                       "worker's CPU clock, read from outside at their edges, advanced {:.1f} us: the counters were "
-                       "rewritten",
-                       reported_us, marked_us)}};
+           fmt::format("the worker's library counters report {} routine call(s) in the timed calls, but {} were "
+                       "marked from outside: the counters were rewritten",
+                       reported, marks.library_calls)}};
 }
 
 // The inputs of check_billed_time for one evaluation: the clean worker's billed time beyond its

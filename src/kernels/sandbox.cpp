@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -50,14 +51,14 @@ std::string frame(char kind, const std::string& body) {
 }
 
 // The length a frame's 8-byte header declares (of what has arrived of it).
-uint64_t declared_length(const std::string& buf) {
+uint64_t declared_length(std::string_view buf) {
   uint64_t n = 0;
   for (int i = 0; i < 8 && size_t(i) < buf.size(); ++i) n |= uint64_t(uint8_t(buf[size_t(i)])) << (8 * i);
   return n;
 }
 
 // Length of the first complete frame in buf, or 0 when more bytes are needed.
-size_t complete_frame(const std::string& buf) {
+size_t complete_frame(std::string_view buf) {
   if (buf.size() < 8) return 0;
   const uint64_t n = declared_length(buf);
   return buf.size() - 8 >= n ? size_t(8 + n) : 0;
@@ -436,20 +437,24 @@ struct FrameWait {
   uint64_t declared = 0;  // "oversized": the length the frame's header declared
 };
 
-// `buf` holds bytes read before (frames that arrived together) and keeps what follows the frame
-// returned; trailing counts those bytes.
+// `buf` from `start` holds bytes read before (frames that arrived together) and keeps what follows
+// the frame returned (trailing counts those bytes); `start` moves past each frame taken, so that
+// many small frames read at once cost no copying of the rest.
 FrameWait wait_frame(int channel, int output, double deadline, int64_t output_limit, int64_t max_frame,
-                     std::string& tail, int64_t& output_bytes, std::string& buf) {
+                     std::string& tail, int64_t& output_bytes, std::string& buf, size_t& start) {
   char chunk[65536];
   bool channel_open = true;
   for (;;) {
-    if (buf.size() >= 8 && declared_length(buf) > uint64_t(std::max<int64_t>(max_frame, 1)) + 1)
-      return {"", "oversized", 0, declared_length(buf)};
-    if (size_t n = complete_frame(buf)) {
-      FrameWait w{buf.substr(8, n - 8), "", buf.size() - n};
-      buf.erase(0, n);
+    const std::string_view rest(buf.data() + start, buf.size() - start);
+    if (rest.size() >= 8 && declared_length(rest) > uint64_t(std::max<int64_t>(max_frame, 1)) + 1)
+      return {"", "oversized", 0, declared_length(rest)};
+    if (size_t n = complete_frame(rest)) {
+      FrameWait w{std::string(rest.substr(8, n - 8)), "", rest.size() - n};
+      start += n;
       return w;
     }
+    buf.erase(0, start);  // only a partial frame is left: a short move
+    start = 0;
     if (!channel_open) return {"", "eof"};
     const double left = deadline - now_seconds();
     if (left <= 0) return {"", "timeout"};
@@ -491,8 +496,9 @@ bool SandboxWorker::wait_hello(std::string* error) {
   int64_t bytes = 0;
   output_tail_.clear();
   std::string buf;
+  size_t start = 0;
   FrameWait w = wait_frame(channel_, output_, now_seconds() + limits_.startup_seconds, limits_.output_bytes,
-                           limits_.reply_bytes, output_tail_, bytes, buf);
+                           limits_.reply_bytes, output_tail_, bytes, buf, start);
   if (!w.frame.empty() && w.frame[0] == kHello) return true;
   *error = fmt::format("worker {} did not start ({}): {}", program_, w.why.empty() ? "bad hello" : w.why,
                        trim_tail(output_tail_));
@@ -556,10 +562,11 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   double library_seconds = 0, library_entry = -1;
   bool entered_inside = false;
   std::string pending;  // bytes that came after a library mark (the worker does not wait after one)
+  size_t pending_start = 0;
   FrameWait w;
   for (;;) {
     w = wait_frame(channel_, output_, deadline, limits_.output_bytes, limits_.reply_bytes, output_tail_, bytes,
-                   pending);
+                   pending, pending_start);
     if (!w.why.empty() || w.frame.empty()) break;
     const char kind = w.frame[0];
     if (kind != kLibraryMark && !(call_marks && kind == kCallMark)) break;
