@@ -1165,7 +1165,7 @@ def _time_call(fn, inputs, flush):
         T.record(start, _state["stream"])
         out = fn(*inputs)
         T.record(end, _state["stream"])
-        return out, (start, end, _perf_ns())
+        return out, (start, end, None)
     t0 = _perf_ns()
     out = fn(*inputs)
     return out, (None, _perf_ns(), t0)
@@ -1178,9 +1178,9 @@ def _finish_time(marks):
     cache flush, the inputs' perturbation and copies, still running when the call returns) counts:
     an honest call leaves nothing, and what remains is work sent to other streams."""
     T = _state["T"]
-    start, end, returned = marks
+    start, end, called = marks
     if start is None:  # cpu: (None, return time, call time), the call's own span
-        return (end - returned) / 1000.0, 0.0
+        return (end - called) / 1000.0, 0.0
     T.event_sync(end)
     t0 = _perf_ns()
     _sync()

@@ -73,7 +73,7 @@ struct HFLayer : torch::nn::Module {
 #endif
     const int64_t batch = x.size(0), length = x.size(1);
     const torch::Tensor h = rms_norm(x, input_norm, config.rms_norm_eps);
-    const bool merged = slots && slots->batch->merged_projections && !torch::GradMode::is_enabled();
+    const bool merged = merged_for(slots);
     const auto [q_out, k_out, v_out] = project_qkv(h, merged);
     const torch::Tensor q = apply_rotary(split_heads(q_out, config.num_attention_heads, q_norm), cos, sin);
     torch::Tensor k = apply_rotary(split_heads(k_out, config.num_key_value_heads, k_norm), cos, sin);
@@ -95,6 +95,11 @@ struct HFLayer : torch::nn::Module {
       return x + projections.at("down_proj")(torch::silu(gate_up.narrow(-1, 0, width)) * gate_up.narrow(-1, width, width));
     }
     return x + projections.at("down_proj")(torch::silu(projections.at("gate_proj")(m)) * projections.at("up_proj")(m));
+  }
+
+  // Whether a call takes the merged copies: the engine's calls that ask for them, without a gradient.
+  static bool merged_for(const SlotLayout* slots) {
+    return slots && slots->batch->merged_projections && !torch::GradMode::is_enabled();
   }
 
   // The q, k and v projections of h: through the merged copy's one GEMM where `merged` and it is
@@ -142,7 +147,7 @@ struct HFLayer : torch::nn::Module {
     const double eps = config.rms_norm_eps;
     const auto [x, h] = add_and_norm(input, pending, input_norm);
     torch::Tensor o;
-    const bool merged = slots && slots->batch->merged_projections && !torch::GradMode::is_enabled();
+    const bool merged = merged_for(slots);
     if (slots) {
       // One kernel norms, rotates and stores what the q/k/v projections give (as one tensor).
       const torch::Tensor qkv = merged && qkv_merged.ready()
