@@ -259,7 +259,7 @@ def _tamper_exit(reason):
 
 # Library functions that ask for a frame and give back only text or names, never the frame: torch's
 # lazy CUDA calls record traceback.format_stack(), logging finds its caller, namedtuple and TypeVar
-# read their module's name. Matched by code-object identity (a forged code object with the same
+# read their module's name, typing_extensions asks whether its caller is subscripting Generic. Matched by code-object identity (a forged code object with the same
 # contents is a different object).
 _FRAME_SAFE = set()
 _FRAME_SAFE_PARENT = {}
@@ -301,9 +301,18 @@ def _allow_frames_for(torch):
     import traceback
     for fn in (traceback.extract_stack, traceback.format_stack, traceback.print_stack, collections.namedtuple):
         _FRAME_SAFE.add(id(fn.__code__))
-    caller = getattr(typing, "_caller", None)
-    if caller is not None:
-        _FRAME_SAFE.add(id(caller.__code__))
+    # typing_extensions (loaded by torch) replaces typing._collect_parameters on Python < 3.13, so
+    # every Union[...] or Generic[...] made while a candidate runs (lazy imports, torch.compile)
+    # asks _has_generic_or_protocol_as_origin, which returns a bool; _caller returns a module name.
+    try:
+        import typing_extensions
+    except Exception:
+        typing_extensions = None
+    for module in (typing, typing_extensions):
+        for name in ("_caller", "_has_generic_or_protocol_as_origin"):
+            code = getattr(getattr(module, name, None), "__code__", None)
+            if code is not None:
+                _FRAME_SAFE.add(id(code))
     if getattr(logging, "currentframe", None) is not None:
         _FRAME_SAFE_PARENT[id(logging.currentframe.__code__)] = id(logging.Logger.findCaller.__code__)
 

@@ -547,7 +547,9 @@ TEST_CASE("python backend: a problem that does not fit in memory is a memory err
   INFO(r.message);
   CHECK(r.error == EvalError::memory);
   CHECK(r.message.find("68719476736 bytes") != std::string::npos);
-  CHECK(r.message.find("are available on cpu") != std::string::npos);
+  // Told before the inputs are made (from a run on the meta device) or after torch failed to make them.
+  CHECK(r.message.find("are available") != std::string::npos);
+  CHECK(r.message.find("on cpu") != std::string::npos);
 }
 
 TEST_CASE("python backend: scaling options out of range are refused, naming the field") {
