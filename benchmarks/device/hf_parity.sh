@@ -9,6 +9,8 @@
 #     tokens of turnrl's decoder on the GPU against transformers (test_model_cuda).
 #  4. Folders that turnrl writes (init-model, save_pretrained) load in transformers with no
 #     missing, unexpected or mis-shaped tensor, and transformers' logits equal turnrl's.
+#  5. LoRA adapters saved by turnrl (peft layout) load with PeftModel.from_pretrained and give
+#     turnrl's logits (check_peft.py).
 # Then run ctest as usual: the tiny-fixture tests read the regenerated files.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,3 +32,7 @@ for preset in qwen3-0.6b llama3.2-1b; do
 done
 python3 benchmarks/device/load_in_transformers.py /tmp/init-qwen3-0.6b /tmp/init-llama3.2-1b 2>&1 \
   | tee "$OUT/load_in_transformers.txt"
+echo "== 5. LoRA adapters that turnrl saves, loaded by peft over the same base"
+TURNRL_PEFT_EXPORT=/tmp/peft-export build-device/bin/test_model "lora: peft names*" > /dev/null 2>&1
+python3 benchmarks/device/check_peft.py tests/data/hf/llama /tmp/peft-export/llama-lora /tmp/peft-export/llama-rslora \
+  2>&1 | grep -E "max \||Error|error" | tee "$OUT/peft.txt"

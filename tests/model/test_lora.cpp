@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 
 #include "model/hf_fixtures.h"
@@ -122,6 +123,15 @@ TEST_CASE("lora: peft names, adapter save and load, merged export equals the ada
     CHECK(config["lora_alpha"] == 8.0);
     CHECK(config["use_rslora"] == rslora);
     CHECK(config["target_modules"].size() == 7);
+
+    // For benchmarks/device/check_peft.py: peft's PeftModel.from_pretrained over the same base
+    // (tests/data/hf/llama) must give these logits.
+    if (const char* root = std::getenv("TURNRL_PEFT_EXPORT")) {
+      const std::string dir = std::string(root) + (rslora ? "/llama-rslora" : "/llama-lora");
+      adapted->save(dir);
+      write_safetensors(dir + "/turnrl_logits.safetensors",
+                        {{"prompt", torch::tensor(kPrompt, torch::kLong).to(torch::kFloat)}, {"logits", expected}});
+    }
 
     auto reloaded = load_fixture("llama", torch::kFloat, lora);
     reloaded->load(adapter.path);
