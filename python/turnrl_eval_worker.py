@@ -901,7 +901,9 @@ def _poison(outs, inputs, model):
     T = _state["T"]
     keep = list(_tensors(inputs))
     if isinstance(model, T.torch.nn.Module):
-        keep += list(model.parameters()) + list(model.buffers())
+        # nn.Module's own methods: the candidate's model may override parameters() or buffers().
+        module = T.torch.nn.Module
+        keep += list(module.parameters(model)) + list(module.buffers(model))
     for o in outs:
         p = _POISON.get(str(o.dtype).replace("torch.", ""))
         if p is not None and o.numel() > 0 and not _overlaps([o], keep):
@@ -1836,6 +1838,13 @@ def _timing_request(req, blob):
                 _perturb(inputs, base, i, timing["seed"])
                 saved = [T.clone(t) for t in _tensors(inputs)]
             out, marks = _time_call(model, inputs, flush)
+            # Before any tensor operation of the harness's (its profiler range included): a mode
+            # left active would run the candidate's work inside the harness's share, unprofiled.
+            if _modes_active(T.torch) > _state["baseline"]["modes"]:
+                _add(findings, "tampering", "timed call %d left a torch function/dispatch mode active (work "
+                     "deferred into the harness's own operations)" % i)
+                _state["restart"] = "torch mode left active"
+                break
             with _harness_range(profile_timed):
                 snap = None
                 if i in checks:

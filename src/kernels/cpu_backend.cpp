@@ -243,18 +243,52 @@ int64_t reported_library_calls(const WorkerReply& timing) {
   return calls;
 }
 
-// The library routine calls the worker reported for its timed calls against the edges it marked
-// (sandbox_child::mark_library), counted from outside: each routine call marks both edges before
-// the worker can report it, so fewer reported calls means the counters were rewritten. The marks'
-// times are not held against the reported ones: read when each mark arrives (the worker does not
-// wait), an exit read late on a loaded machine takes in the candidate's own work after the call.
-std::vector<HackFinding> check_marked_library(const WorkerReply& timing, const eval_detail::ExchangeOutcome& marks) {
-  const int64_t reported = reported_library_calls(timing);
-  if (reported >= marks.library_calls) return {};
+// The library routine calls of the timed calls as their marks tell them (sandbox_child::
+// mark_library_entry/exit, read by the parent): by routine (kLibraryRoutines' order) and the CPU
+// time inside them by timed call. The worker's sealed code measured those times with no candidate
+// code running in between; the counters in its memory, which the reply reports, a candidate can
+// rewrite.
+struct MarkedLibrary {
+  std::map<int, int64_t> calls_by_routine;
+  std::vector<double> cpu_us_by_call;
+  int64_t calls = 0;
+};
+
+MarkedLibrary marked_library(const eval_detail::ExchangeOutcome& marks, size_t timed_calls) {
+  MarkedLibrary m;
+  m.cpu_us_by_call.assign(timed_calls, 0.0);
+  for (const MarkedLibraryUse& u : marks.library_uses) {
+    m.calls_by_routine[u.routine] += u.calls;
+    m.calls += u.calls;
+    if (u.call >= 0 && size_t(u.call) < timed_calls) m.cpu_us_by_call[size_t(u.call)] += 1e6 * u.cpu_seconds;
+  }
+  return m;
+}
+
+std::string routine_name(int routine) {
+  constexpr int known = int(std::size(cpu_detail::kLibraryRoutines));
+  return routine >= 0 && routine < known ? cpu_detail::kLibraryRoutines[routine] : fmt::format("routine {}", routine);
+}
+
+// The routine calls the worker reported for its timed calls against the ones it marked, routine by
+// routine: each routine call marks both edges before the worker can report it, so fewer reported
+// calls of a routine means the counters were rewritten (a call moved to another routine's count
+// included).
+std::vector<HackFinding> check_marked_library(const WorkerReply& timing, const MarkedLibrary& marked) {
+  std::string short_of;
+  for (const auto& [routine, calls] : marked.calls_by_routine) {
+    const std::string name = routine_name(routine);
+    int64_t reported = 0;
+    for (size_t k = 0; k < timing.lib_names.size() && k < timing.lib_stats.size(); ++k)
+      if (timing.lib_names[k] == name) reported += timing.lib_stats[k].calls;
+    if (reported < calls)
+      short_of += fmt::format("{}{}: {} reported, {} marked", short_of.empty() ? "" : "; ", name, reported, calls);
+  }
+  if (short_of.empty()) return {};
   return {{kHackTampering,
-           fmt::format("the worker's library counters report {} routine call(s) in the timed calls, but {} were "
-                       "marked from outside: the counters were rewritten",
-                       reported, marks.library_calls)}};
+           fmt::format("the worker's library counters report fewer routine calls in the timed calls than were marked "
+                       "from outside ({}): the counters were rewritten",
+                       short_of)}};
 }
 
 // The inputs of check_billed_time for one evaluation: the clean worker's billed time beyond its
@@ -291,7 +325,7 @@ struct CpuEvaluator::Impl {
   // billed_seconds: the worker's CPU time for the request, read from outside. marks: the request
   // marks its timed calls (WorkerRequest::mark_calls), and these are the worker's CPU times at the
   // marks and its library routine calls inside them, read from outside (SandboxReply::call_marks,
-  // library_calls, library_seconds).
+  // library_uses).
   bool exchange(SandboxWorker& worker, WorkerRequest& wreq, WorkerReply& reply, EvalResult& r,
                 std::vector<HackFinding>& findings, double* billed_seconds = nullptr,
                 eval_detail::ExchangeOutcome* marks = nullptr);
@@ -578,7 +612,8 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
     return finish();
   }
   for (auto& f : check_marked_calls(timing, marks.call_marks)) add_once(findings, f.flag, f.reason);
-  for (auto& f : check_marked_library(timing, marks)) add_once(findings, f.flag, f.reason);
+  const MarkedLibrary marked = marked_library(marks, timing.timed.size());
+  for (auto& f : check_marked_library(timing, marked)) add_once(findings, f.flag, f.reason);
   for (size_t i = 0; i < timing.timed.size(); ++i)
     add_call_findings(timing.timed[i], fmt::format("timed call {}", i), findings);
   for (size_t w = 0; w < timing.warmups.size(); ++w)
@@ -625,11 +660,16 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
     for (auto& f : cross_check_times(timing, candidate_billed, reference, reference_billed)) findings.push_back(f);
 
   // Profiling: library routines are the "other kernels"; the rest of the call is the candidate's.
-  // The library's share from the worker's counters, which check_marked_library held against the
-  // marks read outside.
+  // The library's share per call is the larger of the worker's counters and its marks: the marks'
+  // CPU time cannot be rewritten from candidate code (a counter reset to hide a call's time leaves
+  // them), and wall-clock time in a routine is at least its CPU time.
+  double lib_us = 0, lib_cpu_us = 0;
+  for (size_t i = 0; i < timing.timed.size(); ++i) {
+    lib_us += std::max(timing.timed[i].lib_us, marked.cpu_us_by_call[i]);
+    lib_cpu_us += std::max(timing.timed[i].lib_cpu_us, marked.cpu_us_by_call[i]);
+  }
   const double total_us = sum_call_us(timing.timed, &CallReport::call_us);
-  const double lib_us = sum_call_us(timing.timed, &CallReport::lib_us);
-  const int64_t lib_calls = reported_library_calls(timing);
+  const int64_t lib_calls = std::max(reported_library_calls(timing), marked.calls);
   const double own_us = std::max(0.0, total_us - lib_us);
   const double n_calls = double(timing.timed.size());
   r.reference_coverage = total_us > 0 ? std::clamp(own_us / total_us, 0.0, 1.0) : 0;
@@ -637,7 +677,6 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   // candidate did not hand to the library. Work added next to a library call changes the call's
   // time, not this share. CPU times on both sides: other processes on a loaded machine inflate
   // neither.
-  const double lib_cpu_us = sum_call_us(timing.timed, &CallReport::lib_cpu_us);
   r.coverage = opt.time_reference && reference_operators_cpu_us > 0 && n_calls > 0
                    ? std::clamp(1.0 - lib_cpu_us / n_calls / reference_operators_cpu_us, 0.0, 1.0)
                    : r.reference_coverage;
@@ -651,7 +690,12 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   // spent outside the library (a chain of library routines cheaper than the reference's operators
   // is still all library).
   for (auto& f : check_coverage(std::min(r.coverage, r.reference_coverage), lib_calls, opt.hacking)) findings.push_back(f);
-  for (auto& f : check_replaced_routines(timing.lib_names, task.replaces)) findings.push_back(f);
+  // The routines called, as reported and as marked (a candidate that reaches a replaced routine
+  // without naming it, and rewrites the counters, still marks it).
+  std::vector<std::string> called = timing.lib_names;
+  for (const auto& [routine, calls] : marked.calls_by_routine)
+    if (std::find(called.begin(), called.end(), routine_name(routine)) == called.end()) called.push_back(routine_name(routine));
+  for (auto& f : check_replaced_routines(called, task.replaces)) findings.push_back(f);
   const double flops = task.flops ? task.flops(task.shape_sets[0]) : 0;
   const double bandwidth = opt.time_reference ? reference.bandwidth_bytes_per_s : timing.bandwidth_bytes_per_s;
   for (auto& f : check_plausible_speed(r.candidate_time.median_us, bytes_moved(task.shape_sets[0], treq.timing_output_shapes),

@@ -62,21 +62,29 @@ double thread_cpu_us() {
 // reference's, which other processes on a loaded machine do not inflate.
 double g_lib_cpu_us = 0;
 
-// A routine call's edges are also marked to the parent (sandbox_child::mark_library), which reads
-// this process's CPU clock from outside: these counters live in memory the candidate can write
-// (snapshot before its library calls, restore after), the parent's record does not.
+// A routine call's edges are also marked to the parent (sandbox_child::mark_library_entry/exit),
+// with the routine and the CPU time measured inside it: these counters live in memory the candidate can write
+// (snapshot before its library calls, restore after), the marks do not. Every signal is blocked
+// between the edges, so no handler of the candidate's runs inside a routine (to write a forged exit
+// mark, or to jump out of the routine from a fault it provoked there); a fault there kills the worker.
 struct LibTimer {
   explicit LibTimer(LibOp o) : op(o) {
-    if (!sandbox_child::mark_library()) _exit(3);  // the parent is gone
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &saved_mask);
+    if (!sandbox_child::mark_library_entry(op)) _exit(3);  // the parent is gone
     t0 = Clock::now();
     c0 = thread_cpu_us();
   }
   ~LibTimer() {
+    const double cpu_us = thread_cpu_us() - c0;
     g_lib[op].us += micros(t0, Clock::now());
-    g_lib_cpu_us += thread_cpu_us() - c0;
+    g_lib_cpu_us += cpu_us;
     ++g_lib[op].calls;
-    if (!sandbox_child::mark_library()) _exit(3);
+    if (!sandbox_child::mark_library_exit(op, int64_t(cpu_us * 1e3))) _exit(3);
+    pthread_sigmask(SIG_SETMASK, &saved_mask, nullptr);
   }
+  sigset_t saved_mask;
   LibOp op;
   Clock::time_point t0;
   double c0 = 0;

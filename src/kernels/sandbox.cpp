@@ -11,6 +11,8 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
+
+#include <map>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,9 +25,11 @@
 #include <string_view>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 
 #include "namespace_jail.h"
+#include "process_lockdown.h"
 #include "turnrl/core/error.h"
 #include "turnrl/core/install_paths.h"
 #include "turnrl/core/filesystem.h"
@@ -49,6 +53,58 @@ std::string frame(char kind, const std::string& body) {
   out += body;
   return out;
 }
+
+// Library marks as the parent reads them: 'L', the edge ('E' entry, 'X' exit), the routine's id and
+// 8 bytes, little-endian: at the exit, the worker thread's CPU time inside the routine in ns (read by
+// the worker's sealed code between the edges; 0 at the entry). Complete pairs are summed by (marked
+// call, routine); an edge out of order is a malformed mark. Candidate code cannot run between a
+// pair's edges (every signal is blocked there), so what it can write on the channel itself only
+// adds whole pairs or breaks the order: never a shorter or missing call.
+class LibraryMarkReader {
+ public:
+  static constexpr size_t kFrameBytes = 11;
+
+  // "" or why the mark is malformed. call: the marked call it falls in (-1: calls are not marked;
+  // -2: between marked calls, not counted).
+  std::string read(const std::string& f, int call) {
+    if (f.size() != kFrameBytes) return fmt::format("a library mark of {} bytes ({} expected)", f.size(), kFrameBytes);
+    const char edge = f[1];
+    const int routine = int(uint8_t(f[2]));
+    uint64_t ns = 0;
+    for (int i = 0; i < 8; ++i) ns |= uint64_t(uint8_t(f[size_t(3 + i)])) << (8 * i);
+    if (edge == 'E') {
+      if (open_) return fmt::format("a library call of routine {} entered inside one of routine {}", routine, routine_);
+      open_ = true;
+      routine_ = routine;
+      call_ = call;
+      return "";
+    }
+    if (edge != 'X') return fmt::format("a library mark with edge byte {}", int(uint8_t(edge)));
+    if (!open_) return fmt::format("a library call of routine {} left without being entered", routine);
+    if (routine != routine_) return fmt::format("routine {} left inside a call of routine {}", routine, routine_);
+    if (call == call_ && call != -2) {
+      MarkedLibraryUse& u = uses_[{call, routine}];
+      u.call = call;
+      u.routine = routine;
+      ++u.calls;
+      u.cpu_seconds += 1e-9 * double(ns);
+    }
+    open_ = false;
+    return "";
+  }
+  bool open() const { return open_; }
+  std::vector<MarkedLibraryUse> uses() const {
+    std::vector<MarkedLibraryUse> out;
+    for (const auto& [key, use] : uses_) out.push_back(use);
+    return out;
+  }
+
+ private:
+  bool open_ = false;
+  int routine_ = 0;
+  int call_ = -1;
+  std::map<std::pair<int, int>, MarkedLibraryUse> uses_;
+};
 
 // The length a frame's 8-byte header declares (of what has arrived of it).
 uint64_t declared_length(std::string_view buf) {
@@ -558,9 +614,7 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   int64_t bytes = 0;
   const double deadline = now_seconds() + limits_.wall_seconds;
   std::vector<double> marks;
-  int64_t library_calls = 0;
-  double library_seconds = 0, library_entry = -1;
-  bool entered_inside = false;
+  LibraryMarkReader library;
   std::string pending;  // bytes that came after a library mark (the worker does not wait after one)
   size_t pending_start = 0;
   FrameWait w;
@@ -570,32 +624,27 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
     if (!w.why.empty() || w.frame.empty()) break;
     const char kind = w.frame[0];
     if (kind != kLibraryMark && !(call_marks && kind == kCallMark)) break;
+    // The marked call a library mark falls in: after an odd number of call marks (-1, every call,
+    // when none are taken).
+    const int call = !call_marks ? -1 : marks.size() % 2 == 1 ? int(marks.size() / 2) : -2;
+    if (kind == kLibraryMark) {
+      const std::string why = library.read(w.frame, call);
+      if (!why.empty()) return fail_and_reap(SandboxStatus::bad_frame, why, "");
+      continue;
+    }
     // After a call mark the worker waits for the acknowledgement, so nothing it wrote can follow it yet.
-    const bool followed = kind == kCallMark && w.trailing != 0;
-    if (w.frame.size() != 1 || followed || (kind == kCallMark && marks.size() >= kMaxCallMarks))
+    const bool followed = w.trailing != 0;
+    if (w.frame.size() != 1 || followed || marks.size() >= kMaxCallMarks)
       return fail_and_reap(SandboxStatus::bad_frame,
-                           fmt::format("a {} mark {} (call mark {})", kind == kCallMark ? "call" : "library",
+                           fmt::format("a call mark {} (call mark {})",
                                        w.frame.size() != 1 ? "with a body" : followed ? "followed by more bytes"
                                                                                       : "over the limit",
                                        marks.size() + 1),
                            "");
-    const double now = billed_cpu_seconds();
-    // Inside a marked call: after an odd number of call marks (every call when none are taken).
-    const bool inside = !call_marks || marks.size() % 2 == 1;
-    if (kind == kCallMark) {
-      marks.push_back(now);
-    } else if (library_entry < 0) {
-      library_entry = now;
-      entered_inside = inside;
-    } else {
-      if (entered_inside && inside) {
-        ++library_calls;
-        library_seconds += now - library_entry;
-      }
-      library_entry = -1;
-    }
-    if (kind == kCallMark && !write_all(channel_, &kind, 1))
-      return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
+    if (library.open())
+      return fail_and_reap(SandboxStatus::bad_frame, "a call mark inside a library routine call", "");
+    marks.push_back(billed_cpu_seconds());
+    if (!write_all(channel_, &kind, 1)) return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
   }
   if (w.why == "oversized")
     return fail_and_reap(SandboxStatus::bad_frame,
@@ -617,8 +666,9 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   reply.payload = w.frame.substr(1);
   reply.trailing_bytes = w.trailing;
   reply.call_marks = std::move(marks);
-  reply.library_calls = library_calls;
-  reply.library_seconds = library_seconds;
+  if (library.open())
+    return fail_and_reap(SandboxStatus::bad_frame, "a library routine call was entered and never left", "");
+  reply.library_uses = library.uses();
   reply.output_tail = trim_tail(output_tail_);
   return reply;
 }
@@ -741,12 +791,25 @@ bool mark_call() {
   return send_mark(f);
 }
 
-bool mark_library() {
-  // Not acknowledged: a round trip at each edge would add the parent's wake-up to every library
-  // call, inside the candidate's timed calls (tens of us each, per row for a row-wise routine).
-  static const std::string f = frame(kLibraryMark, "");
-  return write_all(kChannelFd, f.data(), f.size());
+namespace {
+
+bool send_library_mark(char edge, int routine, uint64_t ns) {
+  // Built on the stack: nothing the candidate can reach in memory lies between the caller's clock
+  // read and the write (this code and the GOT are sealed, and no candidate code runs meanwhile).
+  char f[8 + LibraryMarkReader::kFrameBytes] = {char(LibraryMarkReader::kFrameBytes)};
+  f[8] = kLibraryMark;
+  f[9] = edge;
+  f[10] = char(uint8_t(routine));
+  for (int i = 0; i < 8; ++i) f[11 + i] = char((ns >> (8 * i)) & 0xff);
+  return write_all(kChannelFd, f, sizeof f);
 }
+
+}  // namespace
+
+// Not acknowledged: a round trip at each edge would add the parent's wake-up to every library
+// call, inside the candidate's timed calls (tens of us each, per row for a row-wise routine).
+bool mark_library_entry(int routine) { return send_library_mark('E', routine, 0); }
+bool mark_library_exit(int routine, int64_t cpu_ns) { return send_library_mark('X', routine, uint64_t(std::max<int64_t>(cpu_ns, 0))); }
 
 void write_reply(const std::string& reply) {
   const std::string f = frame(kReply, reply);
@@ -759,7 +822,22 @@ void confine_candidate(bool gpu_driver) {
     sandbox_detail::SyscallFilter filter = sandbox_detail::build_syscall_filter(
         // A CPU candidate is timed against a single-threaded reference: a thread of its own (started
         // through glibc's exported __clone, which no import check names) is refused here.
-        gpu_driver ? sandbox_detail::FilterProfile::gpu_candidate : sandbox_detail::FilterProfile::candidate, getpid());
+        gpu_driver ? sandbox_detail::FilterProfile::gpu_candidate : sandbox_detail::FilterProfile::candidate, getpid(),
+        kChannelFd);
+    // Before the filter, which does not list the calls these make. The worker's own code (the
+    // marks, the clock reads, the reply) shares the candidate's address space: it is sealed, and
+    // nothing outside the worker's directory (its cwd) can be written, /proc/self/mem included.
+    // Kernels without Landlock or mseal run without that part (process_lockdown.h).
+    char cwd[4096];
+    if (getcwd(cwd, sizeof cwd)) {
+      const int err = sandbox_detail::confine_writes_beneath({cwd});
+      if (err && err != ENOSYS && err != EOPNOTSUPP) {
+        std::fprintf(stderr, "turnrl sandbox: confining the worker's writes failed: %s\n", std::strerror(err));
+        _exit(126);
+      }
+    }
+    sandbox_detail::seal_code(gpu_driver ? sandbox_detail::SealScope::own_executable
+                                         : sandbox_detail::SealScope::all_read_only_files);
     if (const int err = sandbox_detail::install_syscall_filter(filter)) {
       std::fprintf(stderr, "turnrl sandbox: installing the candidate seccomp filter failed: %s\n", std::strerror(err));
       _exit(126);

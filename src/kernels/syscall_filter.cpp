@@ -91,15 +91,52 @@ bool allow_listed(FilterProfile profile) { return profile == FilterProfile::cand
 
 // The candidate profiles' rules, stacked on the tool profile the program was started with, so a
 // call must pass both.
-void add_candidate_rules(scmp_filter_ctx c, FilterProfile profile, pid_t own_pid) {
+// Calls that close or replace a descriptor, each with the argument that names the one it changes.
+struct FdCall {
+  const char* name;
+  unsigned arg;
+};
+constexpr FdCall kFdChangingCalls[] = {{"close", 0}, {"dup2", 1}, {"dup3", 1}};
+
+bool changes_fds(const char* name) {
+  for (const FdCall& call : kFdChangingCalls)
+    if (std::strcmp(call.name, name) == 0) return true;
+  return std::strcmp(name, "close_range") == 0;
+}
+
+// The channel stays: every call that would close or replace it is refused, the rest allowed (on
+// the allow-list) with the complementary condition, since libseccomp orders no unconditional rule
+// against a conditional one of the same call.
+void add_channel_rules(scmp_filter_ctx c, bool listed, int channel_fd) {
+  const uint32_t refuse = SCMP_ACT_ERRNO(EPERM);
+  const uint64_t fd = uint64_t(channel_fd);
+  for (const FdCall& call : kFdChangingCalls) {
+    const int nr = seccomp_syscall_resolve_name(call.name);
+    if (nr == __NR_SCMP_ERROR) continue;
+    check(seccomp_rule_add(c, refuse, nr, 1, scmp_arg_cmp{call.arg, SCMP_CMP_EQ, fd, 0}), call.name);
+    if (listed) check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr, 1, scmp_arg_cmp{call.arg, SCMP_CMP_NE, fd, 0}), call.name);
+  }
+  const int nr = seccomp_syscall_resolve_name("close_range");
+  if (nr == __NR_SCMP_ERROR) return;
+  // close_range(first, last, flags) covers the channel when first <= fd <= last.
+  check(seccomp_rule_add(c, refuse, nr, 2, SCMP_A0(SCMP_CMP_LE, fd), SCMP_A1(SCMP_CMP_GE, fd)), "close_range");
+  if (listed) {
+    check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr, 1, SCMP_A0(SCMP_CMP_GT, fd)), "close_range");
+    check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr, 1, SCMP_A1(SCMP_CMP_LT, fd)), "close_range");
+  }
+}
+
+void add_candidate_rules(scmp_filter_ctx c, FilterProfile profile, pid_t own_pid, int channel_fd) {
   const uint32_t refuse = SCMP_ACT_ERRNO(EPERM);
   // The GPU profile allows by default: allow rules would repeat the default, which libseccomp refuses.
   const bool listed = allow_listed(profile);
   if (listed)
     for (const char* name : kCandidateAllowed) {
+      if (channel_fd >= 0 && changes_fds(name)) continue;  // add_channel_rules
       const int nr = seccomp_syscall_resolve_name(name);
       if (nr != __NR_SCMP_ERROR) check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr, 0), name);
     }
+  if (channel_fd >= 0) add_channel_rules(c, listed, channel_fd);
   for (int nr : kCandidateDenied) check(seccomp_rule_add(c, refuse, nr, 0), "a process call");
   // clone3 is left to the default here and refused with ENOSYS by the tool profile underneath, which
   // makes libc use clone, whose flags a filter reads.
@@ -119,12 +156,12 @@ void add_candidate_rules(scmp_filter_ctx c, FilterProfile profile, pid_t own_pid
 
 }  // namespace
 
-SyscallFilter build_syscall_filter(FilterProfile profile, pid_t own_pid) {
+SyscallFilter build_syscall_filter(FilterProfile profile, pid_t own_pid, int channel_fd) {
   std::unique_ptr<void, ContextDeleter> ctx(seccomp_init(allow_listed(profile) ? SCMP_ACT_ERRNO(ENOSYS) : SCMP_ACT_ALLOW));
   if (!ctx) fail("sandbox: seccomp_init failed");
   scmp_filter_ctx c = ctx.get();
   if (profile != FilterProfile::tool) {
-    add_candidate_rules(c, profile, own_pid);
+    add_candidate_rules(c, profile, own_pid, channel_fd);
   } else {
     const uint32_t refuse = SCMP_ACT_ERRNO(EPERM);
     for (int nr : kToolDenied) check(seccomp_rule_add(c, refuse, nr, 0), "a refused call");

@@ -36,7 +36,11 @@ struct SyscallFilter {
   std::vector<sock_filter> program;
   sock_fprog fprog() { return sock_fprog{static_cast<unsigned short>(program.size()), program.data()}; }
 };
-SyscallFilter build_syscall_filter(FilterProfile profile, pid_t own_pid = 0);
+// channel_fd (candidate profiles; -1: none): the worker's result channel, which candidate code must
+// not close or replace (close, close_range over it, dup2/dup3 onto it answer EPERM): marks of
+// library calls and the reply travel on it, and a channel swapped for a pipe of the candidate's own
+// during its calls would swallow the marks.
+SyscallFilter build_syscall_filter(FilterProfile profile, pid_t own_pid = 0, int channel_fd = -1);
 
 // Installs the filter on the calling process (all threads) after setting no-new-privs. Returns 0
 // or the errno of the failing call; async-signal-safe (used between fork and exec).

@@ -65,8 +65,7 @@ struct ExchangeOutcome {
   std::string forged;
   std::string output;  // the worker's output note (output_note) for the reply
   std::vector<double> call_marks;  // SandboxReply::call_marks of the request (its ping has none)
-  int64_t library_calls = 0;        // SandboxReply::library_calls and library_seconds of the request
-  double library_seconds = 0;
+  std::vector<MarkedLibraryUse> library_uses;  // SandboxReply::library_uses of the request
 };
 
 // One request and its reply, then a ping whose fresh nonce must come straight back: the reply is
@@ -89,8 +88,7 @@ std::optional<ExchangeOutcome> checked_exchange(SandboxWorker& worker, Request& 
   ExchangeOutcome out;
   out.output = output_note(*got);
   out.call_marks = std::move(got->call_marks);
-  out.library_calls = got->library_calls;
-  out.library_seconds = got->library_seconds;
+  out.library_uses = std::move(got->library_uses);
   if (got->trailing_bytes > 0) {
     out.forged = fmt::format("{} byte(s) after the reply frame", got->trailing_bytes);
     return out;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "candidates.h"
+#include "kernels/process_lockdown.h"
 #include "turnrl/kernels/cpu_protocol.h"
 #include "turnrl/kernels/cpu_tasks.h"
 #include "turnrl/kernels/hacking.h"
@@ -69,10 +70,18 @@ TEST_CASE("adversarial, class 1: frames forged on the result channel are tamperi
   CHECK(forged.correct);  // an honest softmax otherwise
   CHECK(forged.candidate_time.median_us != 15.0);
   CHECK(forged.candidate_time.min_us != 15.0);
-  // A clock slowed inside the worker (its GOT entry rewritten) is caught by the call marks.
+  // A clock slowed inside the worker (its GOT entry rewritten through /proc/self/mem): where the
+  // kernel has Landlock the write is refused and the candidate gives up (it returns 9); elsewhere
+  // the call marks catch the slowed clock.
   const EvalResult slowed = single_worker().evaluate({adversarial("matmul_bias_relu", "slowed_clock")})[0];
-  check_caught(slowed, kHackTampering);
-  CHECK_THAT(slowed.hacking_reason, Catch::Contains("read from outside at each call's start and end"));
+  if (sandbox_detail::lockdown_support().landlock_abi >= 1) {
+    INFO(describe(slowed));
+    CHECK(slowed.error == EvalError::runtime);
+    CHECK_THAT(slowed.message, Catch::Contains("returned 9"));
+  } else {
+    check_caught(slowed, kHackTampering);
+    CHECK_THAT(slowed.hacking_reason, Catch::Contains("read from outside at each call's start and end"));
+  }
 }
 
 TEST_CASE("adversarial, class 2: behaviour that changes once calls look timed is caught on the timed calls") {
@@ -94,8 +103,13 @@ TEST_CASE("adversarial, class 3: process-wide state changes are refused and the 
 }
 
 TEST_CASE("adversarial, class 4: the routine a task replaces is not served, however it is reached") {
-  const auto res = single_worker().evaluate({adversarial("softmax_rows", "replaced_routine_copy")});
+  const auto res = single_worker().evaluate({adversarial("softmax_rows", "replaced_routine_copy"),
+                                             adversarial("softmax_rows", "unnamed_routine")});
   check_caught(res[0], kHackCallsReference);
+  // The worker's own routine, found through its symbol table and its call moved to another
+  // routine's counter: the marks name the routine.
+  check_caught(res[1], kHackCallsReference);
+  CHECK_THAT(res[1].hacking_reason, Catch::Contains("softmax_rows"));
 }
 
 TEST_CASE("adversarial, class 5: busy work next to library calls never raises a lazy candidate's reward") {
@@ -116,6 +130,13 @@ TEST_CASE("adversarial, class 5: busy work next to library calls never raises a 
   check_caught(laundered, kHackTampering);
   CHECK_THAT(laundered.hacking_reason, Catch::Contains("marked from outside"));
   CHECK(KernelRewardPolicy().score(laundered).reward <= policy.score(res[0]).reward);
+  // Only the time counters put back, the call counts left to match the marks: the exit marks carry
+  // the time measured inside each routine.
+  const EvalResult timeless = single_worker().evaluate({adversarial("matmul_softmax", "laundered_time_only")})[0];
+  INFO(describe(timeless) << "; coverage " << timeless.coverage);
+  CHECK((timeless.hacking_flags & (kHackLazy | kHackNoCandidateWork)) != 0);
+  CHECK(timeless.coverage < HackingThresholds().lazy_coverage);
+  CHECK(KernelRewardPolicy().score(timeless).reward <= policy.score(res[0]).reward);
 }
 
 TEST_CASE("adversarial, class 6: larger shapes, far out-of-bounds writes and pasted assembly are caught") {

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "candidates.h"
+#include "kernels/process_lockdown.h"
 #include "turnrl/core/error.h"
 #include "turnrl/kernels/sandbox.h"
 
@@ -179,19 +180,33 @@ while True:
             t = time.process_time()
             while time.process_time() - t < 0.2:
                 pass
-    def mark(kind, spin):  # a mark (a call mark waits for the parent's acknowledgement), then `spin` s of CPU
-        os.write(3, (1).to_bytes(8, "little") + kind)
-        if kind == b"T" and read(1) != kind:
-            raise SystemExit(4)
+    spent = [0]
+    def mark(kind, spin, routine=0):  # a mark (a call mark waits for the parent's acknowledgement), then `spin` s of CPU
+        if kind == b"T":
+            os.write(3, (1).to_bytes(8, "little") + kind)
+            if read(1) != kind:
+                raise SystemExit(4)
+        else:  # b"E" (entry) or b"X" (exit, with the CPU ns since the entry)
+            ns = time.process_time_ns() - spent[0] if kind == b"X" else 0
+            os.write(3, (11).to_bytes(8, "little") + b"L" + kind + bytes([routine]) + ns.to_bytes(8, "little"))
+        spent[0] = time.process_time_ns()
         t = time.process_time()
         while time.process_time() - t < spin:
             pass
-    if body == b"library":  # in a marked call: a 0.2 s routine call, 0.2 s of own work; then one outside
-        for kind, spin in ((b"T", 0), (b"L", 0.2), (b"L", 0.2), (b"T", 0), (b"L", 0.1), (b"L", 0)):
-            mark(kind, spin)
-    if body == b"library only":  # two routine calls of 0.1 s, no call marks
-        for spin in (0.1, 0, 0.1, 0):
-            mark(b"L", spin)
+    if body == b"library":  # in a marked call: a 0.2 s call of routine 1, 0.2 s of own work; then one outside
+        for kind, spin in ((b"T", 0), (b"E", 0.2), (b"X", 0.2), (b"T", 0), (b"E", 0.1), (b"X", 0)):
+            mark(kind, spin, 1)
+    if body == b"library only":  # routine 2 then routine 5, 0.1 s each, no call marks
+        for kind, spin, routine in ((b"E", 0.1, 2), (b"X", 0, 2), (b"E", 0.1, 5), (b"X", 0, 5)):
+            mark(kind, spin, routine)
+    if body == b"library nested":  # an entry inside an entry: a bad frame
+        mark(b"E", 0, 1)
+        mark(b"E", 0, 2)
+    if body == b"library wrong exit":  # routine 3 left inside a call of routine 1: a bad frame
+        mark(b"E", 0, 1)
+        mark(b"X", 0, 3)
+    if body == b"library unclosed":  # entered, never left, then the reply: a bad frame
+        mark(b"E", 0, 1)
     if body == b"huge":  # declares a terabyte, then streams what it can
         os.write(3, (1 << 40).to_bytes(8, "little") + b"R")
         while True:
@@ -266,14 +281,32 @@ TEST_CASE("sandbox: library marks are always taken, and their calls and CPU time
     SandboxReply marked = worker.call("library", /*call_marks=*/true);
     REQUIRE(marked.status == SandboxStatus::ok);
     CHECK(marked.call_marks.size() == 2);
-    CHECK(marked.library_calls == 1);  // the routine call after the call's end is not the call's
-    CHECK(marked.library_seconds >= 0.19);
-    CHECK(marked.library_seconds < 0.35);
+    // The routine call after the call's end is not the call's.
+    REQUIRE(marked.library_uses.size() == 1);
+    CHECK(marked.library_uses[0].call == 0);
+    CHECK(marked.library_uses[0].routine == 1);
+    CHECK(marked.library_uses[0].calls == 1);
+    CHECK(marked.library_uses[0].cpu_seconds >= 0.19);
+    CHECK(marked.library_uses[0].cpu_seconds < 0.35);
     SandboxReply plain = worker.call("library only");  // no call marks: every routine call counts
     REQUIRE(plain.status == SandboxStatus::ok);
-    CHECK(plain.library_calls == 2);
-    CHECK(plain.library_seconds >= 0.19);
-    CHECK(plain.library_seconds < 0.5);
+    REQUIRE(plain.library_uses.size() == 2);
+    for (const MarkedLibraryUse& u : plain.library_uses) {
+      CHECK(u.call == -1);
+      CHECK(u.calls == 1);
+      CHECK(u.cpu_seconds >= 0.09);
+      CHECK(u.cpu_seconds < 0.25);
+    }
+    CHECK(plain.library_uses[0].routine == 2);
+    CHECK(plain.library_uses[1].routine == 5);
+    // Edges out of order are the worker's fault: a bad frame, and the next call gets a fresh worker.
+    for (const char* broken : {"library nested", "library wrong exit", "library unclosed"}) {
+      INFO(broken);
+      const SandboxReply r = worker.call(broken);
+      CHECK(r.status == SandboxStatus::bad_frame);
+      CHECK_THAT(r.message, Catch::Contains("library") || Catch::Contains("routine"));
+      CHECK(worker.call("after").payload == "after");
+    }
   }
 }
 
@@ -486,6 +519,28 @@ TEST_CASE("sandbox probe: host files printed into the feedback") { require_conta
 TEST_CASE("sandbox probe: calls outside the candidate allow-list answer ENOSYS") { require_contained("unlisted_syscalls"); }
 TEST_CASE("sandbox probe: a thread started through __clone is refused") { require_contained("clone_thread"); }
 TEST_CASE("sandbox probe: other candidates' cached objects are out of sight") { require_contained("read_cached_objects"); }
+TEST_CASE("sandbox probe: the worker's code and channel cannot be patched or swapped") {
+  // /proc/self/mem needs Landlock to close and mprotect needs mseal; the channel rules are seccomp's.
+  const sandbox_detail::LockdownSupport support = sandbox_detail::lockdown_support();
+  if (support.landlock_abi < 1 || !support.mseal) {
+    WARN("this kernel lacks Landlock (ABI " << support.landlock_abi << ") or mseal (" << support.mseal
+                                            << "): the worker's code can be rewritten here; skipped");
+    return;
+  }
+  require_contained("patch_worker_code");
+}
+
+TEST_CASE("sandbox: lockdown parts are probed without changing the process") {
+  const sandbox_detail::LockdownSupport support = sandbox_detail::lockdown_support();
+  INFO("landlock ABI " << support.landlock_abi << ", mseal " << support.mseal);
+  CHECK(support.landlock_abi >= 0);
+  // The probe must not have confined this process: it can still write outside any folder.
+  const std::string path = fmt::format("/tmp/turnrl_lockdown_probe_{}", getpid());
+  { std::ofstream(path) << "x"; }
+  CHECK(fs::exists(path));
+  fs::remove(path);
+}
+
 TEST_CASE("sandbox probe: the init's command line, readable in the pid namespace, is not the trainer's") {
   require_contained("print_init_cmdline");
 }

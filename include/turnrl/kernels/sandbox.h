@@ -83,6 +83,14 @@ enum class SandboxStatus {
 };
 const char* to_string(SandboxStatus status);
 
+// Library routine calls marked from inside one marked call (SandboxReply::library_uses).
+struct MarkedLibraryUse {
+  int call = -1;            // the marked call they were inside (-1: calls were not marked)
+  int routine = 0;          // the id the worker marked them with
+  int64_t calls = 0;        // complete entry/exit pairs
+  double cpu_seconds = 0;   // the worker thread's CPU time between each pair's edges, summed
+};
+
 struct SandboxReply {
   SandboxStatus status = SandboxStatus::ok;
   std::string payload;      // the child's reply frame (status ok)
@@ -95,13 +103,12 @@ struct SandboxReply {
   // The worker's CPU time (billed_cpu_seconds) read here at each call mark it sent during the
   // request (sandbox_child::mark_call), while it waited for the mark's acknowledgement.
   std::vector<double> call_marks;
-  // Library marks (sandbox_child::mark_library: the edges of each call of a library routine the
-  // worker serves its candidate), taken in every call: how many routine calls they enclosed, and
-  // the worker's CPU time inside them as read here when each mark arrived (the worker does not wait
-  // for these, so a mark read late moves its edge: a rough time, an exact count). With call_marks,
-  // only routine calls inside the marked calls count.
-  int64_t library_calls = 0;
-  double library_seconds = 0;
+  // Library marks (sandbox_child::mark_library_entry/exit: the edges of each call of a library
+  // routine the worker serves its candidate, with the routine's id and the CPU time inside it as the
+  // worker's sealed code measured it), taken in every call, summed by (marked call, routine). With call_marks, only routine calls inside the marked calls
+  // count (call: the index of the marked call); without, all do (call -1). An edge out of order (an
+  // entry inside an entry, an exit of another routine, an entry never left) is a bad frame.
+  std::vector<MarkedLibraryUse> library_uses;
 };
 
 // One sandboxed child process, started lazily and restarted after any failed call.
@@ -220,11 +227,14 @@ void* load_shared_object(const std::string& bytes, std::string& why);
 // it waits here for the acknowledgement (SandboxReply::call_marks), so that what the edges enclose is
 // known without trusting any clock or number in this process. False when the channel failed.
 bool mark_call();
-// Marks an edge (entry, then exit) of a call of a library routine this worker serves its
-// candidate (SandboxReply::library_calls, library_seconds), without waiting for the parent: how
-// often the library ran is known without trusting counters in this process, which a candidate can
-// rewrite, and roughly how long.
-bool mark_library();
+// Mark the edges of a call of library routine `routine` (0-255) this worker serves its candidate
+// (SandboxReply::library_uses), without waiting for the parent; the exit carries the thread's CPU
+// time inside the routine, measured between the two. How often and how long each routine ran is
+// then known without trusting counters in this process, which a candidate can rewrite: the caller
+// blocks every signal between the edges (cpu_worker.cpp), so no candidate code runs there, and the
+// worker's code and channel are sealed (process_lockdown.h).
+bool mark_library_entry(int routine);
+bool mark_library_exit(int routine, int64_t cpu_ns);
 // Tells the parent the limit was hit (std::bad_alloc in the candidate), then exits.
 [[noreturn]] void report_out_of_memory();
 }  // namespace sandbox_child

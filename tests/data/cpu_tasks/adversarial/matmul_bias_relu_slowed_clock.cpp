@@ -5,6 +5,8 @@
 // well): every time the harness measures shrinks 8x. A red-team pass got 8.6x, unflagged, by the
 // billed total's slack. Caught by the call marks: the worker's CPU clock, read by the parent from
 // outside at each timed call's start and end, shows the calls' real cost.
+// Where the kernel has Landlock, the worker cannot open /proc/self/mem for writing (and mseal keeps
+// mprotect off its code): the candidate gives up and returns 9 (a runtime error).
 #include <turnrl/kernels/candidate_api.h>
 #include <chrono>
 #include <fcntl.h>

@@ -1,0 +1,37 @@
+#pragma once
+// What a sandboxed worker takes away from itself, once started and before any candidate code runs,
+// beyond the seccomp profiles (syscall_filter.h), against a candidate that shares its process
+// (internal to src/kernels). Both matter because the worker's own code -- the marks of library
+// calls, the clock reads, the reply -- runs in the same address space as the candidate's:
+//  - Landlock (Linux >= 5.13): files may be written, created, truncated, removed or renamed only
+//    beneath the given folders (the worker's private directory), and /dev/null written. This also
+//    closes /proc/self/mem for writing, through which a process can patch its own read-only code
+//    without changing any mapping's protection.
+//  - mseal (Linux >= 6.10): the worker's code and read-only data are sealed: mprotect, munmap,
+//    mremap and mmap(MAP_FIXED) over them fail, so code cannot be made writable or replaced.
+// Each answers 0 or the errno of the failing call; ENOSYS or EOPNOTSUPP where the kernel lacks the
+// feature (the worker then runs without it: the namespaces and seccomp still hold, and
+// lockdown_support() tells which parts a machine has). Raw system calls only after fork.
+#include <string>
+#include <vector>
+
+namespace turnrl::sandbox_detail {
+
+int confine_writes_beneath(const std::vector<std::string>& folders);
+
+enum class SealScope {
+  all_read_only_files,  // every mapping of a file that is not writable (CPU workers)
+  own_executable,       // the worker executable's own mappings only (CUDA workers, whose driver
+                        // loads and unloads libraries of its own later)
+};
+// `sealed` receives the number of mappings sealed.
+int seal_code(SealScope scope, int* sealed = nullptr);
+
+// Whether this machine's kernel has each part (probed without changing the calling process).
+struct LockdownSupport {
+  int landlock_abi = 0;  // 0: none
+  bool mseal = false;
+};
+LockdownSupport lockdown_support();
+
+}  // namespace turnrl::sandbox_detail
