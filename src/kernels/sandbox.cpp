@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
+#include <vector>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -830,7 +831,11 @@ void confine_candidate(bool gpu_driver) {
     // Kernels without Landlock or mseal run without that part (process_lockdown.h).
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd)) {
-      const int err = sandbox_detail::confine_writes_beneath({cwd});
+      // The GPU driver opens its device nodes for writing when it needs one later (a new stream,
+      // unified memory): /dev stays writable there.
+      std::vector<std::string> writable = {cwd};
+      if (gpu_driver) writable.push_back("/dev");
+      const int err = sandbox_detail::confine_writes_beneath(writable);
       if (err && err != ENOSYS && err != EOPNOTSUPP) {
         std::fprintf(stderr, "turnrl sandbox: confining the worker's writes failed: %s\n", std::strerror(err));
         _exit(126);

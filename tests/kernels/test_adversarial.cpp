@@ -135,7 +135,7 @@ TEST_CASE("adversarial, class 5: busy work next to library calls never raises a 
   const EvalResult timeless = single_worker().evaluate({adversarial("matmul_softmax", "laundered_time_only")})[0];
   INFO(describe(timeless) << "; coverage " << timeless.coverage);
   CHECK((timeless.hacking_flags & (kHackLazy | kHackNoCandidateWork)) != 0);
-  CHECK(timeless.coverage < HackingThresholds().lazy_coverage);
+  CHECK(std::min(timeless.coverage, timeless.reference_coverage) < HackingThresholds().lazy_coverage);
   CHECK(KernelRewardPolicy().score(timeless).reward <= policy.score(res[0]).reward);
 }
 
