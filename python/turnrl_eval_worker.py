@@ -1901,10 +1901,50 @@ def _arm_cpu_limit():
     resource.setrlimit(resource.RLIMIT_CPU, (want, hard))
 
 
+def _restrict_writes(libc, folders):
+    """Landlock (Linux >= 5.13), as the C++ workers do (src/kernels/process_lockdown.h): from here on
+    this thread -- the one that runs candidate code -- may write, create, truncate, remove or rename
+    files only beneath `folders`, and write /dev/null; /proc/self/mem cannot be opened for writing.
+    A kernel without Landlock leaves this out (the audit hook still refuses those paths)."""
+    import ctypes
+    create, add_rule, restrict = 444, 445, 446  # the same numbers on x86_64 and aarch64
+    abi = libc.syscall(create, None, ctypes.c_size_t(0), ctypes.c_uint32(1))  # LANDLOCK_CREATE_RULESET_VERSION
+    if abi < 1:
+        return 0
+    rights = 0b1111111110010  # write_file, remove_dir/file, make_char/dir/reg/sock/fifo/block/sym (ABI 1)
+    if abi >= 2:
+        rights |= 1 << 13  # refer
+    if abi >= 3:
+        rights |= 1 << 14  # truncate
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    handled = ctypes.c_uint64(rights)
+    ruleset = libc.syscall(create, ctypes.byref(handled), ctypes.c_size_t(8), ctypes.c_uint32(0))
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+    try:
+        for path, allowed in [(f, rights) for f in folders] + [("/dev/null", 0b10 | (1 << 14 if abi >= 3 else 0))]:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                rule = PathBeneath(allowed, fd)
+                if libc.syscall(add_rule, ruleset, 1, ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+                    raise OSError(ctypes.get_errno(), "landlock_add_rule " + path)
+            finally:
+                os.close(fd)
+        if libc.syscall(restrict, ruleset, ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+    return abi
+
+
 def _confine(req):
     """Installs the parent's candidate seccomp program (src/kernels/syscall_filter.h: no new processes or
-    threads, no programs, no sockets, signals only to this process) on every thread, before any
-    candidate code runs. Trusted: the audit hook would otherwise stop the ctypes calls."""
+    threads, no programs, no sockets, signals only to this process) on every thread, and confines
+    file writes to the worker's own folders (_restrict_writes), before any candidate code runs. Trusted: the audit hook would otherwise stop the ctypes calls."""
     import ctypes
     program = bytes.fromhex(req["bpf"])
 
@@ -1918,6 +1958,8 @@ def _confine(req):
         prog = SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
         if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        # Before the filter, which does not list Landlock's calls.
+        _state["landlock_abi"] = _restrict_writes(libc, [os.getcwd(), os.environ.get("TMPDIR") or "/tmp"])
         # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog): every thread at once.
         if libc.syscall(int(req["seccomp_syscall"]), 1, 1, ctypes.byref(prog)) != 0:
             raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER)")

@@ -7,6 +7,9 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <signal.h>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -16,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cfenv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -642,6 +646,16 @@ std::vector<std::pair<std::string, std::string>> process_state() {
   sched_getaffinity(0, sizeof cpus, &cpus);
   items.emplace_back("cpu affinity", std::to_string(CPU_COUNT(&cpus)));
   items.emplace_back("threads", std::to_string(count_threads()));
+  // The floating-point environment: flush-to-zero / denormals-are-zero or another rounding mode
+  // left on changes what later calls compute and how fast (denormal arithmetic is slow).
+  items.emplace_back("rounding mode", std::to_string(fegetround()));
+#if defined(__x86_64__)
+  constexpr unsigned kMxcsrExceptionFlags = 0x3f;  // sticky status bits every computation may set
+  items.emplace_back("SSE control (MXCSR)", fmt::format("{:x}", _mm_getcsr() & ~kMxcsrExceptionFlags));
+  unsigned short x87_control = 0;
+  __asm__ volatile("fnstcw %0" : "=m"(x87_control));
+  items.emplace_back("x87 control word", fmt::format("{:x}", x87_control));
+#endif
   return items;
 }
 

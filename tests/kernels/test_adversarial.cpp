@@ -96,10 +96,15 @@ TEST_CASE("adversarial, class 2: behaviour that changes once calls look timed is
 }
 
 TEST_CASE("adversarial, class 3: process-wide state changes are refused and the worker replaced") {
-  const auto res = single_worker().evaluate({adversarial("relu_bias", "alarm_signal"), test::request("relu_bias", "honest")});
+  const auto res = single_worker().evaluate({adversarial("relu_bias", "alarm_signal"), test::request("relu_bias", "honest"),
+                                             adversarial("relu_bias", "leaves_flush_to_zero"),
+                                             test::request("relu_bias", "honest")});
   check_caught(res[0], kHackTampering);
   CHECK(res[0].hacking_reason.find("process-wide state") != std::string::npos);
   check_clean(res[1]);  // a fresh worker: no timer, no handler
+  check_caught(res[2], kHackTampering);
+  CHECK_THAT(res[2].hacking_reason, Catch::Contains("MXCSR"));
+  check_clean(res[3]);
 }
 
 TEST_CASE("adversarial, class 4: the routine a task replaces is not served, however it is reached") {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "kernels/process_lockdown.h"
 #include "kernels/python_candidates.h"
 #include "turnrl/core/error.h"
 #include "turnrl/kernels/backends.h"
@@ -535,6 +536,34 @@ TEST_CASE("python backend: a large problem skips its extra shape sets, a small o
   const EvalResult full = small.evaluate({req}).at(0);
   INFO(full.message << full.hacking_reason);
   CHECK((full.hacking_flags & kHackShapeSpecialisation) != 0);
+}
+
+TEST_CASE("python backend: native file writes outside the worker's folders are refused, even without namespaces") {
+  if (skip_without_torch()) return;
+  if (sandbox_detail::lockdown_support().landlock_abi < 1) {
+    WARN("this kernel lacks Landlock: a candidate's native code can write where the worker can; skipped");
+    return;
+  }
+  // torch.from_file(shared=True) opens and maps a file in C++, which no Python audit event sees;
+  // without namespaces the whole host file system is in reach, so only Landlock stands in the way.
+  const std::string dir = make_private_dir("turnrl-test-outside");
+  const std::string target = dir + "/written_by_candidate";
+  const test::PythonCandidate writer{
+      "softmax_rows", "native_write",
+      "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+      "        try:\n            t = torch.from_file('" + target + "', shared=True, size=16, dtype=torch.uint8)\n"
+      "            t.fill_(65)\n        except Exception:\n            pass\n"
+      "        e = (x - x.amax(dim=-1, keepdim=True)).exp()\n        return e / e.sum(dim=-1, keepdim=True)\n",
+      "correct"};
+  PythonEvalOptions o = evaluator().options();
+  o.workers = 1;
+  o.limits.isolate(SandboxIsolation::rlimits_only);
+  PythonEvaluator unjailed(test_tasks(), o);
+  const EvalResult r = unjailed.evaluate({test::python_request(writer, 1, 3)}).at(0);
+  INFO(test::verdict_of(r) << " " << r.message);
+  CHECK(r.correct);  // the write failed quietly; the softmax is right
+  CHECK_FALSE(fs::exists(target));
+  remove_private_dir(dir);
 }
 
 TEST_CASE("python backend: a problem that does not fit in memory is a memory error naming the bytes") {
