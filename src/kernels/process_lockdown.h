@@ -9,6 +9,10 @@
 //    without changing any mapping's protection.
 //  - mseal (Linux >= 6.10): the worker's code and read-only data are sealed: mprotect, munmap,
 //    mremap and mmap(MAP_FIXED) over them fail, so code cannot be made writable or replaced.
+// Landlock confines the calling thread and the threads it starts later: call it from the thread
+// that runs candidate code. Threads started earlier are not confined (the GPU driver's: a CUDA host
+// callback of a candidate's runs on one of them; the kernel's ABI 8 can confine every thread at
+// once, LANDLOCK_RESTRICT_SELF_TSYNC, not used yet). mseal holds for every thread.
 // Each answers 0 or the errno of the failing call; ENOSYS or EOPNOTSUPP where the kernel lacks the
 // feature (the worker then runs without it: the namespaces and seccomp still hold, and
 // lockdown_support() tells which parts a machine has). Raw system calls only after fork.

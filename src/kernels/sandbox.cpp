@@ -11,8 +11,6 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
-
-#include <map>
 #include <unistd.h>
 
 #include <algorithm>
