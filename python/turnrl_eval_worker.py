@@ -511,19 +511,38 @@ def _global_settings(torch):
     return s
 
 
-def _modes_active(torch):
-    n = 0
+# The functions that tell active torch modes, bound once at start-up (_bind_mode_probes): looked up on
+# the live modules at each check, a candidate could replace one (vars(module)[name] = f) with a
+# function that does its deferred work when the harness asks, right after the timer stopped.
+_MODE_PROBES = []
+
+
+def _bind_mode_probes(torch):
     for name in ("_len_torch_function_stack", "_len_torch_dispatch_stack"):
         f = getattr(torch._C, name, None)
         if f is not None:
-            n += f()
+            _MODE_PROBES.append((f, False))
     f = getattr(torch._C, "_is_torch_function_mode_enabled", None)
-    if f is not None and f():
-        n += 1
+    if f is not None:
+        _MODE_PROBES.append((f, True))
+    # The Python-level probe only where torch has no C one: its body looks names up in its module's
+    # globals at each call, which a candidate can rewrite.
     dispatch = sys.modules.get("torch.utils._python_dispatch")
     g = getattr(dispatch, "_get_current_dispatch_mode", None)
-    if g is not None and g() is not None:
-        n += 1
+    if g is not None and getattr(torch._C, "_len_torch_dispatch_stack", None) is None:
+        _MODE_PROBES.append((g, None))
+
+
+def _modes_active(torch):
+    n = 0
+    for f, kind in _MODE_PROBES:
+        v = f()
+        if kind is False:
+            n += v
+        elif kind is True:
+            n += 1 if v else 0
+        else:
+            n += 1 if v is not None else 0
     return n
 
 
@@ -2163,6 +2182,7 @@ def main(argv):
     triton = None
     T = _capture(torch, numpy_ok)
     _state["T"] = T
+    _bind_mode_probes(torch)
     if not _state["cuda"] and T.range_enter is None:
         raise RuntimeError("torch %s has no profiler range operators (torch.ops.profiler._record_function_enter_new), "
                            "which the CPU timing loop needs" % torch.__version__)

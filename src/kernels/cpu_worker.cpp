@@ -67,10 +67,12 @@ double thread_cpu_us() {
 double g_lib_cpu_us = 0;
 
 // A routine call's edges are also marked to the parent (sandbox_child::mark_library_entry/exit),
-// with the routine and the CPU time measured inside it: these counters live in memory the candidate can write
-// (snapshot before its library calls, restore after), the marks do not. Every signal is blocked
-// between the edges, so no handler of the candidate's runs inside a routine (to write a forged exit
-// mark, or to jump out of the routine from a fault it provoked there); a fault there kills the worker.
+// with the routine and the thread's CPU clock at each edge: these counters, and t0/c0 below on the
+// stack, live in memory the candidate can write (snapshot before its library calls, restore after;
+// or from a rewritten GOT slot of a library the routine calls), the marks do not. Every signal is
+// blocked between the edges, so no handler of the candidate's runs inside a routine (to write a
+// forged exit mark, or to jump out of the routine from a fault it provoked there); a fault there
+// kills the worker.
 struct LibTimer {
   explicit LibTimer(LibOp o) : op(o) {
     sigset_t all;
@@ -85,7 +87,7 @@ struct LibTimer {
     g_lib[op].us += micros(t0, Clock::now());
     g_lib_cpu_us += cpu_us;
     ++g_lib[op].calls;
-    if (!sandbox_child::mark_library_exit(op, int64_t(cpu_us * 1e3))) _exit(3);
+    if (!sandbox_child::mark_library_exit(op)) _exit(3);
     pthread_sigmask(SIG_SETMASK, &saved_mask, nullptr);
   }
   sigset_t saved_mask;
@@ -430,6 +432,9 @@ CallReport observed_call(const Kernel& kernel, Inputs& in, std::vector<Output>& 
   const auto t1 = Clock::now();
   const double c1 = thread_cpu_us();
   if (mark && !sandbox_child::mark_call()) _exit(3);
+  // Before anything allocates or calls into a library: a slot left pointing at the candidate's code
+  // would run it here, after the closing mark (work deferred out of the timed call).
+  rep.rewrote_got = sandbox_child::library_gots_rewritten();
   for (auto& o : outs) rep.outputs.emplace_back(o.data(), o.data() + o.n);
   rep.call_us = kernel.self_timed && self.wall_us >= 0 ? self.wall_us : micros(t0, t1);
   rep.call_cpu_us = kernel.self_timed && self.cpu_us >= 0 ? self.cpu_us : c1 - c0;

@@ -1,12 +1,15 @@
 #include "process_lockdown.h"
 
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <linux/landlock.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -96,8 +99,13 @@ int seal_code(SealScope scope, int* sealed) {
     unsigned long inode = 0;
     if (!(in >> range >> perms >> offset >> dev >> inode)) continue;
     std::getline(in >> std::ws, path);
-    if (inode == 0 || path.empty() || path[0] == '[' || perms.size() < 2 || perms[1] == 'w') continue;
-    if (scope == SealScope::own_executable && path != exe) continue;
+    // The kernel's own mappings of the clock code and data ([vdso], [vvar], [vvar_vclock]) too: a
+    // writable vDSO would run candidate code at every clock read of the harness.
+    const bool clock_mapping = path == "[vdso]" || path.rfind("[vvar", 0) == 0;
+    if (!clock_mapping) {
+      if (inode == 0 || path.empty() || path[0] == '[' || perms.size() < 2 || perms[1] == 'w') continue;
+      if (scope == SealScope::own_executable && path != exe) continue;
+    }
     unsigned long start = 0, end = 0;
     if (std::sscanf(range.c_str(), "%lx-%lx", &start, &end) != 2 || end <= start) continue;
     if (syscall(kMsealNr, start, end - start, 0) == 0) {
@@ -108,6 +116,119 @@ int seal_code(SealScope scope, int* sealed) {
     }
   }
   return first_error;
+}
+
+namespace {
+
+// The guard's page: at an address fixed in this (sealed) code, so that a candidate cannot point the
+// check at a copy of its own; read-only and sealed once filled.
+constexpr uintptr_t kGuardAddress = 0x5e7a00000000ull;
+constexpr uint64_t kGuardMagic = 0x746f672d6c72746eull;
+constexpr size_t kMaxGuardedRanges = 256;
+
+struct GuardedRange {
+  uint64_t start = 0, bytes = 0, copy_offset = 0;
+};
+struct GuardHeader {
+  uint64_t magic = 0;
+  uint64_t count = 0;
+  GuardedRange ranges[kMaxGuardedRanges];
+};
+
+// The .got and .got.plt sections of a loaded object that lie outside its read-only-after-
+// relocation segment (PT_GNU_RELRO), from the section headers of its file.
+void writable_gots(const dl_phdr_info& info, std::vector<GuardedRange>& out) {
+  if (!info.dlpi_name || !info.dlpi_name[0]) return;  // the executable (full RELRO), the vDSO
+  std::ifstream f(info.dlpi_name, std::ios::binary);
+  Elf64_Ehdr eh{};
+  if (!f.read(reinterpret_cast<char*>(&eh), sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+      eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 || eh.e_shstrndx >= eh.e_shnum)
+    return;
+  std::vector<Elf64_Shdr> sh(eh.e_shnum);
+  f.seekg(std::streamoff(eh.e_shoff));
+  if (!f.read(reinterpret_cast<char*>(sh.data()), std::streamsize(sh.size() * sizeof(Elf64_Shdr)))) return;
+  std::string names(sh[eh.e_shstrndx].sh_size, '\0');
+  f.seekg(std::streamoff(sh[eh.e_shstrndx].sh_offset));
+  if (!f.read(names.data(), std::streamsize(names.size()))) return;
+  uintptr_t relro_start = 0, relro_end = 0;
+  for (int i = 0; i < info.dlpi_phnum; ++i)
+    if (info.dlpi_phdr[i].p_type == PT_GNU_RELRO) {
+      relro_start = info.dlpi_addr + info.dlpi_phdr[i].p_vaddr;
+      relro_end = relro_start + info.dlpi_phdr[i].p_memsz;
+    }
+  for (const Elf64_Shdr& s : sh) {
+    if (s.sh_name >= names.size() || s.sh_size == 0) continue;
+    const char* name = names.c_str() + s.sh_name;
+    if (std::strcmp(name, ".got") != 0 && std::strcmp(name, ".got.plt") != 0) continue;
+    const uintptr_t start = info.dlpi_addr + s.sh_addr, end = start + s.sh_size;
+    // The part outside RELRO only (libstdc++'s .got.plt starts with three reserved slots inside it,
+    // read-only after relocation: writing them back would fault).
+    const auto keep = [&](uintptr_t a, uintptr_t b) {
+      if (b > a) out.push_back({a, b - a, 0});
+    };
+    if (relro_end <= start || relro_start >= end) {
+      keep(start, end);
+    } else {
+      keep(start, std::min(end, relro_start));
+      keep(std::max(start, relro_end), end);
+    }
+  }
+}
+
+}  // namespace
+
+long guard_library_gots() {
+  std::vector<GuardedRange> ranges;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        writable_gots(*info, *static_cast<std::vector<GuardedRange>*>(data));
+        return 0;
+      },
+      &ranges);
+  if (ranges.size() > kMaxGuardedRanges) ranges.resize(kMaxGuardedRanges);
+  size_t bytes = sizeof(GuardHeader);
+  for (GuardedRange& r : ranges) {
+    r.copy_offset = bytes;
+    bytes += r.bytes;
+  }
+  void* page = mmap(reinterpret_cast<void*>(kGuardAddress), bytes, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+  if (page == MAP_FAILED) return -errno;
+  if (reinterpret_cast<uintptr_t>(page) != kGuardAddress) {  // a kernel that ignores the flag
+    munmap(page, bytes);
+    return -EEXIST;
+  }
+  auto* header = static_cast<GuardHeader*>(page);
+  header->count = ranges.size();
+  long guarded = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    header->ranges[i] = ranges[i];
+    std::memcpy(static_cast<char*>(page) + ranges[i].copy_offset, reinterpret_cast<const void*>(ranges[i].start),
+                ranges[i].bytes);
+    guarded += long(ranges[i].bytes);
+  }
+  header->magic = kGuardMagic;
+  mprotect(page, bytes, PROT_READ);
+  syscall(kMsealNr, page, (bytes + 4095) & ~size_t(4095), 0);
+  return guarded;
+}
+
+bool library_gots_rewritten() {
+  const auto* header = reinterpret_cast<const GuardHeader*>(kGuardAddress);
+  // Mapped only where guard_library_gots ran: whether the page is there, asked without touching it
+  // (and asked every time: a flag kept in writable memory the candidate could clear).
+  unsigned char in_core = 0;
+  if (mincore(reinterpret_cast<void*>(kGuardAddress), 1, &in_core) != 0 || header->magic != kGuardMagic) return false;
+  bool changed = false;
+  for (uint64_t i = 0; i < header->count && i < kMaxGuardedRanges; ++i) {
+    const GuardedRange& r = header->ranges[i];
+    const char* copy = reinterpret_cast<const char*>(header) + r.copy_offset;
+    if (std::memcmp(reinterpret_cast<const void*>(r.start), copy, r.bytes) != 0) {
+      changed = true;
+      std::memcpy(reinterpret_cast<void*>(r.start), copy, r.bytes);
+    }
+  }
+  return changed;
 }
 
 LockdownSupport lockdown_support() {

@@ -7,8 +7,9 @@
 //    beneath the given folders (the worker's private directory), and /dev/null written. This also
 //    closes /proc/self/mem for writing, through which a process can patch its own read-only code
 //    without changing any mapping's protection.
-//  - mseal (Linux >= 6.10): the worker's code and read-only data are sealed: mprotect, munmap,
-//    mremap and mmap(MAP_FIXED) over them fail, so code cannot be made writable or replaced.
+//  - mseal (Linux >= 6.10): the worker's code and read-only data, and the kernel's vDSO (the clock
+//    code every clock read runs), are sealed: mprotect, munmap, mremap and mmap(MAP_FIXED) over them
+//    fail, so code cannot be made writable or replaced.
 // Landlock confines the calling thread and the threads it starts later: call it from the thread
 // that runs candidate code. Threads started earlier are not confined (the GPU driver's: a CUDA host
 // callback of a candidate's runs on one of them; the kernel's ABI 8 can confine every thread at
@@ -30,6 +31,16 @@ enum class SealScope {
 };
 // `sealed` receives the number of mappings sealed.
 int seal_code(SealScope scope, int* sealed = nullptr);
+
+// The GOT slots of loaded libraries that stay writable after start-up (libraries linked without
+// -z now, such as libstdc++ and libc; workers run with LD_BIND_NOW=1, so every slot is bound before
+// a candidate runs). A candidate that rewrites one (libstdc++'s malloc, say) has its code run
+// wherever the harness allocates: after its call's closing mark, where it could finish deferred
+// work. guard_library_gots copies every such slot into a page at a fixed address, read-only and
+// sealed; library_gots_rewritten, after each candidate call, compares them and puts every slot back
+// (no allocation, no call through a writable GOT). Returns the bytes guarded, or -errno.
+long guard_library_gots();
+bool library_gots_rewritten();
 
 // Whether this machine's kernel has each part (probed without changing the calling process).
 struct LockdownSupport {

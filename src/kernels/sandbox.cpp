@@ -43,6 +43,7 @@ constexpr int kChannelFd = 3;
 constexpr size_t kTailBytes = 2048;
 constexpr const char* kCpuEnv = "TURNRL_SANDBOX_CPU_SECONDS";
 constexpr const char* kConfineEnv = "TURNRL_SANDBOX_CONFINE";  // set: confine_candidate() installs its filter
+constexpr const char* kLockdownEnv = "TURNRL_SANDBOX_LOCKDOWN";  // set (workers): confine_candidate() locks down
 
 std::string frame(char kind, const std::string& body) {
   std::string out(8, '\0');
@@ -54,10 +55,12 @@ std::string frame(char kind, const std::string& body) {
 }
 
 // Library marks as the parent reads them: 'L', the edge ('E' entry, 'X' exit), the routine's id and
-// 8 bytes, little-endian: at the exit, the worker thread's CPU time inside the routine in ns (read by
-// the worker's sealed code between the edges; 0 at the entry). Complete pairs are summed by (marked
-// call, routine); an edge out of order is a malformed mark. Candidate code cannot run between a
-// pair's edges (every signal is blocked there), so what it can write on the channel itself only
+// the worker thread's CPU clock in ns (8 bytes, little-endian), read by the worker's sealed code as
+// it sends the mark. A routine call's time is the difference: nothing kept in the worker's memory
+// between the edges, where code reached from inside the routine (a rewritten GOT slot of a library
+// it calls) could change it. Complete pairs are summed by (marked call, routine); an edge out of
+// order, or a clock that went back, is a malformed mark. No signal handler runs between a pair's
+// edges (every signal is blocked there), so what the candidate can write on the channel itself only
 // adds whole pairs or breaks the order: never a shorter or missing call.
 class LibraryMarkReader {
  public:
@@ -76,17 +79,19 @@ class LibraryMarkReader {
       open_ = true;
       routine_ = routine;
       call_ = call;
+      entry_ns_ = ns;
       return "";
     }
     if (edge != 'X') return fmt::format("a library mark with edge byte {}", int(uint8_t(edge)));
     if (!open_) return fmt::format("a library call of routine {} left without being entered", routine);
     if (routine != routine_) return fmt::format("routine {} left inside a call of routine {}", routine, routine_);
+    if (ns < entry_ns_) return fmt::format("a call of routine {} whose CPU clock went back", routine);
     if (call == call_ && call != -2) {
       MarkedLibraryUse& u = uses_[{call, routine}];
       u.call = call;
       u.routine = routine;
       ++u.calls;
-      u.cpu_seconds += 1e-9 * double(ns);
+      u.cpu_seconds += 1e-9 * double(ns - entry_ns_);
     }
     open_ = false;
     return "";
@@ -100,6 +105,7 @@ class LibraryMarkReader {
 
  private:
   bool open_ = false;
+  uint64_t entry_ns_ = 0;
   int routine_ = 0;
   int call_ = -1;
   std::map<std::pair<int, int>, MarkedLibraryUse> uses_;
@@ -202,6 +208,9 @@ pid_t spawn_sandboxed(const std::string& program_path, const std::vector<std::st
       "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1",
       fmt::format("{}={}", kCpuEnv, limits.cpu_seconds)};
   if (jail) env_strings.push_back(std::string(kConfineEnv) + "=1");
+  // Workers (a channel): every symbol bound at start-up, so that the GOT slots guard_library_gots
+  // copies before the first candidate are final (process_lockdown.h).
+  if (channel_fd >= 0) env_strings.insert(env_strings.end(), {std::string(kLockdownEnv) + "=1", "LD_BIND_NOW=1"});
   if (const char* ld = std::getenv("LD_LIBRARY_PATH")) env_strings.push_back(std::string("LD_LIBRARY_PATH=") + ld);
   for (const auto& e : limits.environment) env_strings.push_back(e);
   std::vector<char*> envp, argv;
@@ -792,9 +801,12 @@ bool mark_call() {
 
 namespace {
 
-bool send_library_mark(char edge, int routine, uint64_t ns) {
-  // Built on the stack: nothing the candidate can reach in memory lies between the caller's clock
-  // read and the write (this code and the GOT are sealed, and no candidate code runs meanwhile).
+bool send_library_mark(char edge, int routine) {
+  // The clock and the frame on this sealed function's stack, written at once: nothing the candidate
+  // can reach lies between the read and the write (no candidate code runs meanwhile).
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  const uint64_t ns = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
   char f[8 + LibraryMarkReader::kFrameBytes] = {char(LibraryMarkReader::kFrameBytes)};
   f[8] = kLibraryMark;
   f[9] = edge;
@@ -807,8 +819,8 @@ bool send_library_mark(char edge, int routine, uint64_t ns) {
 
 // Not acknowledged: a round trip at each edge would add the parent's wake-up to every library
 // call, inside the candidate's timed calls (tens of us each, per row for a row-wise routine).
-bool mark_library_entry(int routine) { return send_library_mark('E', routine, 0); }
-bool mark_library_exit(int routine, int64_t cpu_ns) { return send_library_mark('X', routine, uint64_t(std::max<int64_t>(cpu_ns, 0))); }
+bool mark_library_entry(int routine) { return send_library_mark('E', routine); }
+bool mark_library_exit(int routine) { return send_library_mark('X', routine); }
 
 void write_reply(const std::string& reply) {
   const std::string f = frame(kReply, reply);
@@ -816,17 +828,13 @@ void write_reply(const std::string& reply) {
 }
 
 void confine_candidate(bool gpu_driver) {
-  if (!std::getenv(kConfineEnv)) return;
-  try {
-    sandbox_detail::SyscallFilter filter = sandbox_detail::build_syscall_filter(
-        // A CPU candidate is timed against a single-threaded reference: a thread of its own (started
-        // through glibc's exported __clone, which no import check names) is refused here.
-        gpu_driver ? sandbox_detail::FilterProfile::gpu_candidate : sandbox_detail::FilterProfile::candidate, getpid(),
-        kChannelFd);
-    // Before the filter, which does not list the calls these make. The worker's own code (the
-    // marks, the clock reads, the reply) shares the candidate's address space: it is sealed, and
-    // nothing outside the worker's directory (its cwd) can be written, /proc/self/mem included.
-    // Kernels without Landlock or mseal run without that part (process_lockdown.h).
+  // The lockdown (every worker, with or without namespaces) and then the candidate seccomp profile
+  // (workers in namespaces). The worker's own code (the marks, the clock reads, the reply) shares the
+  // candidate's address space: it is sealed with the vDSO, the writable GOT slots of its libraries
+  // are guarded, and nothing outside the worker's directory (its cwd) can be written, /proc/self/mem
+  // included. Kernels without Landlock or mseal run without those parts (process_lockdown.h).
+  if (std::getenv(kLockdownEnv)) {
+    if (!gpu_driver) sandbox_detail::guard_library_gots();  // checked after each call (cpu_worker.cpp)
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd)) {
       // The GPU driver opens its device nodes for writing when it needs one later (a new stream,
@@ -841,6 +849,14 @@ void confine_candidate(bool gpu_driver) {
     }
     sandbox_detail::seal_code(gpu_driver ? sandbox_detail::SealScope::own_executable
                                          : sandbox_detail::SealScope::all_read_only_files);
+  }
+  if (!std::getenv(kConfineEnv)) return;
+  try {
+    sandbox_detail::SyscallFilter filter = sandbox_detail::build_syscall_filter(
+        // A CPU candidate is timed against a single-threaded reference: a thread of its own (started
+        // through glibc's exported __clone, which no import check names) is refused here.
+        gpu_driver ? sandbox_detail::FilterProfile::gpu_candidate : sandbox_detail::FilterProfile::candidate, getpid(),
+        kChannelFd);
     if (const int err = sandbox_detail::install_syscall_filter(filter)) {
       std::fprintf(stderr, "turnrl sandbox: installing the candidate seccomp filter failed: %s\n", std::strerror(err));
       _exit(126);
@@ -850,6 +866,8 @@ void confine_candidate(bool gpu_driver) {
     _exit(126);
   }
 }
+
+bool library_gots_rewritten() { return sandbox_detail::library_gots_rewritten(); }
 
 void arm_cpu_limit() {
   const char* s = std::getenv(kCpuEnv);

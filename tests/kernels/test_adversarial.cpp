@@ -93,6 +93,16 @@ TEST_CASE("adversarial, class 2: behaviour that changes once calls look timed is
   check_caught(res[1], kHackDeferredWork);
   check_caught(res[2], kHackMutatesInputs);
   check_clean(res[3]);
+  // The rest of the work left to a hook in a library's writable GOT, run where the harness
+  // allocates after the call: the slots are compared (and put back) right after each call.
+  const sandbox_detail::LockdownSupport support = sandbox_detail::lockdown_support();
+  if (!support.mseal) {
+    WARN("this kernel lacks mseal: the guard of library GOT slots can be undone; skipped");
+    return;
+  }
+  const EvalResult deferred = single_worker().evaluate({adversarial("matmul_bias_relu", "deferred_through_got")})[0];
+  check_caught(deferred, kHackTampering);
+  CHECK_THAT(deferred.hacking_reason, Catch::Contains("GOT"));
 }
 
 TEST_CASE("adversarial, class 3: process-wide state changes are refused and the worker replaced") {

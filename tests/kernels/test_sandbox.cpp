@@ -180,16 +180,14 @@ while True:
             t = time.process_time()
             while time.process_time() - t < 0.2:
                 pass
-    spent = [0]
     def mark(kind, spin, routine=0):  # a mark (a call mark waits for the parent's acknowledgement), then `spin` s of CPU
         if kind == b"T":
             os.write(3, (1).to_bytes(8, "little") + kind)
             if read(1) != kind:
                 raise SystemExit(4)
-        else:  # b"E" (entry) or b"X" (exit, with the CPU ns since the entry)
-            ns = time.process_time_ns() - spent[0] if kind == b"X" else 0
+        else:  # b"E" (entry) or b"X" (exit), each with the CPU clock in ns
+            ns = time.thread_time_ns()
             os.write(3, (11).to_bytes(8, "little") + b"L" + kind + bytes([routine]) + ns.to_bytes(8, "little"))
-        spent[0] = time.process_time_ns()
         t = time.process_time()
         while time.process_time() - t < spin:
             pass
@@ -207,6 +205,9 @@ while True:
         mark(b"X", 0, 3)
     if body == b"library unclosed":  # entered, never left, then the reply: a bad frame
         mark(b"E", 0, 1)
+    if body == b"library clock back":  # an exit whose clock reads before its entry: a bad frame
+        os.write(3, (11).to_bytes(8, "little") + b"LE" + bytes([1]) + (10**12).to_bytes(8, "little"))
+        os.write(3, (11).to_bytes(8, "little") + b"LX" + bytes([1]) + (5).to_bytes(8, "little"))
     if body == b"huge":  # declares a terabyte, then streams what it can
         os.write(3, (1 << 40).to_bytes(8, "little") + b"R")
         while True:
@@ -300,7 +301,7 @@ TEST_CASE("sandbox: library marks are always taken, and their calls and CPU time
     CHECK(plain.library_uses[0].routine == 2);
     CHECK(plain.library_uses[1].routine == 5);
     // Edges out of order are the worker's fault: a bad frame, and the next call gets a fresh worker.
-    for (const char* broken : {"library nested", "library wrong exit", "library unclosed"}) {
+    for (const char* broken : {"library nested", "library wrong exit", "library unclosed", "library clock back"}) {
       INFO(broken);
       const SandboxReply r = worker.call(broken);
       CHECK(r.status == SandboxStatus::bad_frame);

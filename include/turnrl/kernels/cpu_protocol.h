@@ -83,17 +83,18 @@ struct CallReport {
   uint8_t left_threads = 0;    // the process had more threads after the call than before
   uint8_t changed_after_return = 0;  // outputs kept changing after the call returned
   uint8_t called_replaced = 0;  // called a library routine the task replaces (refused: it wrote nothing)
+  uint8_t rewrote_got = 0;      // a loaded library's GOT slot differed after the call (put back)
   double call_us = 0;          // wall-clock time of the call
   double call_cpu_us = 0;      // CPU time of the calling thread during the call
   double lib_us = 0;           // wall-clock time in library routines during the call
   double lib_cpu_us = 0;       // CPU time in library routines during the call
   void write(Writer& w) const {
     w.put(rc), w.put(outputs), w.put(aliases_input), w.put(repointed), w.put(mutated_inputs), w.put(out_of_bounds),
-        w.put(left_threads), w.put(changed_after_return), w.put(called_replaced), w.put(call_us), w.put(call_cpu_us), w.put(lib_us), w.put(lib_cpu_us);
+        w.put(left_threads), w.put(changed_after_return), w.put(called_replaced), w.put(rewrote_got), w.put(call_us), w.put(call_cpu_us), w.put(lib_us), w.put(lib_cpu_us);
   }
   void read(Reader& r) {
     r.get(rc), r.get(outputs), r.get(aliases_input), r.get(repointed), r.get(mutated_inputs), r.get(out_of_bounds),
-        r.get(left_threads), r.get(changed_after_return), r.get(called_replaced), r.get(call_us), r.get(call_cpu_us), r.get(lib_us), r.get(lib_cpu_us);
+        r.get(left_threads), r.get(changed_after_return), r.get(called_replaced), r.get(rewrote_got), r.get(call_us), r.get(call_cpu_us), r.get(lib_us), r.get(lib_cpu_us);
   }
 };
 

@@ -88,7 +88,7 @@ struct MarkedLibraryUse {
   int call = -1;            // the marked call they were inside (-1: calls were not marked)
   int routine = 0;          // the id the worker marked them with
   int64_t calls = 0;        // complete entry/exit pairs
-  double cpu_seconds = 0;   // the worker thread's CPU time between each pair's edges, summed
+  double cpu_seconds = 0;   // the worker thread's CPU clock from entry to exit, summed over the pairs
 };
 
 struct SandboxReply {
@@ -104,8 +104,8 @@ struct SandboxReply {
   // request (sandbox_child::mark_call), while it waited for the mark's acknowledgement.
   std::vector<double> call_marks;
   // Library marks (sandbox_child::mark_library_entry/exit: the edges of each call of a library
-  // routine the worker serves its candidate, with the routine's id and the CPU time inside it as the
-  // worker's sealed code measured it), taken in every call, summed by (marked call, routine). With call_marks, only routine calls inside the marked calls
+  // routine the worker serves its candidate, with the routine's id and the thread's CPU clock as the
+  // worker's sealed code read it at each edge), taken in every call, summed by (marked call, routine). With call_marks, only routine calls inside the marked calls
   // count (call: the index of the marked call); without, all do (call -1). An edge out of order (an
   // entry inside an entry, an exit of another routine, an entry never left) is a bad frame.
   std::vector<MarkedLibraryUse> library_uses;
@@ -209,9 +209,11 @@ void say_hello();
 // Blocks for the next request; false when the parent closed the channel.
 bool read_request(std::string& request);
 void write_reply(const std::string& reply);
-// Installs the candidate seccomp profile (no processes, threads, programs, sockets or signals to
-// others; syscall_filter.h) when the parent started this worker with namespaces; a no-op in
-// rlimits_only. Call after start-up work, before any candidate code is loaded. Exits the worker if it
+// Locks the worker down (process_lockdown.h: writes confined to its directory, code and vDSO
+// sealed, library GOT slots guarded), then installs the candidate seccomp profile (no processes,
+// threads, programs, sockets or signals to others; syscall_filter.h) when the parent started this
+// worker with namespaces (not in rlimits_only). Call after start-up work, before any candidate code
+// is loaded. Exits the worker if it
 // fails. gpu_driver: the refusals only, threads and every other call allowed (the CUDA worker: the GPU
 // driver and CUPTI run threads of their own, and their calls after set-up are not yet listed).
 void confine_candidate(bool gpu_driver = false);
@@ -228,13 +230,16 @@ void* load_shared_object(const std::string& bytes, std::string& why);
 // known without trusting any clock or number in this process. False when the channel failed.
 bool mark_call();
 // Mark the edges of a call of library routine `routine` (0-255) this worker serves its candidate
-// (SandboxReply::library_uses), without waiting for the parent; the exit carries the thread's CPU
-// time inside the routine, measured between the two. How often and how long each routine ran is
-// then known without trusting counters in this process, which a candidate can rewrite: the caller
-// blocks every signal between the edges (cpu_worker.cpp), so no candidate code runs there, and the
-// worker's code and channel are sealed (process_lockdown.h).
+// (SandboxReply::library_uses), without waiting for the parent; each carries the thread's CPU clock
+// as read when it is sent, and the parent takes the difference. How often and how long each routine
+// ran is then known without trusting counters or saved times in this process, which a candidate can
+// rewrite: the caller blocks every signal between the edges (cpu_worker.cpp), so no candidate
+// handler runs there, and the worker's code, GOT, vDSO and channel are sealed (process_lockdown.h).
 bool mark_library_entry(int routine);
-bool mark_library_exit(int routine, int64_t cpu_ns);
+bool mark_library_exit(int routine);
+// After a candidate's call: whether a guarded GOT slot of a loaded library changed (every slot is
+// put back). No allocation, no call through a writable GOT (process_lockdown.h).
+bool library_gots_rewritten();
 // Tells the parent the limit was hit (std::bad_alloc in the candidate), then exits.
 [[noreturn]] void report_out_of_memory();
 }  // namespace sandbox_child
