@@ -361,7 +361,10 @@ CpuEvaluator::CpuEvaluator(CpuEvalOptions options) : impl_(std::make_unique<Impl
   m.flags_key += read_file((fs::path(m.include_dir) / "turnrl/kernels/candidate_api.h").string());
   // Workers get each object's bytes in the request (eval_detail::object_bytes): the cache is not in
   // their view.
-  const SandboxLimits& worker_limits = m.opt.limits;
+  // Every symbol bound at start-up, so that the library GOT slots the worker copies before its first
+  // candidate are final (sandbox_child::library_gots_rewritten, process_lockdown.h).
+  SandboxLimits worker_limits = m.opt.limits;
+  worker_limits.environment.push_back("LD_BIND_NOW=1");
   for (int i = 0; i < m.opt.workers; ++i) {
     m.workers.push_back(std::make_unique<SandboxWorker>(m.worker_program, std::vector<std::string>{}, worker_limits));
     m.reference_workers.push_back(

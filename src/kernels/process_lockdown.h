@@ -33,7 +33,7 @@ enum class SealScope {
 int seal_code(SealScope scope, int* sealed = nullptr);
 
 // The GOT slots of loaded libraries that stay writable after start-up (libraries linked without
-// -z now, such as libstdc++ and libc; workers run with LD_BIND_NOW=1, so every slot is bound before
+// -z now, such as libstdc++ and libc; CPU workers run with LD_BIND_NOW=1, so every slot is bound before
 // a candidate runs). A candidate that rewrites one (libstdc++'s malloc, say) has its code run
 // wherever the harness allocates: after its call's closing mark, where it could finish deferred
 // work. guard_library_gots copies every such slot into a page at a fixed address, read-only and

@@ -208,9 +208,8 @@ pid_t spawn_sandboxed(const std::string& program_path, const std::vector<std::st
       "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1",
       fmt::format("{}={}", kCpuEnv, limits.cpu_seconds)};
   if (jail) env_strings.push_back(std::string(kConfineEnv) + "=1");
-  // Workers (a channel): every symbol bound at start-up, so that the GOT slots guard_library_gots
-  // copies before the first candidate are final (process_lockdown.h).
-  if (channel_fd >= 0) env_strings.insert(env_strings.end(), {std::string(kLockdownEnv) + "=1", "LD_BIND_NOW=1"});
+  // Workers (a channel) lock themselves down before their first candidate (confine_candidate).
+  if (channel_fd >= 0) env_strings.push_back(std::string(kLockdownEnv) + "=1");
   if (const char* ld = std::getenv("LD_LIBRARY_PATH")) env_strings.push_back(std::string("LD_LIBRARY_PATH=") + ld);
   for (const auto& e : limits.environment) env_strings.push_back(e);
   std::vector<char*> envp, argv;
