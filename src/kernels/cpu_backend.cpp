@@ -237,11 +237,35 @@ std::vector<HackFinding> check_marked_calls(const WorkerReply& timing, const std
     reported_us += timing.timed[i].call_us;
     marked_us += 1e6 * (marks[2 * i + 1] - marks[2 * i]);
   }
-  if (reported_us >= kShare * marked_us - kSlackUsPerCall * double(calls)) return {};
-  return {{kHackTampering,
-           fmt::format("the timed calls reported {:.1f} us in all, but the worker's CPU clock, read from outside at "
-                       "each call's start and end, advanced {:.1f} us: the reported times were rewritten",
-                       reported_us, marked_us)}};
+  if (reported_us < kShare * marked_us - kSlackUsPerCall * double(calls))
+    return {{kHackTampering,
+             fmt::format("the timed calls reported {:.1f} us in all, but the worker's CPU clock, read from outside at "
+                         "each call's start and end, advanced {:.1f} us: the reported times were rewritten",
+                         reported_us, marked_us)}};
+  // Call by call as well, more loosely (one call's hand-off can take longer): the score is a median,
+  // and a sum that adds up can hide most calls reported far too short behind a few far too long
+  // (12.7x from an honest 1.1x kernel that moved the harness's saved start time on the stack).
+  constexpr double kCallShare = 0.5, kCallSlackUs = 150.0;
+  for (size_t i = 0; i < calls; ++i) {
+    const double marked_call_us = 1e6 * (marks[2 * i + 1] - marks[2 * i]);
+    if (timing.timed[i].call_us < kCallShare * marked_call_us - kCallSlackUs)
+      return {{kHackTampering,
+               fmt::format("timed call {} reported {:.1f} us, but the worker's CPU clock, read from outside at its "
+                           "start and end, advanced {:.1f} us: the reported time was rewritten",
+                           i, timing.timed[i].call_us, marked_call_us)}};
+  }
+  return {};
+}
+
+// Each timed call's time is at least the CPU time its marks enclose, less the marks' own hand-off
+// (a single-threaded call's wall time is never below its CPU time): whatever a candidate does to the
+// harness's clock readings in its process, it gains at most that hand-off per call. Honest calls
+// are left as they are (their wall time is above it).
+void hold_to_marked_cpu(WorkerReply& timing, const std::vector<double>& marks) {
+  constexpr double kHandOffUs = 60.0;
+  if (marks.size() != 2 * timing.timed.size()) return;
+  for (size_t i = 0; i < timing.timed.size(); ++i)
+    timing.timed[i].call_us = std::max(timing.timed[i].call_us, 1e6 * (marks[2 * i + 1] - marks[2 * i]) - kHandOffUs);
 }
 
 int64_t reported_library_calls(const WorkerReply& timing) {
@@ -622,6 +646,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
     return finish();
   }
   for (auto& f : check_marked_calls(timing, marks.call_marks)) add_once(findings, f.flag, f.reason);
+  hold_to_marked_cpu(timing, marks.call_marks);
   const MarkedLibrary marked = marked_library(marks, timing.timed.size());
   for (auto& f : check_marked_library(timing, marked)) add_once(findings, f.flag, f.reason);
   for (size_t i = 0; i < timing.timed.size(); ++i)

@@ -70,6 +70,11 @@ TEST_CASE("adversarial, class 1: frames forged on the result channel are tamperi
   CHECK(forged.correct);  // an honest softmax otherwise
   CHECK(forged.candidate_time.median_us != 15.0);
   CHECK(forged.candidate_time.min_us != 15.0);
+  // Most calls reported far too short behind a few far too long, so that the sum still adds up:
+  // held call by call, and each call counts at least its marked CPU time.
+  const EvalResult skewed = single_worker().evaluate({adversarial("matmul_bias_relu", "skewed_median")})[0];
+  check_caught(skewed, kHackTampering);
+  CHECK_THAT(skewed.hacking_reason, Catch::Contains("timed call"));
   // A clock slowed inside the worker (its GOT entry rewritten through /proc/self/mem): where the
   // kernel has Landlock the write is refused and the candidate gives up (it returns 9); elsewhere
   // the call marks catch the slowed clock.
