@@ -259,8 +259,8 @@ def _tamper_exit(reason):
 
 # Library functions that ask for a frame and give back only text or names, never the frame: torch's
 # lazy CUDA calls record traceback.format_stack(), logging finds its caller, namedtuple and TypeVar
-# read their module's name, typing_extensions asks whether its caller is subscripting Generic. Matched by code-object identity (a forged code object with the same
-# contents is a different object).
+# read their module's name, typing_extensions asks whether its caller is subscripting Generic.
+# Matched by code-object identity (a forged code object with the same contents is a different object).
 _FRAME_SAFE = set()
 _FRAME_SAFE_PARENT = {}
 
@@ -518,32 +518,24 @@ _MODE_PROBES = []
 
 
 def _bind_mode_probes(torch):
+    """Each probe returns how many modes it sees active."""
     for name in ("_len_torch_function_stack", "_len_torch_dispatch_stack"):
         f = getattr(torch._C, name, None)
         if f is not None:
-            _MODE_PROBES.append((f, False))
-    f = getattr(torch._C, "_is_torch_function_mode_enabled", None)
-    if f is not None:
-        _MODE_PROBES.append((f, True))
+            _MODE_PROBES.append(f)
+    enabled = getattr(torch._C, "_is_torch_function_mode_enabled", None)
+    if enabled is not None:
+        _MODE_PROBES.append(lambda: 1 if enabled() else 0)
     # The Python-level probe only where torch has no C one: its body looks names up in its module's
     # globals at each call, which a candidate can rewrite.
     dispatch = sys.modules.get("torch.utils._python_dispatch")
-    g = getattr(dispatch, "_get_current_dispatch_mode", None)
-    if g is not None and getattr(torch._C, "_len_torch_dispatch_stack", None) is None:
-        _MODE_PROBES.append((g, None))
+    current = getattr(dispatch, "_get_current_dispatch_mode", None)
+    if current is not None and getattr(torch._C, "_len_torch_dispatch_stack", None) is None:
+        _MODE_PROBES.append(lambda: 0 if current() is None else 1)
 
 
-def _modes_active(torch):
-    n = 0
-    for f, kind in _MODE_PROBES:
-        v = f()
-        if kind is False:
-            n += v
-        elif kind is True:
-            n += 1 if v else 0
-        else:
-            n += 1 if v is not None else 0
-    return n
+def _modes_active():
+    return sum(probe() for probe in _MODE_PROBES)
 
 
 def _os_threads():
@@ -568,7 +560,7 @@ def _baseline():
     T = _state["T"]
     return {"threads": _thread_count(), "thread_ids": set(_current_frames()), "os_threads": _os_threads(),
             "modules": {k: v for k, v in _sys_modules.items() if k.split(".")[0] in ("torch", "triton")},
-            "settings": _global_settings(T.torch), "signals": _signal_state(), "modes": _modes_active(T.torch)}
+            "settings": _global_settings(T.torch), "signals": _signal_state(), "modes": _modes_active()}
 
 
 def _call_checks(findings):
@@ -595,7 +587,7 @@ def _check_call_state(findings):
                     pass
         _add(findings, "tampering", "the candidate installed signal handlers or interval timers")
         _state["restart"] = "signal handlers changed"
-    if _modes_active(T.torch) > base["modes"]:
+    if _modes_active() > base["modes"]:
         _add(findings, "tampering", "a torch function/dispatch mode was left active by the candidate")
         _state["restart"] = "torch mode left active"
     if T.is_grad_enabled():
@@ -1859,7 +1851,7 @@ def _timing_request(req, blob):
             out, marks = _time_call(model, inputs, flush)
             # Before any tensor operation of the harness's (its profiler range included): a mode
             # left active would run the candidate's work inside the harness's share, unprofiled.
-            if _modes_active(T.torch) > _state["baseline"]["modes"]:
+            if _modes_active() > _state["baseline"]["modes"]:
                 _add(findings, "tampering", "timed call %d left a torch function/dispatch mode active (work "
                      "deferred into the harness's own operations)" % i)
                 _state["restart"] = "torch mode left active"
@@ -1963,7 +1955,8 @@ def _restrict_writes(libc, folders):
 def _confine(req):
     """Installs the parent's candidate seccomp program (src/kernels/syscall_filter.h: no new processes or
     threads, no programs, no sockets, signals only to this process) on every thread, and confines
-    file writes to the worker's own folders (_restrict_writes), before any candidate code runs. Trusted: the audit hook would otherwise stop the ctypes calls."""
+    file writes to the worker's own folders (_restrict_writes), before any candidate code runs.
+    Trusted: the audit hook would otherwise stop the ctypes calls."""
     import ctypes
     program = bytes.fromhex(req["bpf"])
 
@@ -1978,7 +1971,7 @@ def _confine(req):
         if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
         # Before the filter, which does not list Landlock's calls.
-        _state["landlock_abi"] = _restrict_writes(libc, [os.getcwd(), os.environ.get("TMPDIR") or "/tmp"])
+        _restrict_writes(libc, [os.getcwd(), os.environ.get("TMPDIR") or "/tmp"])
         # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog): every thread at once.
         if libc.syscall(int(req["seccomp_syscall"]), 1, 1, ctypes.byref(prog)) != 0:
             raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER)")

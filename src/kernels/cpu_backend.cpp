@@ -227,6 +227,9 @@ void check_timed_outputs(const CpuTask& task, const WorkerRequest& treq, const W
 // hand-off may take up to about 85 us of CPU a call before a call of no time at all is flagged) and
 // lets a rewritten time gain at most 1.43x plus the slack. (0.8 with 20 us once flagged an honest
 // plan on this loaded 2-core machine.)
+// The CPU time (us) timed call i's two marks enclose, read from outside.
+double marked_call_us(const std::vector<double>& marks, size_t i) { return 1e6 * (marks[2 * i + 1] - marks[2 * i]); }
+
 std::vector<HackFinding> check_marked_calls(const WorkerReply& timing, const std::vector<double>& marks) {
   constexpr double kShare = 0.7, kSlackUsPerCall = 60.0;
   const size_t calls = timing.timed.size();
@@ -235,7 +238,7 @@ std::vector<HackFinding> check_marked_calls(const WorkerReply& timing, const std
   double reported_us = 0, marked_us = 0;
   for (size_t i = 0; i < calls; ++i) {
     reported_us += timing.timed[i].call_us;
-    marked_us += 1e6 * (marks[2 * i + 1] - marks[2 * i]);
+    marked_us += marked_call_us(marks, i);
   }
   if (reported_us < kShare * marked_us - kSlackUsPerCall * double(calls))
     return {{kHackTampering,
@@ -247,12 +250,12 @@ std::vector<HackFinding> check_marked_calls(const WorkerReply& timing, const std
   // (12.7x from an honest 1.1x kernel that moved the harness's saved start time on the stack).
   constexpr double kCallShare = 0.5, kCallSlackUs = 150.0;
   for (size_t i = 0; i < calls; ++i) {
-    const double marked_call_us = 1e6 * (marks[2 * i + 1] - marks[2 * i]);
-    if (timing.timed[i].call_us < kCallShare * marked_call_us - kCallSlackUs)
+    const double marked = marked_call_us(marks, i);
+    if (timing.timed[i].call_us < kCallShare * marked - kCallSlackUs)
       return {{kHackTampering,
                fmt::format("timed call {} reported {:.1f} us, but the worker's CPU clock, read from outside at its "
                            "start and end, advanced {:.1f} us: the reported time was rewritten",
-                           i, timing.timed[i].call_us, marked_call_us)}};
+                           i, timing.timed[i].call_us, marked)}};
   }
   return {};
 }
@@ -265,7 +268,7 @@ void hold_to_marked_cpu(WorkerReply& timing, const std::vector<double>& marks) {
   constexpr double kHandOffUs = 60.0;
   if (marks.size() != 2 * timing.timed.size()) return;
   for (size_t i = 0; i < timing.timed.size(); ++i)
-    timing.timed[i].call_us = std::max(timing.timed[i].call_us, 1e6 * (marks[2 * i + 1] - marks[2 * i]) - kHandOffUs);
+    timing.timed[i].call_us = std::max(timing.timed[i].call_us, marked_call_us(marks, i) - kHandOffUs);
 }
 
 int64_t reported_library_calls(const WorkerReply& timing) {

@@ -77,8 +77,7 @@ int confine_writes_beneath(const std::vector<std::string>& folders) {
   return err;
 }
 
-int seal_code(SealScope scope, int* sealed) {
-  if (sealed) *sealed = 0;
+int seal_code(SealScope scope) {
   std::string exe;
   if (scope == SealScope::own_executable) {
     char buf[4096];
@@ -108,9 +107,7 @@ int seal_code(SealScope scope, int* sealed) {
     }
     unsigned long start = 0, end = 0;
     if (std::sscanf(range.c_str(), "%lx-%lx", &start, &end) != 2 || end <= start) continue;
-    if (syscall(kMsealNr, start, end - start, 0) == 0) {
-      if (sealed) ++*sealed;
-    } else {
+    if (syscall(kMsealNr, start, end - start, 0) != 0) {
       if (errno == ENOSYS) return ENOSYS;
       if (!first_error) first_error = errno;
     }

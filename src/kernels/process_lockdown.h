@@ -29,8 +29,7 @@ enum class SealScope {
   own_executable,       // the worker executable's own mappings only (CUDA workers, whose driver
                         // loads and unloads libraries of its own later)
 };
-// `sealed` receives the number of mappings sealed.
-int seal_code(SealScope scope, int* sealed = nullptr);
+int seal_code(SealScope scope);
 
 // The GOT slots of loaded libraries that stay writable after start-up (libraries linked without
 // -z now, such as libstdc++ and libc; CPU workers run with LD_BIND_NOW=1, so every slot is bound before
