@@ -135,7 +135,7 @@ TEST_CASE("adversarial, class 4: library code reached outside the served routine
                                              test::request("matmul_bias_relu", "honest")});
   CHECK_THAT(res[0].hacking_reason, Catch::Contains("outside the routines the evaluator serves") &&
                                          Catch::Contains("libblas"));
-  CHECK(res[0].coverage < 0.3);
+  CHECK(std::min(res[0].coverage, res[0].reference_coverage) < 0.3);  // the lazy check takes the lower
   // Its control, the GEMM through the served matmul, is caught by the marks; an honest
   // candidate's samples stay in its own code.
   for (const EvalResult& lazy : {res[0], res[1]}) {
