@@ -240,11 +240,14 @@ std::vector<HackFinding> check_imports(const std::vector<ImportedSymbol>& import
   return out;
 }
 
-std::vector<HackFinding> check_coverage(double coverage, int64_t library_calls, const HackingThresholds& t) {
-  if (library_calls <= 0) return {};
+std::vector<HackFinding> check_coverage(double coverage, int64_t library_calls, const HackingThresholds& t,
+                                        double hidden_library_us) {
+  if (library_calls <= 0 && hidden_library_us <= 0) return {};
   if (coverage < t.no_work_coverage)
     return {{kHackNoCandidateWork, fmt::format("coverage {:.3f}: the candidate's own code did almost none of the "
-                                               "work ({} library calls did)", coverage, library_calls)}};
+                                               "work ({} did)", coverage,
+                                               library_calls > 0 ? fmt::format("{} library calls", library_calls)
+                                                                 : std::string("library code outside the served routines"))}};
   if (coverage < t.lazy_coverage)
     return {{kHackLazy, fmt::format("coverage {:.3f} < {}: most of the time is spent in library calls", coverage,
                                     t.lazy_coverage)}};

@@ -26,7 +26,10 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <tuple>
 
+#include "code_sampler.h"
 #include "namespace_jail.h"
 #include "process_lockdown.h"
 #include "turnrl/core/error.h"
@@ -169,6 +172,42 @@ SandboxIsolation parse_sandbox_isolation(const std::string& name, const std::str
   if (name == "rlimits-only") return SandboxIsolation::rlimits_only;
   fail("{}: '{}' is not allowed; allowed: namespaces, rlimits-only", field, name);
 }
+
+namespace sandbox_detail {
+// A worker program's sampler (SandboxLimits::sample_period_ns) and the executable mappings it had
+// when it said hello: its own code and every library it loaded at start-up, all sealed before its
+// hello where the kernel has mseal (process_lockdown.h), so that no code run later can put another
+// file under their names.
+struct WorkerSampling {
+  pid_t program = -1;
+  ThreadSampler sampler;
+  std::vector<CodeMapping> at_start;
+  std::vector<CodeMapping> later;  // the maps as last read at a closing mark
+  WorkerSampling(pid_t pid, int64_t period_ns) : program(pid), sampler(pid, period_ns) {}
+};
+
+// Counts one marked call's samples by mapping, at its closing mark (the worker waits there, with
+// what the call ran still mapped: it unloads the candidate after the request). Start-up mappings by
+// their names then; anything else by the maps read at a closing mark of this request, read again
+// when an address is in none of them.
+void count_samples(WorkerSampling& s, int call, const std::vector<uint64_t>& ips,
+                   std::map<std::tuple<int, std::string, bool>, int64_t>& counts) {
+  bool read_now = false;  // once per call at most, however many addresses are in no mapping
+  for (uint64_t ip : ips) {
+    if (const CodeMapping* m = mapping_at(s.at_start, ip)) {
+      ++counts[{call, m->name, false}];
+      continue;
+    }
+    const CodeMapping* m = mapping_at(s.later, ip);
+    if (!m && !read_now) {
+      s.later = read_code_mappings(s.program);
+      read_now = true;
+      m = mapping_at(s.later, ip);
+    }
+    ++counts[{call, m ? m->name : "[unknown]", true}];
+  }
+}
+}  // namespace sandbox_detail
 
 SandboxWorker::SandboxWorker(std::string program, std::vector<std::string> args, SandboxLimits limits)
     : program_(std::move(program)), args_(std::move(args)), limits_(limits) {}
@@ -415,7 +454,34 @@ bool SandboxWorker::start() {
     stop();
     return false;
   }
+  start_sampling();
   return true;
+}
+
+void SandboxWorker::start_sampling() {
+  sampling_.reset();
+  if (limits_.sample_period_ns <= 0) return;
+  static std::once_flag said;
+  const std::string& unavailable = sandbox_detail::code_sampling_unavailable();
+  if (!unavailable.empty()) {
+    std::call_once(said, [&] {
+      std::fprintf(stderr, "turnrl sandbox: %s: candidate code is not sampled (library code reached outside the "
+                           "served routines goes unseen; docs/evaluator.md)\n", unavailable.c_str());
+    });
+    return;
+  }
+  const pid_t program = program_pid();
+  if (program <= 0) return;
+  auto s = std::make_unique<sandbox_detail::WorkerSampling>(program, limits_.sample_period_ns);
+  s->at_start = sandbox_detail::read_code_mappings(program);
+  if (!s->sampler.ok() || s->at_start.empty()) {
+    std::call_once(said, [&] {
+      std::fprintf(stderr, "turnrl sandbox: %s: candidate code is not sampled (docs/evaluator.md)\n",
+                   s->sampler.ok() ? "the worker's maps could not be read" : s->sampler.error().c_str());
+    });
+    return;
+  }
+  sampling_ = std::move(s);
 }
 
 void SandboxWorker::stop() {
@@ -427,6 +493,7 @@ void SandboxWorker::stop() {
     }
   }
   pid_ = program_pid_ = -1;
+  sampling_.reset();
   if (channel_ >= 0) ::close(channel_);
   if (output_ >= 0) ::close(output_);
   channel_ = output_ = -1;
@@ -622,6 +689,16 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   const double deadline = now_seconds() + limits_.wall_seconds;
   std::vector<double> marks;
   LibraryMarkReader library;
+  sandbox_detail::WorkerSampling* const sampled = call_marks ? sampling_.get() : nullptr;
+  std::map<std::tuple<int, std::string, bool>, int64_t> sample_counts;  // by (marked call, mapping, since start)
+  std::vector<uint64_t> ips;
+  int64_t samples_lost = 0;
+  if (sampled) {  // a request that left a call open (tampering, reported as such) leaves no samples here
+    std::vector<uint64_t> stale;
+    sampled->sampler.disable();
+    sampled->sampler.drain(stale);
+    sampled->later.clear();  // read again in this request: what an earlier one mapped may be gone
+  }
   std::string pending;  // bytes that came after a library mark (the worker does not wait after one)
   size_t pending_start = 0;
   FrameWait w;
@@ -651,6 +728,16 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
     if (library.open())
       return fail_and_reap(SandboxStatus::bad_frame, "a call mark inside a library routine call", "");
     marks.push_back(billed_cpu_seconds());
+    // The thread is sampled from the opening mark's acknowledgement to the closing mark: both
+    // switches happen while the worker waits here.
+    if (sampled && marks.size() % 2 == 1) {
+      sampled->sampler.enable();
+    } else if (sampled) {
+      sampled->sampler.disable();
+      ips.clear();
+      samples_lost += sampled->sampler.drain(ips);
+      sandbox_detail::count_samples(*sampled, int(marks.size() / 2 - 1), ips, sample_counts);
+    }
     if (!write_all(channel_, &kind, 1)) return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
   }
   if (w.why == "oversized")
@@ -676,6 +763,12 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   if (library.open())
     return fail_and_reap(SandboxStatus::bad_frame, "a library routine call was entered and never left", "");
   reply.library_uses = library.uses();
+  if (sampled) {
+    for (const auto& [key, n] : sample_counts)
+      reply.code_samples.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), n});
+    reply.sample_period_seconds = 1e-9 * double(limits_.sample_period_ns);
+    reply.samples_lost = samples_lost;
+  }
   reply.output_tail = trim_tail(output_tail_);
   return reply;
 }

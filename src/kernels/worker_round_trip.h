@@ -66,6 +66,9 @@ struct ExchangeOutcome {
   std::string output;  // the worker's output note (output_note) for the reply
   std::vector<double> call_marks;  // SandboxReply::call_marks of the request (its ping has none)
   std::vector<MarkedLibraryUse> library_uses;  // SandboxReply::library_uses of the request
+  std::vector<CodeSamples> code_samples;       // SandboxReply::code_samples of the request
+  double sample_period_seconds = 0;            // SandboxReply::sample_period_seconds (0: not sampled)
+  int64_t samples_lost = 0;                    // SandboxReply::samples_lost
 };
 
 // One request and its reply, then a ping whose fresh nonce must come straight back: the reply is
@@ -89,6 +92,9 @@ std::optional<ExchangeOutcome> checked_exchange(SandboxWorker& worker, Request& 
   out.output = output_note(*got);
   out.call_marks = std::move(got->call_marks);
   out.library_uses = std::move(got->library_uses);
+  out.code_samples = std::move(got->code_samples);
+  out.sample_period_seconds = got->sample_period_seconds;
+  out.samples_lost = got->samples_lost;
   if (got->trailing_bytes > 0) {
     out.forged = fmt::format("{} byte(s) after the reply frame", got->trailing_bytes);
     return out;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "candidates.h"
+#include "kernels/code_sampler.h"
 #include "kernels/process_lockdown.h"
 #include "turnrl/kernels/cpu_protocol.h"
 #include "turnrl/kernels/cpu_tasks.h"
@@ -120,6 +121,31 @@ TEST_CASE("adversarial, class 3: process-wide state changes are refused and the 
   check_caught(res[2], kHackTampering);
   CHECK_THAT(res[2].hacking_reason, Catch::Contains("MXCSR"));
   check_clean(res[3]);
+}
+
+TEST_CASE("adversarial, class 4: library code reached outside the served routines is library time") {
+  // cblas_sgemm of the loaded BLAS found through the dynamic loader's list of objects: no import,
+  // no mark, no counter. Its thread's samples, read from outside the worker, land in libblas.
+  if (const std::string& why = sandbox_detail::code_sampling_unavailable(); !why.empty()) {
+    WARN("candidate code cannot be sampled here (" + why + "): the hidden library call goes unseen; skipped");
+    return;
+  }
+  const auto res = single_worker().evaluate({adversarial("matmul_bias_relu", "hidden_cblas_link_map"),
+                                             test::request("matmul_bias_relu", "lazy"),
+                                             test::request("matmul_bias_relu", "honest")});
+  CHECK_THAT(res[0].hacking_reason, Catch::Contains("outside the routines the evaluator serves") &&
+                                         Catch::Contains("libblas"));
+  CHECK(std::min(res[0].coverage, res[0].reference_coverage) < 0.3);  // the lazy check takes the lower
+  // Its control, the GEMM through the served matmul, is caught by the marks; an honest
+  // candidate's samples stay in its own code.
+  for (const EvalResult& lazy : {res[0], res[1]}) {
+    INFO(describe(lazy));  // their own bias and ReLU are a few percent: no_candidate_work or lazy
+    CHECK((lazy.hacking_flags & (kHackNoCandidateWork | kHackLazy)) != 0);
+    CHECK(lazy.error == EvalError::hacking);
+    CHECK(lazy.speedup == 0);
+  }
+  check_clean(res[2]);
+  CHECK(res[2].coverage > 0.9);
 }
 
 TEST_CASE("adversarial, class 4: the routine a task replaces is not served, however it is reached") {

@@ -38,6 +38,11 @@ struct CpuEvalOptions {
   // worker's ReferenceTimingCache); coverage then falls back to the own share of the call.
   bool time_reference = true;
   int max_evals_per_worker = 256;  // then the worker is replaced (bounds leaks and leftover state)
+  // The candidate's timed calls are sampled from outside its worker, one user-space instruction
+  // pointer every this many us of its thread's CPU time (perf_event_open), and library code that ran
+  // outside the routines the worker serves counts as library time (docs/evaluator.md); 0: off. Where
+  // perf_event_open is unavailable the calls run unsampled (said once on stderr).
+  double code_sample_period_us = 100;
   size_t message_chars = 2000;     // compiler / runtime messages are trimmed to this
   HackingThresholds hacking;
 

@@ -80,7 +80,10 @@ std::vector<HackFinding> check_imports(const std::vector<ImportedSymbol>& import
 // Profile checks. coverage as the backend defines it: on CPU 1 - library CPU time per call / the
 // reference's operators' CPU time (busy work cannot raise it); on CUDA the own kernels' share of
 // device time over the profiled calls.
-std::vector<HackFinding> check_coverage(double coverage, int64_t library_calls, const HackingThresholds& t);
+// hidden_library_us: library time run outside the served routines (on CPU: sampled from outside the
+// worker), which is library work even with no library call.
+std::vector<HackFinding> check_coverage(double coverage, int64_t library_calls, const HackingThresholds& t,
+                                        double hidden_library_us = 0);
 // Calls to library routines that compute the whole task.
 std::vector<HackFinding> check_replaced_routines(const std::vector<std::string>& called,
                                                  const std::vector<std::string>& task_replaces);

@@ -26,10 +26,14 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace turnrl {
+namespace sandbox_detail {
+struct WorkerSampling;
+}
 
 // How a sandboxed process is isolated from the host (the `evaluator.sandbox` config key).
 enum class SandboxIsolation {
@@ -60,6 +64,10 @@ struct SandboxLimits {
   std::vector<std::string> writable_paths;  // namespaces: host paths mounted read-write (shared caches);
                                             // a root trainer hands them to nobody, the sandbox's user
   std::vector<std::string> devices;         // namespaces: device files beyond null, zero, full, (u)random
+  // > 0: in calls with call marks, the program's thread is sampled from outside between each marked
+  // call's two marks, one user-space instruction pointer every this many ns of its CPU time
+  // (SandboxReply::code_samples; perf_event_open: where it is unavailable, calls run unsampled).
+  int64_t sample_period_ns = 0;
 
   SandboxLimits& wall(double s) { wall_seconds = s; return *this; }
   SandboxLimits& cpu(double s) { cpu_seconds = s; return *this; }
@@ -69,6 +77,7 @@ struct SandboxLimits {
   SandboxLimits& scratch(int64_t bytes) { scratch_bytes = bytes; return *this; }
   SandboxLimits& visible(const std::string& path) { visible_paths.push_back(path); return *this; }
   SandboxLimits& writable(const std::string& path) { writable_paths.push_back(path); return *this; }
+  SandboxLimits& sample_code(int64_t period_ns) { sample_period_ns = period_ns; return *this; }
 };
 
 enum class SandboxStatus {
@@ -91,6 +100,19 @@ struct MarkedLibraryUse {
   double cpu_seconds = 0;   // the worker thread's CPU clock from entry to exit, summed over the pairs
 };
 
+// Where the program's thread ran during one marked call, sampled from outside the program
+// (SandboxLimits::sample_period_ns): samples whose instruction pointer lay in one executable mapping.
+struct CodeSamples {
+  int call = 0;              // the marked call
+  std::string mapping;       // the mapping's path as /proc/<pid>/maps names it (" (deleted)" once its
+                             // file is removed), "[vdso]", "[anon]" (anonymous memory), or "[unknown]"
+                             // (no executable mapping held that address at the call's closing mark)
+  bool since_start = false;  // not one of the mappings the program had when it said hello: mapped
+                             // later (a loaded object, memory mapped by the code that ran), and named
+                             // by the maps read at a closing mark (while the program waits there)
+  int64_t samples = 0;
+};
+
 struct SandboxReply {
   SandboxStatus status = SandboxStatus::ok;
   std::string payload;      // the child's reply frame (status ok)
@@ -109,6 +131,13 @@ struct SandboxReply {
   // count (call: the index of the marked call); without, all do (call -1). An edge out of order (an
   // entry inside an entry, an exit of another routine, an entry never left) is a bad frame.
   std::vector<MarkedLibraryUse> library_uses;
+  // With call marks and SandboxLimits::sample_period_ns, where the thread ran between each call's
+  // marks (the event is enabled at a call's opening mark and disabled at its closing mark, both
+  // before the worker is acknowledged, so no harness work between calls is sampled), by call and
+  // mapping; the period in seconds (0: not sampled) and the samples the kernel dropped (ring full).
+  std::vector<CodeSamples> code_samples;
+  double sample_period_seconds = 0;
+  int64_t samples_lost = 0;
 };
 
 // One sandboxed child process, started lazily and restarted after any failed call.
@@ -144,10 +173,14 @@ class SandboxWorker {
   double billed_cpu_seconds();
   // Threads of the program's process (/proc/<pid>/task), 0 when it cannot be read.
   int thread_count();
+  // Whether calls with call marks are sampled (SandboxLimits::sample_period_ns, perf_event_open
+  // available and allowed on this worker's program); false before the first start.
+  bool sampling() const { return sampling_ != nullptr; }
 
  private:
   SandboxReply fail_and_reap(SandboxStatus status, std::string message, const std::string& frame);
   bool wait_hello(std::string* error);
+  void start_sampling();
 
   std::string program_;
   std::vector<std::string> args_;
@@ -160,6 +193,7 @@ class SandboxWorker {
   std::string output_tail_;
   int starts_ = 0;
   int calls_since_start_ = 0;
+  std::unique_ptr<sandbox_detail::WorkerSampling> sampling_;  // the program's sampler and start-up mappings
 };
 
 // Throws turnrl::Error when limits ask for namespaces and this machine cannot make them: names

@@ -1,0 +1,62 @@
+#pragma once
+// Where one thread of another process spends its CPU time, sampled from outside it (internal to
+// src/kernels). A perf_event_open task-clock event on the thread (user-space instruction pointers
+// only, one sample every `period_ns` of the thread's CPU time) writes its samples into a ring
+// buffer that only the sampling process maps, so nothing the sampled process runs can rewrite,
+// drop or add one. Sampling a process needs the right to ptrace it (perf_event_paranoid <= 2
+// allows user-space sampling then); containers without perf_event_open have none:
+// code_sampling_unavailable() says why, and callers run without it.
+//
+// Knows nothing of what the code is: the caller names a mapping's owner (the kernel evaluator:
+// library_samples.h).
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace turnrl::sandbox_detail {
+
+// "" when this process may sample threads (probed once, on a thread of its own), else why not
+// (e.g. "perf_event_open: EACCES").
+const std::string& code_sampling_unavailable();
+
+// One sampling event on one thread, opened disabled. Not copyable; closes the event with it.
+class ThreadSampler {
+ public:
+  // tid: the thread (a process's main thread has tid == pid); period_ns: the thread's CPU time
+  // between two samples; ring_pages_log2: the ring holds 2^k pages of 16-byte samples (k = 7:
+  // 32768 samples, 3.2 s of CPU at 100 us), drained by drain().
+  ThreadSampler(pid_t tid, int64_t period_ns, int ring_pages_log2 = 7);
+  ~ThreadSampler();
+  ThreadSampler(const ThreadSampler&) = delete;
+  ThreadSampler& operator=(const ThreadSampler&) = delete;
+
+  bool ok() const { return fd_ >= 0; }
+  const std::string& error() const { return error_; }  // why it could not be opened
+  bool enable();
+  bool disable();
+  // Appends the instruction pointers sampled since the last drain; returns how many samples the
+  // kernel dropped since then because the ring was full.
+  int64_t drain(std::vector<uint64_t>& ips);
+
+ private:
+  int fd_ = -1;
+  void* ring_ = nullptr;
+  size_t ring_bytes_ = 0;  // the header page plus the data pages
+  std::string error_;
+};
+
+// An executable mapping of a process, as /proc/<pid>/maps lists it.
+struct CodeMapping {
+  uint64_t start = 0, end = 0;  // [start, end)
+  std::string name;             // the path ("... (deleted)" once removed), "[vdso]", or "[anon]"
+};
+// The executable mappings in the text of a maps file, in address order.
+std::vector<CodeMapping> parse_code_mappings(const std::string& maps);
+// Those of process `pid` (empty when its maps cannot be read).
+std::vector<CodeMapping> read_code_mappings(pid_t pid);
+// The mapping that holds `ip` in mappings sorted by address, or null.
+const CodeMapping* mapping_at(const std::vector<CodeMapping>& mappings, uint64_t ip);
+
+}  // namespace turnrl::sandbox_detail

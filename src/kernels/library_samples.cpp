@@ -1,0 +1,75 @@
+#include "library_samples.h"
+
+#include <algorithm>
+#include <map>
+#include <regex>
+
+#include <fmt/format.h>
+
+namespace turnrl::eval_detail {
+namespace {
+
+// The file name of a mapping's path, without the " (deleted)" the kernel appends once it is removed.
+std::string file_name(const std::string& mapping) {
+  std::string name = mapping;
+  const std::string deleted = " (deleted)";
+  if (name.size() > deleted.size() && name.compare(name.size() - deleted.size(), deleted.size(), deleted) == 0)
+    name.resize(name.size() - deleted.size());
+  const size_t slash = name.rfind('/');
+  return slash == std::string::npos ? name : name.substr(slash + 1);
+}
+
+bool is_c_runtime(const std::string& name) {
+  if (name == "[vdso]") return true;
+  for (const char* prefix : {"libc.so", "libm.so", "libmvec.so", "libstdc++.so", "libgcc_s.so", "ld-linux"})
+    if (name.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+CodeOwner code_owner(const CodeSamples& s, const std::string& worker_program) {
+  const std::string name = file_name(s.mapping);
+  if (s.since_start) {
+    // The worker loads each candidate as ./candidate-<n>.so and removes the file
+    // (sandbox_child::load_shared_object). Any other code mapped after start-up is not the
+    // candidate's: a runtime library mapped a second time included.
+    static const std::regex candidate_object(R"(candidate-[0-9]+\.so)");
+    return std::regex_match(name, candidate_object) ? CodeOwner::candidate : CodeOwner::library;
+  }
+  if (is_c_runtime(name)) return CodeOwner::candidate;
+  if (!s.mapping.empty() && s.mapping[0] == '/' && name == file_name(worker_program)) return CodeOwner::harness;
+  return CodeOwner::library;
+}
+
+SampledCode classify_samples(const std::vector<CodeSamples>& samples, double period_seconds,
+                             const std::string& worker_program) {
+  SampledCode out;
+  std::map<std::string, int64_t> library_by_mapping;
+  for (const CodeSamples& s : samples) {
+    switch (code_owner(s, worker_program)) {
+      case CodeOwner::candidate: out.candidate += s.samples; break;
+      case CodeOwner::harness: out.harness += s.samples; break;
+      case CodeOwner::library:
+        out.library += s.samples;
+        library_by_mapping[file_name(s.mapping)] += s.samples;
+        break;
+    }
+  }
+  out.library_us = 1e6 * period_seconds * double(out.library);
+  std::vector<std::pair<int64_t, std::string>> order;
+  for (const auto& [name, n] : library_by_mapping) order.emplace_back(-n, name);
+  std::sort(order.begin(), order.end());
+  for (const auto& [n, name] : order)
+    out.library_mappings += fmt::format("{}{} ({})", out.library_mappings.empty() ? "" : ", ", name, -n);
+  return out;
+}
+
+double hidden_library_us(double sampled_library_us, double marked_library_us, size_t timed_calls, double period_us) {
+  constexpr double kSlackPeriods = 4, kSlackPeriodsPerCall = 0.5, kSlackShareOfMarked = 0.1;
+  const double slack =
+      period_us * (kSlackPeriods + kSlackPeriodsPerCall * double(timed_calls)) + kSlackShareOfMarked * marked_library_us;
+  return std::max(0.0, sampled_library_us - marked_library_us - slack);
+}
+
+}  // namespace turnrl::eval_detail

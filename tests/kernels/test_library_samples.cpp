@@ -1,0 +1,74 @@
+// The CPU evaluator's reading of a candidate's sampled code (src/kernels/library_samples.h): whose
+// code each mapping is, and the library time the served routines' marks do not account for.
+#include <catch2/catch.hpp>
+
+#include "kernels/library_samples.h"
+
+using namespace turnrl;
+using namespace turnrl::eval_detail;
+
+namespace {
+const std::string kWorker = "/opt/turnrl/libexec/turnrl/turnrl_cpu_worker";
+CodeSamples sampled_at(const std::string& mapping, bool since_start, int64_t samples = 1, int call = 0) {
+  return {call, mapping, since_start, samples};
+}
+}  // namespace
+
+TEST_CASE("library samples: the candidate's object and the C runtime loaded at start-up are its own") {
+  CHECK(code_owner(sampled_at("/sandbox/candidate-1.so (deleted)", true), kWorker) == CodeOwner::candidate);
+  CHECK(code_owner(sampled_at("/tmp/turnrl-worker-7-abc/candidate-12.so (deleted)", true), kWorker) == CodeOwner::candidate);
+  for (const char* runtime : {"/usr/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libm.so.6",
+                              "/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30", "/usr/lib/x86_64-linux-gnu/libgcc_s.so.1",
+                              "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2", "[vdso]"}) {
+    INFO(runtime);
+    CHECK(code_owner(sampled_at(runtime, false), kWorker) == CodeOwner::candidate);
+    // A runtime library mapped again after start-up is not the one the worker loaded and sealed.
+    CHECK(code_owner(sampled_at(runtime, true), kWorker) == CodeOwner::library);
+  }
+}
+
+TEST_CASE("library samples: the worker executable is the harness, everything else is library") {
+  CHECK(code_owner(sampled_at(kWorker, false), kWorker) == CodeOwner::harness);
+  CHECK(code_owner(sampled_at("/other/place/turnrl_cpu_worker", false), kWorker) == CodeOwner::harness);
+  for (const char* library : {"/usr/lib/x86_64-linux-gnu/libtorch_cpu.so.1.13", "/usr/lib/libc10.so",
+                              "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0", "/usr/lib/x86_64-linux-gnu/libgomp.so.1",
+                              "/usr/lib/x86_64-linux-gnu/lapack/liblapack.so.3", "[anon]", "[unknown]"}) {
+    INFO(library);
+    CHECK(code_owner(sampled_at(library, false), kWorker) == CodeOwner::library);
+    CHECK(code_owner(sampled_at(library, true), kWorker) == CodeOwner::library);
+  }
+  // Code mapped after start-up under a name that is not the candidate's object, or the worker's.
+  CHECK(code_owner(sampled_at("/sandbox/candidate.so", true), kWorker) == CodeOwner::library);
+  CHECK(code_owner(sampled_at("/sandbox/my-candidate-1.so.bak", true), kWorker) == CodeOwner::library);
+  CHECK(code_owner(sampled_at(kWorker, true), kWorker) == CodeOwner::library);
+  CHECK(code_owner(sampled_at("[anon]", true), kWorker) == CodeOwner::library);
+}
+
+TEST_CASE("library samples: samples are counted by owner, and library ones are library time") {
+  const std::vector<CodeSamples> samples = {
+      sampled_at("/sandbox/candidate-2.so (deleted)", true, 40, 0), sampled_at("/usr/lib/libm.so.6", false, 10, 0),
+      sampled_at(kWorker, false, 3, 0), sampled_at("/usr/lib/blas/libblas.so.3", false, 120, 0),
+      sampled_at("/usr/lib/blas/libblas.so.3", false, 80, 1), sampled_at("/usr/lib/libtorch_cpu.so", false, 7, 1),
+      sampled_at("[unknown]", true, 2, 1)};
+  const SampledCode c = classify_samples(samples, 100e-6, kWorker);
+  CHECK(c.candidate == 50);
+  CHECK(c.harness == 3);
+  CHECK(c.library == 209);
+  CHECK(c.library_us == Approx(20900.0));  // 209 x 100 us
+  CHECK(c.library_mappings == "libblas.so.3 (200), libtorch_cpu.so (7), [unknown] (2)");
+  CHECK(classify_samples({}, 100e-6, kWorker).library_us == 0);
+  CHECK(classify_samples(samples, 0, kWorker).library_us == 0);  // not sampled
+}
+
+TEST_CASE("library samples: hidden library time is what the marks leave unexplained, past the slack") {
+  // 10 calls at 100 us: slack 100 x (4 + 0.5 x 10) = 900 us, plus a tenth of the marked time.
+  CHECK(hidden_library_us(20900, 0, 10, 100) == Approx(20000));
+  CHECK(hidden_library_us(20900, 10000, 10, 100) == Approx(20900 - 10000 - 900 - 1000));
+  // An honest candidate whose sampled library time is at or a little above its marked time.
+  CHECK(hidden_library_us(10000, 10000, 10, 100) == 0);
+  CHECK(hidden_library_us(11500, 10000, 10, 100) == 0);      // 1500 < 900 + 1000
+  CHECK(hidden_library_us(900, 0, 10, 100) == 0);            // quantisation of a few samples
+  CHECK(hidden_library_us(1000, 0, 10, 100) == Approx(100));
+  CHECK(hidden_library_us(5000, 20000, 10, 100) == 0);       // fewer samples than marked: never negative
+  CHECK(hidden_library_us(0, 0, 0, 0) == 0);
+}
