@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -23,7 +24,11 @@ int open_task_clock(pid_t tid, int64_t period_ns) {
   attr.type = PERF_TYPE_SOFTWARE;
   attr.config = PERF_COUNT_SW_TASK_CLOCK;
   attr.sample_period = uint64_t(std::max<int64_t>(period_ns, 1000));
-  attr.sample_type = PERF_SAMPLE_IP;
+  // The time on CLOCK_MONOTONIC, the clock the worker's library marks carry: a sample is placed
+  // inside or outside a served routine's call by it.
+  attr.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TIME;
+  attr.use_clockid = 1;
+  attr.clockid = CLOCK_MONOTONIC;
   attr.disabled = 1;
   attr.exclude_kernel = 1;  // user-space code only: what perf_event_paranoid 2 allows, and what is asked
   attr.exclude_hv = 1;
@@ -79,7 +84,7 @@ ThreadSampler::~ThreadSampler() {
 bool ThreadSampler::enable() { return fd_ >= 0 && ioctl(fd_, PERF_EVENT_IOC_ENABLE, 0) == 0; }
 bool ThreadSampler::disable() { return fd_ >= 0 && ioctl(fd_, PERF_EVENT_IOC_DISABLE, 0) == 0; }
 
-int64_t ThreadSampler::drain(std::vector<uint64_t>& ips) {
+int64_t ThreadSampler::drain(std::vector<CodeSample>& samples) {
   if (!ring_) return 0;
   auto* meta = static_cast<perf_event_mmap_page*>(ring_);
   const char* data = static_cast<const char*>(ring_) + meta->data_offset;
@@ -100,10 +105,10 @@ int64_t ThreadSampler::drain(std::vector<uint64_t>& ips) {
     perf_event_header h{};
     copy_out(tail, &h, sizeof h);
     if (h.size < sizeof h || tail + h.size > head) break;
-    if (h.type == PERF_RECORD_SAMPLE && h.size >= sizeof h + 8) {
-      uint64_t ip = 0;
-      copy_out(tail + sizeof h, &ip, 8);
-      ips.push_back(ip);
+    if (h.type == PERF_RECORD_SAMPLE && h.size >= sizeof h + 16) {
+      uint64_t ip_and_time[2] = {0, 0};  // PERF_SAMPLE_IP, then PERF_SAMPLE_TIME
+      copy_out(tail + sizeof h, ip_and_time, 16);
+      samples.push_back({ip_and_time[0], ip_and_time[1]});
     } else if (h.type == PERF_RECORD_LOST && h.size >= sizeof h + 16) {
       uint64_t id_and_lost[2] = {0, 0};
       copy_out(tail + sizeof h, id_and_lost, 16);

@@ -21,12 +21,18 @@ namespace turnrl::sandbox_detail {
 // (e.g. "perf_event_open: EACCES").
 const std::string& code_sampling_unavailable();
 
+// One sample: the user-space instruction pointer, and when it was taken (CLOCK_MONOTONIC, ns).
+struct CodeSample {
+  uint64_t ip = 0;
+  uint64_t time_ns = 0;
+};
+
 // One sampling event on one thread, opened disabled. Not copyable; closes the event with it.
 class ThreadSampler {
  public:
   // tid: the thread (a process's main thread has tid == pid); period_ns: the thread's CPU time
-  // between two samples; ring_pages_log2: the ring holds 2^k pages of 16-byte samples (k = 7:
-  // 32768 samples, 3.2 s of CPU at 100 us), drained by drain().
+  // between two samples; ring_pages_log2: the ring holds 2^k pages of 24-byte samples (k = 7:
+  // 21845 samples, 21 s of CPU at 1 ms), drained by drain().
   ThreadSampler(pid_t tid, int64_t period_ns, int ring_pages_log2 = 7);
   ~ThreadSampler();
   ThreadSampler(const ThreadSampler&) = delete;
@@ -36,9 +42,9 @@ class ThreadSampler {
   const std::string& error() const { return error_; }  // why it could not be opened
   bool enable();
   bool disable();
-  // Appends the instruction pointers sampled since the last drain; returns how many samples the
-  // kernel dropped since then because the ring was full.
-  int64_t drain(std::vector<uint64_t>& ips);
+  // Appends the samples taken since the last drain; returns how many samples the kernel dropped
+  // since then because the ring was full.
+  int64_t drain(std::vector<CodeSample>& samples);
 
  private:
   int fd_ = -1;

@@ -29,6 +29,7 @@ bool is_c_runtime(const std::string& name) {
 }  // namespace
 
 CodeOwner code_owner(const CodeSamples& s, const std::string& worker_program) {
+  if (s.mapping == kInsideServedRoutine) return CodeOwner::served_routine;
   const std::string name = file_name(s.mapping);
   if (s.since_start) {
     // The worker loads each candidate as ./candidate-<n>.so and removes the file
@@ -50,6 +51,7 @@ SampledCode classify_samples(const std::vector<CodeSamples>& samples, double per
     switch (code_owner(s, worker_program)) {
       case CodeOwner::candidate: out.candidate += s.samples; break;
       case CodeOwner::harness: out.harness += s.samples; break;
+      case CodeOwner::served_routine: out.served_routine += s.samples; break;
       case CodeOwner::library:
         out.library += s.samples;
         library_by_mapping[file_name(s.mapping)] += s.samples;
@@ -65,11 +67,9 @@ SampledCode classify_samples(const std::vector<CodeSamples>& samples, double per
   return out;
 }
 
-double hidden_library_us(double sampled_library_us, double marked_library_us, size_t timed_calls, double period_us) {
-  constexpr double kSlackPeriods = 4, kSlackPeriodsPerCall = 0.5, kSlackShareOfMarked = 0.1;
-  const double slack =
-      period_us * (kSlackPeriods + kSlackPeriodsPerCall * double(timed_calls)) + kSlackShareOfMarked * marked_library_us;
-  return std::max(0.0, sampled_library_us - marked_library_us - slack);
+double hidden_library_us(int64_t library_samples, double period_us) {
+  constexpr int64_t kToleratedSamples = 2;
+  return library_samples > kToleratedSamples ? period_us * double(library_samples) : 0.0;
 }
 
 }  // namespace turnrl::eval_detail

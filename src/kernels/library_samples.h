@@ -2,8 +2,8 @@
 // The CPU evaluator's reading of where a candidate's worker thread ran during its timed calls, as
 // sampled from outside the worker (SandboxReply::code_samples; internal to src/kernels): whose code
 // each sampled mapping is, and how much library time ran outside the routines the worker serves.
-// The worker's served routines mark their calls (SandboxReply::library_uses); a candidate that
-// finds a library's code itself (a loaded library's own symbol table: sgemm_ in the BLAS behind
+// The worker's served routines mark their calls (SandboxReply::library_uses, with the monotonic
+// clock that samples carry too); a candidate that finds a library's code itself (a loaded library's own symbol table: sgemm_ in the BLAS behind
 // LibTorch) marks nothing, but the samples still land in that library's mapping.
 #include <cstdint>
 #include <string>
@@ -17,6 +17,7 @@ enum class CodeOwner {
   candidate,  // the candidate's object, and the C/C++ runtime it may call (libc, libm, libstdc++, libgcc_s,
               // the dynamic loader, the vDSO) as the worker loaded it at start-up
   harness,    // the worker executable (its loop, marks, served routines' wrappers): neither side's work
+  served_routine,  // taken inside a served routine's marked call (kInsideServedRoutine): its marks count it
   library,    // everything else: LibTorch, BLAS, LAPACK, OpenMP, any other library, anonymous executable
               // memory, code mapped after start-up under another name, an address in no mapping
 };
@@ -25,19 +26,19 @@ CodeOwner code_owner(const CodeSamples& s, const std::string& worker_program);
 
 // The samples of the timed calls by owner, and the library's sampled CPU time.
 struct SampledCode {
-  int64_t candidate = 0, harness = 0, library = 0;  // samples
-  double library_us = 0;                            // library samples x period
+  int64_t candidate = 0, harness = 0, served_routine = 0, library = 0;  // samples
+  double library_us = 0;  // library samples (outside the served routines' calls) x period
   std::string library_mappings;                     // the library mappings sampled, most samples first
 };
 SampledCode classify_samples(const std::vector<CodeSamples>& samples, double period_seconds,
                              const std::string& worker_program);
 
-// Library CPU time (us, over the timed calls) that the served routines' marks do not account for:
-// max(0, sampled − marked − slack). Sampling quantises (one sample stands for a whole period, and
-// each library interval gains or loses up to one), and the marked time includes the routines'
-// wrappers and kernel time that user-space samples never see, so an honest candidate's sampled
-// library time is at most its marked time give or take a few periods; the slack is 4 periods, half
-// a period per timed call and a tenth of the marked time, over the calls together.
-double hidden_library_us(double sampled_library_us, double marked_library_us, size_t timed_calls, double period_us);
+// Library CPU time (us, over the timed calls) outside the served routines' calls: the library
+// samples times the period, once there are more than two of them. A served routine's call is
+// bounded by its marks' monotonic times and the samples inside it are the routine's (its marks
+// count that time), so an honest candidate's thread has no library sample at all: it runs its own
+// code, the C runtime, the harness, or a served routine. Two are tolerated for what a clock read
+// at a mark's edge may leave out; the first library sample costs no reward, the third counts all.
+double hidden_library_us(int64_t library_samples, double period_us);
 
 }  // namespace turnrl::eval_detail

@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <tuple>
+#include <utility>
 
 #include "code_sampler.h"
 #include "namespace_jail.h"
@@ -57,9 +58,10 @@ std::string frame(char kind, const std::string& body) {
   return out;
 }
 
-// Library marks as the parent reads them: 'L', the edge ('E' entry, 'X' exit), the routine's id and
-// the worker thread's CPU clock in ns (8 bytes, little-endian), read by the worker's sealed code as
-// it sends the mark. A routine call's time is the difference: nothing kept in the worker's memory
+// Library marks as the parent reads them: 'L', the edge ('E' entry, 'X' exit), the routine's id,
+// the worker thread's CPU clock in ns and CLOCK_MONOTONIC in ns (8 bytes each, little-endian), read
+// by the worker's sealed code as it sends the mark. The monotonic times bound the routine calls in
+// which the thread's sampled code is the served routine's (code samples carry the same clock). A routine call's time is the difference: nothing kept in the worker's memory
 // between the edges, where code reached from inside the routine (a rewritten GOT slot of a library
 // it calls) could change it. Complete pairs are summed by (marked call, routine); an edge out of
 // order, or a clock that went back, is a malformed mark. No signal handler runs between a pair's
@@ -67,7 +69,7 @@ std::string frame(char kind, const std::string& body) {
 // adds whole pairs or breaks the order: never a shorter or missing call.
 class LibraryMarkReader {
  public:
-  static constexpr size_t kFrameBytes = 11;
+  static constexpr size_t kFrameBytes = 19;
 
   // "" or why the mark is malformed. call: the marked call it falls in (-1: calls are not marked;
   // -2: between marked calls, not counted).
@@ -75,21 +77,25 @@ class LibraryMarkReader {
     if (f.size() != kFrameBytes) return fmt::format("a library mark of {} bytes ({} expected)", f.size(), kFrameBytes);
     const char edge = f[1];
     const int routine = int(uint8_t(f[2]));
-    uint64_t ns = 0;
+    uint64_t ns = 0, mono_ns = 0;
     for (int i = 0; i < 8; ++i) ns |= uint64_t(uint8_t(f[size_t(3 + i)])) << (8 * i);
+    for (int i = 0; i < 8; ++i) mono_ns |= uint64_t(uint8_t(f[size_t(11 + i)])) << (8 * i);
     if (edge == 'E') {
       if (open_) return fmt::format("a library call of routine {} entered inside one of routine {}", routine, routine_);
       open_ = true;
       routine_ = routine;
       call_ = call;
       entry_ns_ = ns;
+      entry_mono_ns_ = mono_ns;
       return "";
     }
     if (edge != 'X') return fmt::format("a library mark with edge byte {}", int(uint8_t(edge)));
     if (!open_) return fmt::format("a library call of routine {} left without being entered", routine);
     if (routine != routine_) return fmt::format("routine {} left inside a call of routine {}", routine, routine_);
     if (ns < entry_ns_) return fmt::format("a call of routine {} whose CPU clock went back", routine);
+    if (mono_ns < entry_mono_ns_) return fmt::format("a call of routine {} whose monotonic clock went back", routine);
     if (call == call_ && call != -2) {
+      if (call >= 0) spans_.push_back({entry_mono_ns_, mono_ns});
       MarkedLibraryUse& u = uses_[{call, routine}];
       u.call = call;
       u.routine = routine;
@@ -100,6 +106,8 @@ class LibraryMarkReader {
     return "";
   }
   bool open() const { return open_; }
+  // The routine calls completed since the last take_spans(), [entry, exit] on CLOCK_MONOTONIC.
+  std::vector<std::pair<uint64_t, uint64_t>> take_spans() { return std::exchange(spans_, {}); }
   std::vector<MarkedLibraryUse> uses() const {
     std::vector<MarkedLibraryUse> out;
     for (const auto& [key, use] : uses_) out.push_back(use);
@@ -108,7 +116,8 @@ class LibraryMarkReader {
 
  private:
   bool open_ = false;
-  uint64_t entry_ns_ = 0;
+  uint64_t entry_ns_ = 0, entry_mono_ns_ = 0;
+  std::vector<std::pair<uint64_t, uint64_t>> spans_;
   int routine_ = 0;
   int call_ = -1;
   std::map<std::pair<int, int>, MarkedLibraryUse> uses_;
@@ -187,22 +196,32 @@ struct WorkerSampling {
 };
 
 // Counts one marked call's samples by mapping, at its closing mark (the worker waits there, with
-// what the call ran still mapped: it unloads the candidate after the request). Start-up mappings by
-// their names then; anything else by the maps read at a closing mark of this request, read again
-// when an address is in none of them.
-void count_samples(WorkerSampling& s, int call, const std::vector<uint64_t>& ips,
+// what the call ran still mapped: it unloads the candidate after the request). A sample taken inside
+// a served routine's call (routine_spans, from the library marks) is the routine's, whose time its
+// marks already count: it is counted under kInsideServedRoutine, whatever code it landed in. The
+// rest by start-up mappings' names; anything else by the maps read at a closing mark of this
+// request, read again when an address is in none of them.
+void count_samples(WorkerSampling& s, int call, const std::vector<CodeSample>& samples,
+                   const std::vector<std::pair<uint64_t, uint64_t>>& routine_spans,
                    std::map<std::tuple<int, std::string, bool>, int64_t>& counts) {
   bool read_now = false;  // once per call at most, however many addresses are in no mapping
-  for (uint64_t ip : ips) {
-    if (const CodeMapping* m = mapping_at(s.at_start, ip)) {
+  for (const CodeSample& sample : samples) {
+    const bool inside = std::any_of(routine_spans.begin(), routine_spans.end(), [&](const auto& span) {
+      return sample.time_ns >= span.first && sample.time_ns <= span.second;
+    });
+    if (inside) {
+      ++counts[{call, kInsideServedRoutine, false}];
+      continue;
+    }
+    if (const CodeMapping* m = mapping_at(s.at_start, sample.ip)) {
       ++counts[{call, m->name, false}];
       continue;
     }
-    const CodeMapping* m = mapping_at(s.later, ip);
+    const CodeMapping* m = mapping_at(s.later, sample.ip);
     if (!m && !read_now) {
       s.later = read_code_mappings(s.program);
       read_now = true;
-      m = mapping_at(s.later, ip);
+      m = mapping_at(s.later, sample.ip);
     }
     ++counts[{call, m ? m->name : "[unknown]", true}];
   }
@@ -691,10 +710,10 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   LibraryMarkReader library;
   sandbox_detail::WorkerSampling* const sampled = call_marks ? sampling_.get() : nullptr;
   std::map<std::tuple<int, std::string, bool>, int64_t> sample_counts;  // by (marked call, mapping, since start)
-  std::vector<uint64_t> ips;
+  std::vector<sandbox_detail::CodeSample> taken;
   int64_t samples_lost = 0;
   if (sampled) {  // a request that left a call open (tampering, reported as such) leaves no samples here
-    std::vector<uint64_t> stale;
+    std::vector<sandbox_detail::CodeSample> stale;
     sampled->sampler.disable();
     sampled->sampler.drain(stale);
     sampled->later.clear();  // read again in this request: what an earlier one mapped may be gone
@@ -731,12 +750,14 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
     // The thread is sampled from the opening mark's acknowledgement to the closing mark: both
     // switches happen while the worker waits here.
     if (sampled && marks.size() % 2 == 1) {
+      library.take_spans();
       sampled->sampler.enable();
     } else if (sampled) {
       sampled->sampler.disable();
-      ips.clear();
-      samples_lost += sampled->sampler.drain(ips);
-      sandbox_detail::count_samples(*sampled, int(marks.size() / 2 - 1), ips, sample_counts);
+      taken.clear();
+      samples_lost += sampled->sampler.drain(taken);
+      // Every library mark of the call came before its closing mark on the channel.
+      sandbox_detail::count_samples(*sampled, int(marks.size() / 2 - 1), taken, library.take_spans(), sample_counts);
     }
     if (!write_all(channel_, &kind, 1)) return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
   }
@@ -896,14 +917,20 @@ namespace {
 bool send_library_mark(char edge, int routine) {
   // The clock and the frame on this sealed function's stack, written at once: nothing the candidate
   // can reach lies between the read and the write (no candidate code runs meanwhile).
-  timespec ts{};
+  // At an entry the monotonic clock is read last and at an exit first, so that the span it bounds
+  // holds no code but the routine's and the marks' own.
+  timespec ts{}, mono{};
+  if (edge == 'X') clock_gettime(CLOCK_MONOTONIC, &mono);
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  if (edge != 'X') clock_gettime(CLOCK_MONOTONIC, &mono);
   const uint64_t ns = uint64_t(ts.tv_sec) * 1000000000ull + uint64_t(ts.tv_nsec);
+  const uint64_t mono_ns = uint64_t(mono.tv_sec) * 1000000000ull + uint64_t(mono.tv_nsec);
   char f[8 + LibraryMarkReader::kFrameBytes] = {char(LibraryMarkReader::kFrameBytes)};
   f[8] = kLibraryMark;
   f[9] = edge;
   f[10] = char(uint8_t(routine));
   for (int i = 0; i < 8; ++i) f[11 + i] = char((ns >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i) f[19 + i] = char((mono_ns >> (8 * i)) & 0xff);
   return write_all(kChannelFd, f, sizeof f);
 }
 

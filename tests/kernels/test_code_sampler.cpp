@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <ctime>
 
 #include "kernels/code_sampler.h"
 
@@ -58,13 +59,16 @@ TEST_CASE("code sampler: the availability probe answers, and a thread's samples 
   const pid_t tid = pid_t(syscall(SYS_gettid));
   ThreadSampler sampler(tid, 100000);  // 100 us
   REQUIRE(sampler.ok());
-  std::vector<uint64_t> ips;
+  std::vector<CodeSample> ips;
   spin_for(0.05);  // disabled: not sampled
   CHECK(sampler.drain(ips) == 0);
   CHECK(ips.empty());
+  timespec before{}, after{};
+  clock_gettime(CLOCK_MONOTONIC, &before);
   REQUIRE(sampler.enable());
   spin_for(0.2);
   REQUIRE(sampler.disable());
+  clock_gettime(CLOCK_MONOTONIC, &after);
   spin_for(0.05);
   CHECK(sampler.drain(ips) == 0);
   // 0.2 s of CPU at 100 us: about 2000 samples, fewer when the machine is busy (CPU time, not wall).
@@ -76,10 +80,21 @@ TEST_CASE("code sampler: the availability probe answers, and a thread's samples 
   REQUIRE(!maps.empty());
   const CodeMapping* own = mapping_at(maps, uint64_t(reinterpret_cast<uintptr_t>(&spin_for)));
   REQUIRE(own != nullptr);
-  size_t in_own = 0;
-  for (uint64_t ip : ips) in_own += mapping_at(maps, ip) == own;
+  size_t in_own = 0, in_window = 0;
+  const auto ns = [](const timespec& t) { return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec); };
+  uint64_t last = 0;
+  bool ordered = true;
+  for (const CodeSample& s : ips) {
+    in_own += mapping_at(maps, s.ip) == own;
+    // Taken on CLOCK_MONOTONIC, the clock the library marks carry, while the event was enabled.
+    in_window += s.time_ns >= ns(before) && s.time_ns <= ns(after);
+    ordered &= s.time_ns >= last;
+    last = s.time_ns;
+  }
   CHECK(in_own >= ips.size() / 2);
-  std::vector<uint64_t> none;
+  CHECK(in_window == ips.size());
+  CHECK(ordered);
+  std::vector<CodeSample> none;
   CHECK(sampler.drain(none) == 0);  // drained: nothing twice
   CHECK(none.empty());
 }
@@ -90,6 +105,6 @@ TEST_CASE("code sampler: a thread that does not exist cannot be sampled, and say
   CHECK(!sampler.ok());
   CHECK_THAT(sampler.error(), Catch::Contains("perf_event_open"));
   CHECK(!sampler.enable());
-  std::vector<uint64_t> ips;
+  std::vector<CodeSample> ips;
   CHECK(sampler.drain(ips) == 0);
 }

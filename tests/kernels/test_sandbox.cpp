@@ -186,20 +186,25 @@ while True:
             os.write(3, (1).to_bytes(8, "little") + kind)
             if read(1) != kind:
                 raise SystemExit(4)
-        else:  # b"E" (entry) or b"X" (exit), each with the CPU clock in ns
+        else:  # b"E" (entry) or b"X" (exit), each with the CPU clock and the monotonic clock in ns
             ns = time.thread_time_ns()
-            os.write(3, (11).to_bytes(8, "little") + b"L" + kind + bytes([routine]) + ns.to_bytes(8, "little"))
+            os.write(3, (19).to_bytes(8, "little") + b"L" + kind + bytes([routine]) + ns.to_bytes(8, "little") +
+                     time.monotonic_ns().to_bytes(8, "little"))
         t = time.process_time()
         while time.process_time() - t < spin:
             pass
-    if body in (b"zlib", b"bz2"):  # a marked call of 0.2 s of CPU in libz (loaded at start-up) or libbz2 (now)
-        import bz2, zlib
+    if body in (b"zlib", b"bz2", b"zlib in routine"):  # a marked call of 0.2 s of CPU in libz (loaded at
+        import bz2, zlib                                 # start-up) or libbz2 (now); or libz inside routine 4
         data = os.urandom(1 << 16)
-        work = (lambda: zlib.crc32(data)) if body == b"zlib" else (lambda: bz2.compress(data))
+        work = (lambda: bz2.compress(data)) if body == b"bz2" else (lambda: zlib.crc32(data))
         mark(b"T", 0)
+        if body == b"zlib in routine":
+            mark(b"E", 0, 4)
         t = time.process_time()
         while time.process_time() - t < 0.2:
             work()
+        if body == b"zlib in routine":
+            mark(b"X", 0, 4)
         mark(b"T", 0)
     if body == b"library":  # in a marked call: a 0.2 s call of routine 1, 0.2 s of own work; then one outside
         for kind, spin in ((b"T", 0), (b"E", 0.2), (b"X", 0.2), (b"T", 0), (b"E", 0.1), (b"X", 0)):
@@ -216,8 +221,8 @@ while True:
     if body == b"library unclosed":  # entered, never left, then the reply: a bad frame
         mark(b"E", 0, 1)
     if body == b"library clock back":  # an exit whose clock reads before its entry: a bad frame
-        os.write(3, (11).to_bytes(8, "little") + b"LE" + bytes([1]) + (10**12).to_bytes(8, "little"))
-        os.write(3, (11).to_bytes(8, "little") + b"LX" + bytes([1]) + (5).to_bytes(8, "little"))
+        os.write(3, (19).to_bytes(8, "little") + b"LE" + bytes([1]) + (10**12).to_bytes(8, "little") + bytes(8))
+        os.write(3, (19).to_bytes(8, "little") + b"LX" + bytes([1]) + (5).to_bytes(8, "little") + bytes(8))
     if body == b"huge":  # declares a terabyte, then streams what it can
         os.write(3, (1 << 40).to_bytes(8, "little") + b"R")
         while True:
@@ -363,6 +368,14 @@ TEST_CASE("sandbox: marked calls are sampled from outside, each sample in the ma
       CHECK(in_library >= total / 2);
       if (library == "libz.so") CHECK(since_start == 0);
     }
+    // Inside a marked routine call every sample is the routine's, whatever code it landed in.
+    const SandboxReply routine = worker.call("zlib in routine", /*call_marks=*/true);
+    REQUIRE(routine.status == SandboxStatus::ok);
+    int64_t inside = 0, outside = 0;
+    for (const CodeSamples& s : routine.code_samples) (s.mapping == kInsideServedRoutine ? inside : outside) += s.samples;
+    INFO(inside << " inside, " << outside << " outside");
+    CHECK(inside >= 500);
+    CHECK(outside <= inside / 20);  // only the interpreter's own code around the two library marks
     // Unmarked calls are not sampled.
     const SandboxReply plain = worker.call("once");
     CHECK(plain.code_samples.empty());

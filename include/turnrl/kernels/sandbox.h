@@ -100,13 +100,19 @@ struct MarkedLibraryUse {
   double cpu_seconds = 0;   // the worker thread's CPU clock from entry to exit, summed over the pairs
 };
 
+// CodeSamples::mapping of the samples taken inside a library routine call the program marked
+// (sandbox_child::mark_library_entry/exit; the marks carry the monotonic clock, and so do samples):
+// that time is the routine's, counted by its marks, whatever code the samples landed in.
+inline constexpr const char* kInsideServedRoutine = "[inside a marked routine call]";
+
 // Where the program's thread ran during one marked call, sampled from outside the program
 // (SandboxLimits::sample_period_ns): samples whose instruction pointer lay in one executable mapping.
 struct CodeSamples {
   int call = 0;              // the marked call
   std::string mapping;       // the mapping's path as /proc/<pid>/maps names it (" (deleted)" once its
-                             // file is removed), "[vdso]", "[anon]" (anonymous memory), or "[unknown]"
-                             // (no executable mapping held that address at the call's closing mark)
+                             // file is removed), "[vdso]", "[anon]" (anonymous memory), "[unknown]"
+                             // (no executable mapping held that address at the call's closing mark),
+                             // or kInsideServedRoutine
   bool since_start = false;  // not one of the mappings the program had when it said hello: mapped
                              // later (a loaded object, memory mapped by the code that ran), and named
                              // by the maps read at a closing mark (while the program waits there)
