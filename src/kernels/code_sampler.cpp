@@ -4,6 +4,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -136,6 +137,7 @@ std::vector<CodeMapping> parse_code_mappings(const std::string& maps) {
     try {
       m.start = std::stoull(range.substr(0, dash), nullptr, 16);
       m.end = std::stoull(range.substr(dash + 1), nullptr, 16);
+      m.offset = std::stoull(offset, nullptr, 16);
     } catch (const std::exception&) {
       continue;
     }
@@ -163,6 +165,22 @@ const CodeMapping* mapping_at(const std::vector<CodeMapping>& mappings, uint64_t
   if (it == mappings.begin()) return nullptr;
   --it;
   return ip < it->end ? &*it : nullptr;
+}
+
+std::optional<bool> mapping_holds_file(pid_t pid, const CodeMapping& m, std::string_view file) {
+  if (m.end <= m.start) return std::nullopt;
+  std::string mem(size_t(m.end - m.start), '\0');
+  for (size_t done = 0; done < mem.size();) {
+    iovec local{mem.data() + done, mem.size() - done};
+    iovec remote{reinterpret_cast<void*>(uintptr_t(m.start + done)), mem.size() - done};
+    const ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (n <= 0) return std::nullopt;
+    done += size_t(n);
+  }
+  if (m.offset > file.size()) return false;
+  const std::string_view from_file = file.substr(size_t(m.offset), mem.size());
+  if (std::string_view(mem).substr(0, from_file.size()) != from_file) return false;
+  return std::all_of(mem.begin() + std::ptrdiff_t(from_file.size()), mem.end(), [](char c) { return c == 0; });
 }
 
 }  // namespace turnrl::sandbox_detail

@@ -12,7 +12,9 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace turnrl::sandbox_detail {
@@ -56,6 +58,7 @@ class ThreadSampler {
 // An executable mapping of a process, as /proc/<pid>/maps lists it.
 struct CodeMapping {
   uint64_t start = 0, end = 0;  // [start, end)
+  uint64_t offset = 0;          // where in its file the mapping starts
   std::string name;             // the path ("... (deleted)" once removed), "[vdso]", or "[anon]"
 };
 // The executable mappings in the text of a maps file, in address order.
@@ -64,5 +67,10 @@ std::vector<CodeMapping> parse_code_mappings(const std::string& maps);
 std::vector<CodeMapping> read_code_mappings(pid_t pid);
 // The mapping that holds `ip` in mappings sorted by address, or null.
 const CodeMapping* mapping_at(const std::vector<CodeMapping>& mappings, uint64_t ip);
+
+// Whether mapping `m` of process `pid` holds exactly the bytes of `file` from m.offset (and zeros
+// past its end, as the kernel fills a file's last page): read with process_vm_readv, which needs
+// the same right to the process as sampling it. Nullopt when the memory cannot be read.
+std::optional<bool> mapping_holds_file(pid_t pid, const CodeMapping& m, std::string_view file);
 
 }  // namespace turnrl::sandbox_detail

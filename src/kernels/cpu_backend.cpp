@@ -493,6 +493,7 @@ bool CpuEvaluator::Impl::exchange(SandboxWorker& worker, WorkerRequest& wreq, Wo
   WorkerRequest ping;
   ping.kind = RequestKind::ping;
   wreq.mark_calls = marks != nullptr;
+  worker.expect_loaded_code(wreq.library);  // sampled code is the candidate's only if it is these bytes
   const auto got = eval_detail::checked_exchange(worker, wreq, reply, ping, opt.message_chars, r, malformed_reply,
                                                  [](const WorkerReply&) { return true; }, wreq.mark_calls != 0);
   if (!got) return false;

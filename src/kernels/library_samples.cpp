@@ -32,9 +32,13 @@ CodeOwner code_owner(const CodeSamples& s, const std::string& worker_program) {
   if (s.mapping == kInsideServedRoutine) return CodeOwner::served_routine;
   const std::string name = file_name(s.mapping);
   if (s.since_start) {
-    // The worker loads each candidate as ./candidate-<n>.so and removes the file
-    // (sandbox_child::load_shared_object). Any other code mapped after start-up is not the
-    // candidate's: a runtime library mapped a second time included.
+    // Compared byte for byte with the object the request carried (SandboxWorker::expect_loaded_code):
+    // the candidate's code is that object's bytes, whatever the mapping is called, and nothing else
+    // is (a library's file copied under the object's name, or the object's file rewritten after it
+    // was loaded). Where the memory could not be read, by name: the worker loads each candidate as
+    // ./candidate-<n>.so and removes the file (sandbox_child::load_shared_object); any other code
+    // mapped after start-up is not the candidate's, a runtime library mapped a second time included.
+    if (s.match != CodeMatch::unchecked) return s.match == CodeMatch::loaded_object ? CodeOwner::candidate : CodeOwner::library;
     static const std::regex candidate_object(R"(candidate-[0-9]+\.so)");
     return std::regex_match(name, candidate_object) ? CodeOwner::candidate : CodeOwner::library;
   }

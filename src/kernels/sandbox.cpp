@@ -192,6 +192,7 @@ struct WorkerSampling {
   ThreadSampler sampler;
   std::vector<CodeMapping> at_start;
   std::vector<CodeMapping> later;  // the maps as last read at a closing mark
+  std::map<uint64_t, CodeMatch> matched;  // later mappings compared with the loaded object, by start
   WorkerSampling(pid_t pid, int64_t period_ns) : program(pid), sampler(pid, period_ns) {}
 };
 
@@ -201,20 +202,33 @@ struct WorkerSampling {
 // marks already count: it is counted under kInsideServedRoutine, whatever code it landed in. The
 // rest by start-up mappings' names; anything else by the maps read at a closing mark of this
 // request, read again when an address is in none of them.
+using SampleCounts = std::map<std::tuple<int, std::string, bool, CodeMatch>, int64_t>;
+
+// A later mapping's bytes against the object the program loads (once per mapping and request).
+CodeMatch match_loaded(WorkerSampling& s, const CodeMapping& m, const std::string& loaded_code) {
+  if (loaded_code.empty()) return CodeMatch::unchecked;
+  auto [it, fresh] = s.matched.try_emplace(m.start, CodeMatch::unchecked);
+  if (fresh) {
+    const std::optional<bool> same = mapping_holds_file(s.program, m, loaded_code);
+    it->second = !same ? CodeMatch::unchecked : *same ? CodeMatch::loaded_object : CodeMatch::other;
+  }
+  return it->second;
+}
+
 void count_samples(WorkerSampling& s, int call, const std::vector<CodeSample>& samples,
-                   const std::vector<std::pair<uint64_t, uint64_t>>& routine_spans,
-                   std::map<std::tuple<int, std::string, bool>, int64_t>& counts) {
+                   const std::vector<std::pair<uint64_t, uint64_t>>& routine_spans, const std::string& loaded_code,
+                   SampleCounts& counts) {
   bool read_now = false;  // once per call at most, however many addresses are in no mapping
   for (const CodeSample& sample : samples) {
     const bool inside = std::any_of(routine_spans.begin(), routine_spans.end(), [&](const auto& span) {
       return sample.time_ns >= span.first && sample.time_ns <= span.second;
     });
     if (inside) {
-      ++counts[{call, kInsideServedRoutine, false}];
+      ++counts[{call, kInsideServedRoutine, false, CodeMatch::unchecked}];
       continue;
     }
     if (const CodeMapping* m = mapping_at(s.at_start, sample.ip)) {
-      ++counts[{call, m->name, false}];
+      ++counts[{call, m->name, false, CodeMatch::unchecked}];
       continue;
     }
     const CodeMapping* m = mapping_at(s.later, sample.ip);
@@ -223,7 +237,7 @@ void count_samples(WorkerSampling& s, int call, const std::vector<CodeSample>& s
       read_now = true;
       m = mapping_at(s.later, sample.ip);
     }
-    ++counts[{call, m ? m->name : "[unknown]", true}];
+    ++counts[{call, m ? m->name : "[unknown]", true, m ? match_loaded(s, *m, loaded_code) : CodeMatch::unchecked}];
   }
 }
 }  // namespace sandbox_detail
@@ -709,7 +723,7 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   std::vector<double> marks;
   LibraryMarkReader library;
   sandbox_detail::WorkerSampling* const sampled = call_marks ? sampling_.get() : nullptr;
-  std::map<std::tuple<int, std::string, bool>, int64_t> sample_counts;  // by (marked call, mapping, since start)
+  sandbox_detail::SampleCounts sample_counts;  // by (marked call, mapping, since start, match)
   std::vector<sandbox_detail::CodeSample> taken;
   int64_t samples_lost = 0;
   if (sampled) {  // a request that left a call open (tampering, reported as such) leaves no samples here
@@ -717,6 +731,7 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
     sampled->sampler.disable();
     sampled->sampler.drain(stale);
     sampled->later.clear();  // read again in this request: what an earlier one mapped may be gone
+    sampled->matched.clear();
   }
   std::string pending;  // bytes that came after a library mark (the worker does not wait after one)
   size_t pending_start = 0;
@@ -757,7 +772,8 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
       taken.clear();
       samples_lost += sampled->sampler.drain(taken);
       // Every library mark of the call came before its closing mark on the channel.
-      sandbox_detail::count_samples(*sampled, int(marks.size() / 2 - 1), taken, library.take_spans(), sample_counts);
+      sandbox_detail::count_samples(*sampled, int(marks.size() / 2 - 1), taken, library.take_spans(), loaded_code_,
+                                    sample_counts);
     }
     if (!write_all(channel_, &kind, 1)) return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
   }
@@ -786,7 +802,7 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   reply.library_uses = library.uses();
   if (sampled) {
     for (const auto& [key, n] : sample_counts)
-      reply.code_samples.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), n});
+      reply.code_samples.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key), n});
     reply.sample_period_seconds = 1e-9 * double(limits_.sample_period_ns);
     reply.samples_lost = samples_lost;
   }

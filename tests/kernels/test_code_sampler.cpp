@@ -3,10 +3,12 @@
 // unsampled, its documented weaker mode.
 #include <catch2/catch.hpp>
 
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 
 #include "kernels/code_sampler.h"
@@ -108,3 +110,33 @@ TEST_CASE("code sampler: a thread that does not exist cannot be sampled, and say
   std::vector<CodeSample> ips;
   CHECK(sampler.drain(ips) == 0);
 }
+
+TEST_CASE("code sampler: a mapping is compared with a file's bytes from its offset, zeros past the file's end") {
+  const long page = sysconf(_SC_PAGESIZE);
+  std::string file(size_t(page) + 1000, '\0');
+  for (size_t i = 0; i < file.size(); ++i) file[i] = char(i * 7 + 3);
+  char path[] = "/tmp/turnrl-code-sampler-XXXXXX";
+  const int fd = mkstemp(path);
+  REQUIRE(fd >= 0);
+  REQUIRE(write(fd, file.data(), file.size()) == ssize_t(file.size()));
+  void* at = mmap(nullptr, size_t(2 * page), PROT_READ, MAP_PRIVATE, fd, 0);
+  REQUIRE(at != MAP_FAILED);
+  const uint64_t start = uint64_t(reinterpret_cast<uintptr_t>(at));
+  CodeMapping whole{start, start + uint64_t(2 * page), 0, path};
+  CHECK(mapping_holds_file(getpid(), whole, file) == std::optional<bool>(true));
+  // The second page from its offset: 1000 bytes of the file, then the kernel's zeros.
+  CodeMapping second{start + uint64_t(page), start + uint64_t(2 * page), uint64_t(page), path};
+  CHECK(mapping_holds_file(getpid(), second, file) == std::optional<bool>(true));
+  // Other bytes (one changed, or another file), or a file that ends early.
+  std::string changed = file;
+  changed[size_t(page) + 10] ^= 1;
+  CHECK(mapping_holds_file(getpid(), whole, changed) == std::optional<bool>(false));
+  CHECK(mapping_holds_file(getpid(), whole, file.substr(0, size_t(page))) == std::optional<bool>(false));
+  CHECK(mapping_holds_file(getpid(), second, std::string(100, 'x')) == std::optional<bool>(false));
+  // Memory that is not mapped cannot be read.
+  munmap(at, size_t(2 * page));
+  CHECK(!mapping_holds_file(getpid(), whole, file).has_value());
+  close(fd);
+  unlink(path);
+}
+

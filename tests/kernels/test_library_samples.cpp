@@ -10,7 +10,7 @@ using namespace turnrl::eval_detail;
 namespace {
 const std::string kWorker = "/opt/turnrl/libexec/turnrl/turnrl_cpu_worker";
 CodeSamples sampled_at(const std::string& mapping, bool since_start, int64_t samples = 1, int call = 0) {
-  return {call, mapping, since_start, samples};
+  return {call, mapping, since_start, CodeMatch::unchecked, samples};
 }
 }  // namespace
 
@@ -25,6 +25,21 @@ TEST_CASE("library samples: the candidate's object and the C runtime loaded at s
     // A runtime library mapped again after start-up is not the one the worker loaded and sealed.
     CHECK(code_owner(sampled_at(runtime, true), kWorker) == CodeOwner::library);
   }
+}
+
+TEST_CASE("library samples: code mapped after start-up is the candidate's when it holds the object's bytes, whatever its name") {
+  CodeSamples s = sampled_at("/sandbox/candidate-1.so (deleted)", true);
+  s.match = CodeMatch::loaded_object;
+  CHECK(code_owner(s, kWorker) == CodeOwner::candidate);
+  s.mapping = "/memfd:anything (deleted)";
+  CHECK(code_owner(s, kWorker) == CodeOwner::candidate);
+  // The object's name over other bytes: a library's file copied into the worker's directory as
+  // candidate-<n>.so and mapped, or the object's own file rewritten after it was loaded.
+  s.mapping = "/sandbox/candidate-1.so (deleted)";
+  s.match = CodeMatch::other;
+  CHECK(code_owner(s, kWorker) == CodeOwner::library);
+  s.mapping = "/sandbox/candidate-2.so";
+  CHECK(code_owner(s, kWorker) == CodeOwner::library);
 }
 
 TEST_CASE("library samples: the worker executable is the harness, everything else is library") {

@@ -105,6 +105,14 @@ struct MarkedLibraryUse {
 // that time is the routine's, counted by its marks, whatever code the samples landed in.
 inline constexpr const char* kInsideServedRoutine = "[inside a marked routine call]";
 
+// Whether a mapping made after start-up holds the bytes of the object the program was told it
+// loads (SandboxWorker::expect_loaded_code), read from the program's memory by the parent.
+enum class CodeMatch {
+  unchecked,      // no object expected, a start-up mapping, or the memory could not be read
+  loaded_object,  // the object's bytes at the mapping's file offset
+  other,          // other bytes: code the object's name does not cover
+};
+
 // Where the program's thread ran during one marked call, sampled from outside the program
 // (SandboxLimits::sample_period_ns): samples whose instruction pointer lay in one executable mapping.
 struct CodeSamples {
@@ -116,6 +124,7 @@ struct CodeSamples {
   bool since_start = false;  // not one of the mappings the program had when it said hello: mapped
                              // later (a loaded object, memory mapped by the code that ran), and named
                              // by the maps read at a closing mark (while the program waits there)
+  CodeMatch match = CodeMatch::unchecked;  // mappings made after start-up
   int64_t samples = 0;
 };
 
@@ -182,6 +191,10 @@ class SandboxWorker {
   // Whether calls with call marks are sampled (SandboxLimits::sample_period_ns, perf_event_open
   // available and allowed on this worker's program); false before the first start.
   bool sampling() const { return sampling_ != nullptr; }
+  // The file the program loads in the calls that follow (the object a request carries): sampled
+  // mappings made after start-up are compared with it byte for byte (CodeSamples::match), so code
+  // mapped under the object's name but not from its bytes is told apart. Empty: none.
+  void expect_loaded_code(std::string bytes) { loaded_code_ = std::move(bytes); }
 
  private:
   SandboxReply fail_and_reap(SandboxStatus status, std::string message, const std::string& frame);
@@ -200,6 +213,7 @@ class SandboxWorker {
   int starts_ = 0;
   int calls_since_start_ = 0;
   std::unique_ptr<sandbox_detail::WorkerSampling> sampling_;  // the program's sampler and start-up mappings
+  std::string loaded_code_;                                    // expect_loaded_code
 };
 
 // Throws turnrl::Error when limits ask for namespaces and this machine cannot make them: names
