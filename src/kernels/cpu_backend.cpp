@@ -723,6 +723,13 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   const eval_detail::SampledCode sampled =
       eval_detail::classify_samples(marks.code_samples, marks.sample_period_seconds, worker_program);
   const double hidden_lib_us = eval_detail::hidden_library_us(sampled.library, 1e6 * marks.sample_period_seconds);
+  // The served routines' spans are library time as sampled too: a routine call's marks are written
+  // on a channel the candidate can also write, so a forged pair (any span, no CPU time) could
+  // otherwise cover a hidden call. The kernel's samples inside the spans cannot be forged, and a
+  // forged span then costs the candidate at least what it covers.
+  const double inside_routines_us = 1e6 * marks.sample_period_seconds * double(sampled.served_routine);
+  lib_us = std::max(lib_us, inside_routines_us);
+  lib_cpu_us = std::max(lib_cpu_us, inside_routines_us);
   lib_us += hidden_lib_us;
   lib_cpu_us += hidden_lib_us;
   const double total_us = sum_call_us(timing.timed, &CallReport::call_us);

@@ -12,6 +12,7 @@
 #endif
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -651,6 +652,9 @@ std::vector<std::pair<std::string, std::string>> process_state() {
   sched_getaffinity(0, sizeof cpus, &cpus);
   items.emplace_back("cpu affinity", std::to_string(CPU_COUNT(&cpus)));
   items.emplace_back("threads", std::to_string(count_threads()));
+  // Not dumpable, the worker's memory may be closed to a parent without privileges, which reads the
+  // candidate's sampled code to compare it with the object (SandboxWorker::expect_loaded_code).
+  items.emplace_back("dumpable", std::to_string(prctl(PR_GET_DUMPABLE)));
   // The floating-point environment: flush-to-zero / denormals-are-zero or another rounding mode
   // left on changes what later calls compute and how fast (denormal arithmetic is slow).
   items.emplace_back("rounding mode", std::to_string(fegetround()));
@@ -679,6 +683,10 @@ int cpu_worker_main(int, char**) {
   sandbox_child::install_crash_reporter();
   at::set_num_threads(1);
   at::set_num_interop_threads(1);
+  // glibc's vector math library, loaded now with the C runtime it belongs to: what GCC calls for a
+  // vectorised expf (-ffast-math) is then the runtime's code loaded at start-up, as libm's is, not
+  // a library mapped later (library_samples.h); absent on some machines, which is fine.
+  dlopen("libmvec.so.1", RTLD_NOW | RTLD_GLOBAL);
   // Touch the reference path once so that its one-time set-up is not billed to the first call.
   at::softmax(at::ones({2, 2}), 1);
   const double bandwidth = measure_bandwidth();

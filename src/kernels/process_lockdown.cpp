@@ -16,6 +16,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 namespace turnrl::sandbox_detail {
 namespace {
 
@@ -113,6 +115,35 @@ int seal_code(SealScope scope) {
     }
   }
   return first_error;
+}
+
+int seal_loaded_object(const std::string& absolute_path, std::string& why) {
+  std::ifstream maps("/proc/self/maps");
+  if (!maps) return ENOENT;
+  std::vector<std::pair<unsigned long, unsigned long>> sealable;
+  for (std::string line; std::getline(maps, line);) {
+    std::istringstream in(line);
+    std::string range, perms, offset, dev, path;
+    unsigned long inode = 0;
+    if (!(in >> range >> perms >> offset >> dev >> inode)) continue;
+    std::getline(in >> std::ws, path);
+    if (path != absolute_path && path != absolute_path + " (deleted)") continue;
+    unsigned long start = 0, end = 0;
+    if (perms.size() < 4 || std::sscanf(range.c_str(), "%lx-%lx", &start, &end) != 2 || end <= start) continue;
+    if ((perms[1] == 'w' && perms[2] == 'x') || perms[3] == 's') {
+      why = fmt::format("a mapping of the loaded object is {} ({}): its code could change after loading",
+                        perms[3] == 's' ? "shared" : "writable and executable", perms);
+      return EPERM;
+    }
+    if (perms[1] != 'w') sealable.emplace_back(start, end);
+  }
+  for (const auto& [start, end] : sealable)
+    if (syscall(kMsealNr, start, end - start, 0) != 0) {
+      if (errno == ENOSYS) return ENOSYS;
+      why = fmt::format("sealing the loaded object's mapping at {:#x} failed: {}", start, std::strerror(errno));
+      return errno;
+    }
+  return 0;
 }
 
 namespace {

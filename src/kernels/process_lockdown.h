@@ -31,6 +31,13 @@ enum class SealScope {
 };
 int seal_code(SealScope scope);
 
+// After a shared object is loaded (relocated: CPU workers bind every symbol at load), seals its
+// mappings that are not writable, so that its code cannot be made writable, patched inside a call
+// and put back before the sampler's byte check reads it (code_sampler.h). 0, ENOSYS without mseal,
+// or EPERM with `why` when a mapping of the file is writable and executable, or shared (code that
+// changes through another mapping). absolute_path: the file's path as /proc/self/maps names it.
+int seal_loaded_object(const std::string& absolute_path, std::string& why);
+
 // The GOT slots of loaded libraries that stay writable after start-up (libraries linked without
 // -z now, such as libstdc++ and libc; CPU workers run with LD_BIND_NOW=1, so every slot is bound before
 // a candidate runs). A candidate that rewrites one (libstdc++'s malloc, say) has its code run

@@ -1,5 +1,6 @@
 #include "turnrl/kernels/sandbox.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -8,6 +9,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1018,9 +1020,40 @@ void arm_cpu_limit() {
   setrlimit(RLIMIT_CPU, &r);
 }
 
+namespace {
+
+// What a candidate's load-time code (its constructors, run inside dlopen while its file still
+// exists) could keep to change its code later: another descriptor of the file (written through, a
+// private mapping that was never written shows the change), a second name for it (a hard link, a
+// rename). "" when none, else what was found. keep: the worker's own read-only descriptor.
+std::string kept_hold_of_object(const std::string& path, int keep) {
+  struct stat kept {}, named {};
+  if (fstat(keep, &kept) != 0) return "the loaded object's file could not be checked";
+  if (kept.st_nlink != 1) return fmt::format("the loaded object's file has {} names", kept.st_nlink);
+  if (stat(path.c_str(), &named) != 0 || named.st_dev != kept.st_dev || named.st_ino != kept.st_ino)
+    return "the loaded object's file was renamed or replaced while it loaded";
+  DIR* fds = opendir("/proc/self/fd");
+  if (!fds) return "the process's descriptors could not be listed";
+  std::string found;
+  while (dirent* e = readdir(fds)) {
+    const int fd = std::atoi(e->d_name);
+    if (e->d_name[0] == '.' || fd == keep || fd == dirfd(fds)) continue;
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && st.st_dev == kept.st_dev && st.st_ino == kept.st_ino) {
+      found = fmt::format("the loaded object's load-time code kept its file open (descriptor {})", fd);
+      break;
+    }
+  }
+  closedir(fds);
+  return found;
+}
+
+}  // namespace
+
 void* load_shared_object(const std::string& bytes, std::string& why) {
   static int loads = 0;
-  const std::string path = fmt::format("./candidate-{}.so", ++loads);
+  const std::string name = fmt::format("candidate-{}.so", ++loads);
+  const std::string path = "./" + name;
   {
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     f.write(bytes.data(), std::streamsize(bytes.size()));
@@ -1030,9 +1063,25 @@ void* load_shared_object(const std::string& bytes, std::string& why) {
       return nullptr;
     }
   }
+  const int keep = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) why = dlerror();
+  // Its code is fixed from here on: nothing of the file kept to write it through, and every mapping
+  // of it that is not writable sealed (process_lockdown.h), so that the code the parent samples and
+  // compares byte for byte with the object (SandboxWorker::expect_loaded_code) is the code that ran.
+  std::string held = handle && keep >= 0 ? kept_hold_of_object(path, keep) : "";
+  char cwd[4096];
+  if (handle && held.empty() && getcwd(cwd, sizeof cwd)) {
+    std::string seal_why;
+    const int err = sandbox_detail::seal_loaded_object(std::string(cwd) + "/" + name, seal_why);
+    if (err && err != ENOSYS) held = seal_why;
+  }
   std::remove(path.c_str());
+  if (keep >= 0) ::close(keep);
+  if (!held.empty()) {
+    why = "refused: " + held;
+    return nullptr;  // not dlclose'd: that would run the object's destructors
+  }
   return handle;
 }
 

@@ -136,6 +136,16 @@ void add_candidate_rules(scmp_filter_ctx c, FilterProfile profile, pid_t own_pid
       const int nr = seccomp_syscall_resolve_name(name);
       if (nr != __NR_SCMP_ERROR) check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr, 0), name);
     }
+  // mseal: the worker seals each candidate object it loads (sandbox_child::load_shared_object).
+  // libseccomp 2.5 predates it; its number is 462 in the generic table x86-64 and arm64 share.
+  if (listed) {
+    const int nr = seccomp_syscall_resolve_name("mseal");
+#if defined(__x86_64__) || defined(__aarch64__)
+    check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr != __NR_SCMP_ERROR ? nr : 462, 0), "mseal");
+#else
+    if (nr != __NR_SCMP_ERROR) check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr, 0), "mseal");
+#endif
+  }
   if (channel_fd >= 0) add_channel_rules(c, listed, channel_fd);
   for (int nr : kCandidateDenied) check(seccomp_rule_add(c, refuse, nr, 0), "a process call");
   // clone3 is left to the default here and refused with ENOSYS by the tool profile underneath, which

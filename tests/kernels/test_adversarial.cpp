@@ -132,13 +132,18 @@ TEST_CASE("adversarial, class 4: library code reached outside the served routine
   }
   const auto res = single_worker().evaluate({adversarial("matmul_bias_relu", "hidden_cblas_link_map"),
                                              test::request("matmul_bias_relu", "lazy"),
-                                             test::request("matmul_bias_relu", "honest")});
+                                             test::request("matmul_bias_relu", "honest"),
+                                             adversarial("matmul_bias_relu", "hidden_call_in_forged_span")});
   CHECK_THAT(res[0].hacking_reason, Catch::Contains("outside the routines the evaluator serves") &&
                                          Catch::Contains("libblas"));
   CHECK(std::min(res[0].coverage, res[0].reference_coverage) < 0.3);  // the lazy check takes the lower
+  // The same call inside a forged pair of routine marks (coverage 1.0 and 1.48 before the spans'
+  // samples counted as library time): the samples inside a span are library time whatever its
+  // marks claim, so a forged span costs the candidate what it covers.
+  CHECK(std::min(res[3].coverage, res[3].reference_coverage) < 0.3);
   // Its control, the GEMM through the served matmul, is caught by the marks; an honest
   // candidate's samples stay in its own code.
-  for (const EvalResult& lazy : {res[0], res[1]}) {
+  for (const EvalResult& lazy : {res[0], res[1], res[3]}) {
     INFO(describe(lazy));  // their own bias and ReLU are a few percent: no_candidate_work or lazy
     CHECK((lazy.hacking_flags & (kHackNoCandidateWork | kHackLazy)) != 0);
     CHECK(lazy.error == EvalError::hacking);

@@ -644,6 +644,16 @@ TEST_CASE("sandbox probe: the worker's code and channel cannot be patched or swa
   require_contained("patch_worker_code");
 }
 
+TEST_CASE("sandbox probe: a loaded candidate's code cannot change after loading") {
+  // Its file held open from a load-time constructor: refused at load, on any kernel.
+  require_contained("keep_own_object_open");
+  if (!sandbox_detail::lockdown_support().mseal) {
+    WARN("this kernel lacks mseal: a loaded candidate can make its code writable here; skipped");
+    return;
+  }
+  require_contained("unprotect_own_code");
+}
+
 TEST_CASE("sandbox: lockdown parts are probed without changing the process") {
   const sandbox_detail::LockdownSupport support = sandbox_detail::lockdown_support();
   INFO("landlock ABI " << support.landlock_abi << ", mseal " << support.mseal);
