@@ -992,7 +992,8 @@ void confine_candidate(bool gpu_driver) {
     sandbox_detail::SyscallFilter filter = sandbox_detail::build_syscall_filter(
         // A CPU candidate is timed against a single-threaded reference: a thread of its own (started
         // through glibc's exported __clone, which no import check names) is refused here.
-        gpu_driver ? sandbox_detail::FilterProfile::gpu_candidate : sandbox_detail::FilterProfile::candidate, getpid(),
+        gpu_driver ? sandbox_detail::FilterProfile::gpu_candidate : sandbox_detail::FilterProfile::native_candidate,
+        getpid(),
         kChannelFd);
     if (const int err = sandbox_detail::install_syscall_filter(filter)) {
       std::fprintf(stderr, "turnrl sandbox: installing the candidate seccomp filter failed: %s\n", std::strerror(err));

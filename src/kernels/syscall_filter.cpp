@@ -87,7 +87,9 @@ void check(int rc, const char* what) {
 }
 
 // Whether a profile is an allow-list (default ENOSYS) rather than a deny-list (default allow).
-bool allow_listed(FilterProfile profile) { return profile == FilterProfile::candidate; }
+bool allow_listed(FilterProfile profile) {
+  return profile == FilterProfile::candidate || profile == FilterProfile::native_candidate;
+}
 
 // The candidate profiles' rules, stacked on the tool profile the program was started with, so a
 // call must pass both.
@@ -133,9 +135,23 @@ void add_candidate_rules(scmp_filter_ctx c, FilterProfile profile, pid_t own_pid
   if (listed)
     for (const char* name : kCandidateAllowed) {
       if (channel_fd >= 0 && changes_fds(name)) continue;  // add_channel_rules
+      if (profile == FilterProfile::native_candidate && std::strcmp(name, "mprotect") == 0) continue;  // below
       const int nr = seccomp_syscall_resolve_name(name);
       if (nr != __NR_SCMP_ERROR) check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr, 0), name);
     }
+  // No memory made executable once the worker runs: the loader maps a candidate's code executable
+  // with mmap, never with mprotect (a -fPIC object has no text relocations), and an honest
+  // candidate makes no code. A page of its own object's writable data made executable would run
+  // copied library code as the candidate's (a red-team probe ran the BLAS's sgemm_ from a .data
+  // page of its object, put back to zeros before the sampler compared the object's bytes).
+  // Complementary conditions, as for the channel's calls. Native workers only: PyTorch's oneDNN
+  // makes its JIT code executable with mprotect (a Python reference's F.linear failed with "could
+  // not create a primitive").
+  if (profile == FilterProfile::native_candidate) {
+    const int nr = SCMP_SYS(mprotect);
+    check(seccomp_rule_add(c, refuse, nr, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC)), "mprotect");
+    check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0)), "mprotect");
+  }
   // mseal: the worker seals each candidate object it loads (sandbox_child::load_shared_object).
   // libseccomp 2.5 predates it; its number is 462 in the generic table x86-64 and arm64 share.
   if (listed) {

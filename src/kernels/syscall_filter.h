@@ -28,7 +28,10 @@
 
 namespace turnrl::sandbox_detail {
 
-enum class FilterProfile { tool, candidate, gpu_candidate };
+// candidate: the allow-list below (CPU workers running LibTorch or CPython and torch);
+// native_candidate: the same, and no memory made executable with mprotect (the C++ CPU worker,
+// whose served routines JIT nothing); gpu_candidate: the candidate refusals over allow-by-default.
+enum class FilterProfile { tool, candidate, native_candidate, gpu_candidate };
 
 // A compiled BPF program, built before fork (libseccomp allocates) and installed after it with
 // prctl alone (async-signal-safe). own_pid matters for the candidate profile only.

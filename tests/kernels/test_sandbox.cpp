@@ -645,8 +645,10 @@ TEST_CASE("sandbox probe: the worker's code and channel cannot be patched or swa
 }
 
 TEST_CASE("sandbox probe: a loaded candidate's code cannot change after loading") {
-  // Its file held open from a load-time constructor: refused at load, on any kernel.
+  // Its file held open from a load-time constructor: refused at load, on any kernel. A page of its
+  // writable data made executable: refused by seccomp, on any kernel.
   require_contained("keep_own_object_open");
+  require_contained("exec_own_data_page");
   if (!sandbox_detail::lockdown_support().mseal) {
     WARN("this kernel lacks mseal: a loaded candidate can make its code writable here; skipped");
     return;
