@@ -79,6 +79,35 @@ int confine_writes_beneath(const std::vector<std::string>& folders) {
   return err;
 }
 
+namespace {
+
+// One line of /proc/self/maps: start-end perms offset dev inode [path].
+struct OwnMapping {
+  unsigned long start = 0, end = 0, inode = 0;
+  std::string perms, path;
+};
+
+// This process's mappings, read whole before any is changed (sealing does not change the list, but
+// reading while changing nothing is simplest). Lines that do not parse are left out.
+std::vector<OwnMapping> read_own_mappings() {
+  std::vector<OwnMapping> out;
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    std::istringstream in(line);
+    std::string range, offset, dev;
+    OwnMapping m;
+    if (!(in >> range >> m.perms >> offset >> dev >> m.inode)) continue;
+    std::getline(in >> std::ws, m.path);
+    if (std::sscanf(range.c_str(), "%lx-%lx", &m.start, &m.end) != 2 || m.end <= m.start) continue;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace
+
+long mseal_number() { return kMsealNr; }
+
 int seal_code(SealScope scope) {
   std::string exe;
   if (scope == SealScope::own_executable) {
@@ -87,29 +116,18 @@ int seal_code(SealScope scope) {
     if (n <= 0) return errno ? errno : ENOENT;
     exe.assign(buf, size_t(n));
   }
-  std::ifstream maps("/proc/self/maps");
-  if (!maps) return ENOENT;
-  // Read whole first: sealing does not change the list, but reading while changing nothing is simplest.
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(maps, line);) lines.push_back(line);
+  const std::vector<OwnMapping> mappings = read_own_mappings();
+  if (mappings.empty()) return ENOENT;
   int first_error = 0;
-  for (const std::string& line : lines) {
-    // start-end perms offset dev inode [path]
-    std::istringstream in(line);
-    std::string range, perms, offset, dev, path;
-    unsigned long inode = 0;
-    if (!(in >> range >> perms >> offset >> dev >> inode)) continue;
-    std::getline(in >> std::ws, path);
+  for (const OwnMapping& m : mappings) {
     // The kernel's own mappings of the clock code and data ([vdso], [vvar], [vvar_vclock]) too: a
     // writable vDSO would run candidate code at every clock read of the harness.
-    const bool clock_mapping = path == "[vdso]" || path.rfind("[vvar", 0) == 0;
+    const bool clock_mapping = m.path == "[vdso]" || m.path.rfind("[vvar", 0) == 0;
     if (!clock_mapping) {
-      if (inode == 0 || path.empty() || path[0] == '[' || perms.size() < 2 || perms[1] == 'w') continue;
-      if (scope == SealScope::own_executable && path != exe) continue;
+      if (m.inode == 0 || m.path.empty() || m.path[0] == '[' || m.perms.size() < 2 || m.perms[1] == 'w') continue;
+      if (scope == SealScope::own_executable && m.path != exe) continue;
     }
-    unsigned long start = 0, end = 0;
-    if (std::sscanf(range.c_str(), "%lx-%lx", &start, &end) != 2 || end <= start) continue;
-    if (syscall(kMsealNr, start, end - start, 0) != 0) {
+    if (syscall(kMsealNr, m.start, m.end - m.start, 0) != 0) {
       if (errno == ENOSYS) return ENOSYS;
       if (!first_error) first_error = errno;
     }
@@ -118,24 +136,18 @@ int seal_code(SealScope scope) {
 }
 
 int seal_loaded_object(const std::string& absolute_path, std::string& why) {
-  std::ifstream maps("/proc/self/maps");
-  if (!maps) return ENOENT;
+  const std::vector<OwnMapping> mappings = read_own_mappings();
+  if (mappings.empty()) return ENOENT;
   std::vector<std::pair<unsigned long, unsigned long>> sealable;
-  for (std::string line; std::getline(maps, line);) {
-    std::istringstream in(line);
-    std::string range, perms, offset, dev, path;
-    unsigned long inode = 0;
-    if (!(in >> range >> perms >> offset >> dev >> inode)) continue;
-    std::getline(in >> std::ws, path);
-    if (path != absolute_path && path != absolute_path + " (deleted)") continue;
-    unsigned long start = 0, end = 0;
-    if (perms.size() < 4 || std::sscanf(range.c_str(), "%lx-%lx", &start, &end) != 2 || end <= start) continue;
-    if ((perms[1] == 'w' && perms[2] == 'x') || perms[3] == 's') {
+  for (const OwnMapping& m : mappings) {
+    if (m.path != absolute_path && m.path != absolute_path + " (deleted)") continue;
+    if (m.perms.size() < 4) continue;
+    if ((m.perms[1] == 'w' && m.perms[2] == 'x') || m.perms[3] == 's') {
       why = fmt::format("a mapping of the loaded object is {} ({}): its code could change after loading",
-                        perms[3] == 's' ? "shared" : "writable and executable", perms);
+                        m.perms[3] == 's' ? "shared" : "writable and executable", m.perms);
       return EPERM;
     }
-    if (perms[1] != 'w') sealable.emplace_back(start, end);
+    if (m.perms[1] != 'w') sealable.emplace_back(m.start, m.end);
   }
   for (const auto& [start, end] : sealable)
     if (syscall(kMsealNr, start, end - start, 0) != 0) {

@@ -31,6 +31,9 @@ enum class SealScope {
 };
 int seal_code(SealScope scope);
 
+// mseal's system-call number (older headers and libseccomp releases do not know the call).
+long mseal_number();
+
 // After a shared object is loaded (relocated: CPU workers bind every symbol at load), seals its
 // mappings that are not writable, so that its code cannot be made writable, patched inside a call
 // and put back before the sampler's byte check reads it (code_sampler.h). 0, ENOSYS without mseal,

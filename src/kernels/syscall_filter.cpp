@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "process_lockdown.h"
 #include "turnrl/core/error.h"
 
 namespace turnrl::sandbox_detail {
@@ -153,11 +154,11 @@ void add_candidate_rules(scmp_filter_ctx c, FilterProfile profile, pid_t own_pid
     check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr, 1, SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0)), "mprotect");
   }
   // mseal: the worker seals each candidate object it loads (sandbox_child::load_shared_object).
-  // libseccomp 2.5 predates it; its number is 462 in the generic table x86-64 and arm64 share.
+  // libseccomp 2.5 predates it: by number there (process_lockdown.h; the same on x86-64 and arm64).
   if (listed) {
     const int nr = seccomp_syscall_resolve_name("mseal");
 #if defined(__x86_64__) || defined(__aarch64__)
-    check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr != __NR_SCMP_ERROR ? nr : 462, 0), "mseal");
+    check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr != __NR_SCMP_ERROR ? nr : int(mseal_number()), 0), "mseal");
 #else
     if (nr != __NR_SCMP_ERROR) check(seccomp_rule_add(c, SCMP_ACT_ALLOW, nr, 0), "mseal");
 #endif
