@@ -218,47 +218,38 @@ void check_timed_outputs(const CpuTask& task, const WorkerRequest& treq, const W
 
 // The timed calls' reported times against the worker's CPU clock read from outside at each call's
 // two marks. Between the marks and the call lie only the marks' own hand-off (a wake-up and a system
-// call's return, two clock reads, a send): a few microseconds, tens on a loaded machine with cold
-// caches. So an honest wall time is at least the CPU time the marks enclose less that; a candidate
-// that rewrote the clock the harness reads, or the times it stored, reports less (8.6x less through
-// a rewritten GOT entry of steady_clock::now, which the billed total's slack let through; 2.2x
-// through a rewritten vDSO, or the harness's start time on the stack moved, under the half share this
-// bound had before). 70 % of the marked time less 60 us per call leaves honest calls of any size
-// clear of the bound (a single-threaded call's wall time is at least its CPU time; the marks'
-// hand-off may take up to about 85 us of CPU a call before a call of no time at all is flagged) and
-// lets a rewritten time gain at most 1.43x plus the slack. (0.8 with 20 us once flagged an honest
-// plan on this loaded 2-core machine.)
+// call's return, two clock reads, a send), so an honest wall time is at least the CPU time the marks
+// enclose less that; a candidate that rewrote the clock the harness reads, or the times it stored,
+// reports less (8.6x less through a rewritten GOT entry of steady_clock::now; 12.7x from an honest
+// 1.1x kernel that moved the harness's saved start time on the stack in two calls of three).
+// The hand-off is a few microseconds on an idle machine and has a long tail under load: the worker
+// wakes with cold caches, and with its code sampled the kernel restarts the sampling timer at each
+// wake-up. Three concurrent evaluations on a 2-core machine measured 13 us a call at the median
+// unsampled, 28 us sampled, 80 us at the 99th percentile and 105 us at most; under CI's load an
+// honest relu plan's three calls once averaged 117 us, which a bound on the sum (70 % of the marked
+// time less 60 us a call) flagged. So the bound that flags is loose and robust: a call is short
+// when it reports less than half its marked time less 150 us, and tampering is found when most
+// calls are short, which is what moves the score (a median). What a looser bound lets through
+// gains nothing: every call counts at least its marked CPU time less the hand-off
+// (hold_to_marked_cpu).
 // The CPU time (us) timed call i's two marks enclose, read from outside.
 double marked_call_us(const std::vector<double>& marks, size_t i) { return 1e6 * (marks[2 * i + 1] - marks[2 * i]); }
 
 std::vector<HackFinding> check_marked_calls(const WorkerReply& timing, const std::vector<double>& marks) {
-  constexpr double kShare = 0.7, kSlackUsPerCall = 60.0;
+  constexpr double kCallShare = 0.5, kCallSlackUs = 150.0;
   const size_t calls = timing.timed.size();
   if (marks.size() != 2 * calls)
     return {{kHackTampering, fmt::format("the worker marked {} call edges for {} timed calls", marks.size(), calls)}};
-  double reported_us = 0, marked_us = 0;
-  for (size_t i = 0; i < calls; ++i) {
-    reported_us += timing.timed[i].call_us;
-    marked_us += marked_call_us(marks, i);
-  }
-  if (reported_us < kShare * marked_us - kSlackUsPerCall * double(calls))
-    return {{kHackTampering,
-             fmt::format("the timed calls reported {:.1f} us in all, but the worker's CPU clock, read from outside at "
-                         "each call's start and end, advanced {:.1f} us: the reported times were rewritten",
-                         reported_us, marked_us)}};
-  // Call by call as well, more loosely (one call's hand-off can take longer): the score is a median,
-  // and a sum that adds up can hide most calls reported far too short behind a few far too long
-  // (12.7x from an honest 1.1x kernel that moved the harness's saved start time on the stack).
-  constexpr double kCallShare = 0.5, kCallSlackUs = 150.0;
-  for (size_t i = 0; i < calls; ++i) {
-    const double marked = marked_call_us(marks, i);
-    if (timing.timed[i].call_us < kCallShare * marked - kCallSlackUs)
-      return {{kHackTampering,
-               fmt::format("timed call {} reported {:.1f} us, but the worker's CPU clock, read from outside at its "
-                           "start and end, advanced {:.1f} us: the reported time was rewritten",
-                           i, timing.timed[i].call_us, marked)}};
-  }
-  return {};
+  std::vector<size_t> short_calls;
+  for (size_t i = 0; i < calls; ++i)
+    if (timing.timed[i].call_us < kCallShare * marked_call_us(marks, i) - kCallSlackUs) short_calls.push_back(i);
+  if (2 * short_calls.size() <= calls) return {};
+  const size_t i = short_calls.front();
+  return {{kHackTampering,
+           fmt::format("{} of {} timed calls reported less than half the worker's CPU time, read from outside at each "
+                       "call's start and end (timed call {} reported {:.1f} us, its CPU clock advanced {:.1f} us): "
+                       "the reported times were rewritten",
+                       short_calls.size(), calls, i, timing.timed[i].call_us, marked_call_us(marks, i))}};
 }
 
 // Each timed call's time is at least the CPU time its marks enclose, less the marks' own hand-off
