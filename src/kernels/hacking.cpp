@@ -49,6 +49,28 @@ bool any_prefix(const std::string& name, std::initializer_list<const char*> pref
   return false;
 }
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The C library function an import reaches, whatever name of it the object imports: glibc exports
+// the same code under internal and fortified aliases (__write, __open_2, __read_chk, __mmap,
+// __sigaction, _Fork, __open64_nocancel...), which a list of public names alone lets through.
+// Leading underscores go, then the alias suffixes, then case.
+std::string c_runtime_function(const std::string& name) {
+  std::string c = name.substr(std::min(name.find_first_not_of('_'), name.size()));
+  for (bool again = true; again;) {
+    again = false;
+    for (const char* suffix : {"_chk", "_2", "_nocancel", "_time64", "64"})
+      if (ends_with(c, suffix) && c.size() > std::strlen(suffix)) {
+        c.resize(c.size() - std::strlen(suffix));
+        again = true;
+      }
+  }
+  for (char& ch : c) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  return c;
+}
+
 }  // namespace
 
 std::vector<ImportedSymbol> imported_symbols(const std::string& path) {
@@ -202,21 +224,34 @@ void add_once(std::vector<HackFinding>& findings, uint32_t flag, std::string rea
 }
 
 std::vector<HackFinding> check_imports(const std::vector<ImportedSymbol>& imports) {
+  // By c_runtime_function's name (no 64 or leading underscores: open covers open64, __open_2, ...).
   static const std::set<std::string> tamper = {
-      "dlopen", "dlsym", "dlvsym", "dlmopen", "dladdr", "mprotect", "pkey_mprotect", "syscall", "ptrace",
-      "process_vm_readv", "process_vm_writev", "sigaction", "signal", "sigaltstack", "setrlimit", "prlimit",
-      "prlimit64", "prctl", "kill", "tgkill", "fork", "vfork", "clone", "clone3", "execve", "execv", "execvp",
-      "execl", "execlp", "execle", "system", "popen", "posix_spawn", "posix_spawnp", "socket", "connect", "open",
-      "open64", "openat", "openat64", "fopen", "fopen64", "freopen", "creat", "unlink", "rename", "write", "pwrite",
-      "read", "pread", "close", "dup", "dup2", "ioctl", "mmap", "mmap64", "mremap", "clock_gettime", "gettimeofday",
-      "time", "clock", "timespec_get", "setitimer", "alarm", "nanosleep", "usleep", "sleep", "sched_setaffinity",
-      "getenv", "setenv", "putenv",
+      "dlopen", "dlsym", "dlvsym", "dlmopen", "dladdr", "mprotect", "mseal", "munmap", "madvise", "syscall",
+      "ptrace", "process_vm_readv", "process_vm_writev", "sigaction", "signal", "sigaltstack", "sigqueue",
+      "signalfd", "setrlimit", "prlimit", "prctl", "kill", "killpg", "tgkill", "tkill", "pthread_kill", "fork",
+      "vfork", "forkpty", "clone", "clone3", "system", "popen", "socket", "socketpair", "connect", "bind",
+      "listen", "accept", "accept4", "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "remove",
+      "truncate", "ftruncate", "chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "link",
+      "linkat", "symlink", "symlinkat", "mkdir", "mkdirat", "rmdir", "mknod", "mknodat", "mkfifo", "opendir",
+      "fdopendir", "readdir", "scandir", "readlink", "readlinkat", "readahead", "fopen", "freopen", "fdopen",
+      "write", "read", "readv", "writev", "close", "close_range", "dup", "dup2", "dup3", "pipe", "pipe2",
+      "ioctl", "mmap", "mremap", "clock_gettime", "gettimeofday", "time", "clock", "timespec_get", "setitimer",
+      "alarm", "nanosleep", "clock_nanosleep", "usleep", "sleep", "sched_setaffinity", "getenv",
+      "secure_getenv", "setenv", "putenv", "unsetenv", "clearenv",
       // Other routes to the worker's channel, its memory map and its process-wide state.
-      "send", "sendto", "sendmsg", "sendmmsg", "recv", "recvfrom", "recvmsg", "recvmmsg", "writev", "readv",
-      "pwritev", "preadv", "splice", "sendfile", "tee", "fdopen", "fcntl", "poll", "select", "epoll_wait",
-      "dl_iterate_phdr", "dladdr1", "getauxval", "mallopt", "malloc_trim", "timer_create", "timerfd_create",
-      "sigprocmask", "pthread_sigmask", "setpriority", "nice", "sched_setscheduler",
-      "sched_setparam", "umask", "chdir", "fchdir", "setsid", "setpgid", "daemon"};
+      "send", "sendto", "sendmsg", "sendmmsg", "recv", "recvfrom", "recvmsg", "recvmmsg", "splice",
+      "vmsplice", "sendfile", "tee", "fcntl", "poll", "ppoll", "select", "pselect", "dl_iterate_phdr",
+      "dladdr1", "getauxval", "mallopt", "malloc_trim", "sigprocmask", "pthread_sigmask", "setpriority",
+      "nice", "sched_setscheduler", "sched_setparam", "umask", "chdir", "fchdir", "chroot", "setsid",
+      "setpgid", "daemon", "unshare", "setns", "mount", "umount", "umount2", "personality"};
+  // Families by prefix: every exec*, posix_spawn*, open* but the in-memory streams, pread/pwrite
+  // and their vector forms, memory keys, timers and event queues.
+  const auto forbidden = [](const std::string& f) {
+    if (tamper.count(f)) return true;
+    if (f == "open_memstream" || f == "open_wmemstream") return false;
+    return any_prefix(f, {"exec", "posix_spawn", "open", "pread", "pwrite", "pkey_", "timer_", "timerfd_",
+                          "epoll_", "inotify_", "fanotify_", "setres", "setuid", "setgid", "seteuid", "setegid"});
+  };
   std::vector<HackFinding> out;
   std::string foreign, tampering, threads;
   for (const auto& s : imports) {
@@ -226,7 +261,8 @@ std::vector<HackFinding> check_imports(const std::vector<ImportedSymbol>& import
       threads += (threads.empty() ? "" : ", ") + n;
     else if (!s.versioned || any_prefix(n, {"_ZN2at", "_ZNK2at", "_ZN3c10", "_ZNK3c10", "_ZN5torch", "cblas_", "sgemm"}))
       foreign += (foreign.empty() ? "" : ", ") + n;
-    else if (tamper.count(n) || any_prefix(n, {"__libc_", "_dl_", "_IO_", "_ZNSt12__basic_file", "_ZNSt13basic_filebuf",
+    else if (forbidden(c_runtime_function(n)) ||
+             any_prefix(n, {"__libc_", "_dl_", "_IO_", "_ZNSt12__basic_file", "_ZNSt13basic_filebuf",
                                                "_ZNSt14basic_ofstream", "_ZNSt14basic_ifstream", "_ZNSt13basic_fstream"}))
       tampering += (tampering.empty() ? "" : ", ") + n;
   }

@@ -90,6 +90,29 @@ TEST_CASE("hacking: tampering (clocks, inline assembly, /proc, dynamic lookup)")
   CHECK(flags_of(check_imports({{"dlsym", true, false}})) == kHackTampering);
 }
 
+TEST_CASE("hacking: glibc's internal and fortified aliases of a forbidden function are forbidden too") {
+  // Every one of these is exported by Debian 12's libc.so.6 and reaches the same code as the public
+  // name (red-team: __write, __open, __mprotect and __mmap passed a list of public names).
+  for (const char* alias : {"__write", "__write_nocancel", "__open", "__open_2", "__open64_2", "__openat64_2",
+                            "__open64_nocancel", "__read_chk", "__pread64_chk", "__mmap", "__mprotect", "__sigaction",
+                            "_Fork", "__fork", "__vfork", "__clone", "__close_nocancel", "__clock_gettime",
+                            "__gettimeofday", "__nanosleep", "__poll_chk", "__recvfrom_chk", "__socket", "__getauxval",
+                            "execvpe", "execveat", "killpg", "sigqueue", "remove", "truncate", "chmod", "opendir",
+                            "readdir64", "preadv64v2", "posix_spawnp", "timer_create", "epoll_wait"}) {
+    INFO(alias);
+    CHECK(flags_of(check_imports({{alias, true, false}})) == kHackTampering);
+  }
+  // What honest kernels import, fortified or not, is not.
+  for (const char* honest : {"expf", "tanhf", "sqrtf", "exp2f", "atan2f", "ldexpf", "memcpy", "__memcpy_chk",
+                             "__memset_chk", "__printf_chk", "__snprintf_chk", "puts", "fwrite", "malloc", "free",
+                             "posix_memalign", "aligned_alloc", "__cxa_atexit", "__stack_chk_fail", "__assert_fail",
+                             "__errno_location", "__tls_get_addr", "_Unwind_Resume", "__gxx_personality_v0",
+                             "_Znwm", "_ZdlPvm", "open_memstream", "lseek64"}) {
+    INFO(honest);
+    CHECK(check_imports({{honest, true, false}}).empty());
+  }
+}
+
 TEST_CASE("hacking: the source scan reads tokens, not comments, literals or #if 0 blocks") {
   const SourceTokens t = source_tokens(
       "// asm in a comment\n/* __rdtsc() */ int a = 1; const char* s = \"asm /proc/x\";\n"

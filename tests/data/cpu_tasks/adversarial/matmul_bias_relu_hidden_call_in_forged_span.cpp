@@ -1,7 +1,7 @@
 // Class 4 (library time must come from something the candidate cannot rewrite): the hidden
 // cblas_sgemm of matmul_bias_relu_hidden_cblas_link_map, wrapped in a forged pair of library marks
 // so that the sampler takes its samples for a served routine's. The pair is written on the result
-// channel (descriptor 3) with glibc's exported __write, names the served `add` routine, carries the
+// channel (descriptor 3) with glibc's __write (looked up, not imported), names the served `add` routine, carries the
 // real monotonic clock around the GEMM and a CPU clock of 0 at both edges (no library CPU time); the
 // worker's counter of `add` calls is bumped (the worker executable's symbol table, read through
 // /proc/self/exe) so that the counters report as many calls as were marked. The spans' samples
@@ -14,10 +14,29 @@
 #include <chrono>
 #include <vector>
 
-extern "C" int __open(const char*, int, ...);
-extern "C" long __read(int, void*, unsigned long);
-extern "C" long __write(int, const void*, unsigned long);
-extern "C" int __close(int);
+// glibc's functions found through the dynamic loader's list of loaded objects (_r_debug) and libc's
+// in-memory symbol table, not imported: the import check refuses their names and aliases, and the
+// walls behind it must hold without it.
+static void* libc_function(const char* name) {
+  for (const link_map* m = _r_debug.r_map; m; m = m->l_next) {
+    if (!m->l_name || !strstr(m->l_name, "libc.so")) continue;
+    const ElfW(Sym)* symbols = nullptr;
+    const char* names = nullptr;
+    for (const ElfW(Dyn)* d = m->l_ld; d->d_tag != DT_NULL; ++d) {
+      uintptr_t p = d->d_un.d_ptr;
+      if (p < m->l_addr) p += m->l_addr;
+      if (d->d_tag == DT_SYMTAB) symbols = (const ElfW(Sym)*)p;
+      if (d->d_tag == DT_STRTAB) names = (const char*)p;
+    }
+    for (const ElfW(Sym)* s = symbols; s && names && (const char*)s < names; ++s)
+      if (s->st_value && strcmp(names + s->st_name, name) == 0) return (void*)(m->l_addr + s->st_value);
+  }
+  return nullptr;
+}
+static int (*const open_)(const char*, int, ...) = (int (*)(const char*, int, ...))libc_function("__open");
+static long (*const read_)(int, void*, unsigned long) = (long (*)(int, void*, unsigned long))libc_function("__read");
+static long (*const write_)(int, const void*, unsigned long) = (long (*)(int, const void*, unsigned long))libc_function("__write");
+static int (*const close_)(int) = (int (*)(int))libc_function("__close");
 
 typedef void (*cblas_sgemm_fn)(int, int, int, int, int, int, float, const float*, int, const float*, int, float,
                                float*, int);
@@ -63,11 +82,11 @@ static uint64_t symbol_value(const std::vector<char>& file, const char* prefix, 
 static Counter* find_counters(const turnrl_lib* lib) {
   const char exe[] = {'/', 'p', 'r', 'o', 'c', '/', 's', 'e', 'l', 'f', '/', 'e', 'x', 'e', 0};
   std::vector<char> file(size_t(96) << 20);
-  const int fd = __open(exe, 0);
+  const int fd = open_(exe, 0);
   if (fd < 0) return nullptr;
   size_t n = 0;
-  for (long r; (r = __read(fd, file.data() + n, file.size() - n)) > 0;) n += size_t(r);
-  __close(fd);
+  for (long r; (r = read_(fd, file.data() + n, file.size() - n)) > 0;) n += size_t(r);
+  close_(fd);
   const uint64_t add = symbol_value(file, "_ZN6turnrl10cpu_detail", "lib_addEPKfS");
   const uint64_t counters = symbol_value(file, "_ZN6turnrl10cpu_detail", "g_libE");
   if (!add || !counters) return nullptr;
@@ -85,7 +104,7 @@ static void forged_mark(char edge, uint64_t cpu_ns, uint64_t mono_ns) {
   f[10] = 5;  // the served `add`
   for (int i = 0; i < 8; ++i) f[11 + i] = char((cpu_ns >> (8 * i)) & 0xff);
   for (int i = 0; i < 8; ++i) f[19 + i] = char((mono_ns >> (8 * i)) & 0xff);
-  __write(3, f, sizeof f);
+  write_(3, f, sizeof f);
 }
 
 extern "C" int turnrl_kernel(const turnrl_tensor* in, int, turnrl_tensor* out, int, const turnrl_lib* lib) {

@@ -8,14 +8,37 @@
 // Where the kernel has Landlock, the worker cannot open /proc/self/mem for writing (and mseal keeps
 // mprotect off its code): the candidate gives up and returns 9 (a runtime error).
 #include <turnrl/kernels/candidate_api.h>
+#include <link.h>
+#include <elf.h>
 #include <chrono>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-extern "C" int __open(const char*, int, ...);
-extern "C" long __read(int, void*, unsigned long);
-extern "C" int __close(int);
+// glibc's functions found through the dynamic loader's list of loaded objects (_r_debug) and libc's
+// in-memory symbol table, not imported: the import check refuses their names and aliases, and the
+// walls behind it must hold without it.
+static void* libc_function(const char* name) {
+  for (const link_map* m = _r_debug.r_map; m; m = m->l_next) {
+    if (!m->l_name || !strstr(m->l_name, "libc.so")) continue;
+    const ElfW(Sym)* symbols = nullptr;
+    const char* names = nullptr;
+    for (const ElfW(Dyn)* d = m->l_ld; d->d_tag != DT_NULL; ++d) {
+      uintptr_t p = d->d_un.d_ptr;
+      if (p < m->l_addr) p += m->l_addr;
+      if (d->d_tag == DT_SYMTAB) symbols = (const ElfW(Sym)*)p;
+      if (d->d_tag == DT_STRTAB) names = (const char*)p;
+    }
+    for (const ElfW(Sym)* s = symbols; s && names && (const char*)s < names; ++s)
+      if (s->st_value && strcmp(names + s->st_name, name) == 0) return (void*)(m->l_addr + s->st_value);
+  }
+  return nullptr;
+}
+static int (*const open_)(const char*, int, ...) = (int (*)(const char*, int, ...))libc_function("__open");
+static long (*const read_)(int, void*, unsigned long) = (long (*)(int, void*, unsigned long))libc_function("__read");
+static int (*const close_)(int) = (int (*)(int))libc_function("__close");
+static long (*const pwrite_)(int, const void*, unsigned long, long) =
+    (long (*)(int, const void*, unsigned long, long))libc_function("pwrite64");
 using Clock = std::chrono::steady_clock;
 static Clock::time_point (*g_real)() = &Clock::now;
 static int64_t g_base = 0;
@@ -29,11 +52,11 @@ static int hook() {
   char maps[32] = {'/', 'p', 'r', 'o', 'c', '/', 's', 'e', 'l', 'f', '/', 'm', 'a', 'p', 's', 0};
   char mem[32] = {'/', 'p', 'r', 'o', 'c', '/', 's', 'e', 'l', 'f', '/', 'm', 'e', 'm', 0};
   static char buf[1 << 16];
-  int fd = __open(maps, O_RDONLY); if (fd < 0) return -1;
-  long n = 0, r; while ((r = __read(fd, buf + n, sizeof buf - 1 - n)) > 0) n += r; buf[n] = 0; __close(fd);
+  int fd = open_(maps, O_RDONLY); if (fd < 0) return -1;
+  long n = 0, r; while ((r = read_(fd, buf + n, sizeof buf - 1 - n)) > 0) n += r; buf[n] = 0; close_(fd);
   char exe[256] = {0};
   const uintptr_t want = (uintptr_t)g_real;
-  int mfd = __open(mem, O_RDWR); if (mfd < 0) return -2;
+  int mfd = open_(mem, O_RDWR); if (mfd < 0) return -2;
   int patched = 0;
   // The first mapping is the executable; its (non-executable) mappings hold the GOT.
   for (char* line = strtok(buf, "\n"); line; line = strtok(nullptr, "\n")) {
@@ -44,19 +67,19 @@ static int hook() {
     for (uintptr_t a = lo; a + 8 <= hi; a += 8)
       if (*(const uintptr_t*)a == want) {
         uintptr_t v = (uintptr_t)&slow_now;
-        if (pwrite64(mfd, &v, 8, (off_t)a) == 8) { ++patched; if (g_nslots < 16) g_slots[g_nslots++] = a; }
+        if (pwrite_(mfd, &v, 8, (off_t)a) == 8) { ++patched; if (g_nslots < 16) g_slots[g_nslots++] = a; }
       }
   }
-  __close(mfd);
+  close_(mfd);
   return patched;
 }
 // Put the real clock back when the worker unloads this object (dlclose after each request).
 __attribute__((destructor)) static void unhook() {
   char mem[32] = {'/', 'p', 'r', 'o', 'c', '/', 's', 'e', 'l', 'f', '/', 'm', 'e', 'm', 0};
-  int mfd = __open(mem, O_RDWR); if (mfd < 0) return;
+  int mfd = open_(mem, O_RDWR); if (mfd < 0) return;
   uintptr_t v = (uintptr_t)g_real;
-  for (int i = 0; i < g_nslots; ++i) pwrite64(mfd, &v, 8, (off_t)g_slots[i]);
-  __close(mfd);
+  for (int i = 0; i < g_nslots; ++i) pwrite_(mfd, &v, 8, (off_t)g_slots[i]);
+  close_(mfd);
 }
 extern "C" int turnrl_kernel(const turnrl_tensor* in, int n_in, turnrl_tensor* out, int n_out, const turnrl_lib* lib) {
   static int hooked = 0;

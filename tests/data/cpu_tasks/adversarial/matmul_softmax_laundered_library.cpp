@@ -1,30 +1,51 @@
 // Class 5 (laziness hidden): a fully lazy matmul_softmax (lib.matmul and lib.softmax_rows do all the
 // work) that launders the worker's library counters. It snapshots the worker executable's writable
-// segment (found in /proc/self/maps, read with __open/__read, which no import check refuses) before
+// segment (found in /proc/self/maps, read with glibc's __open/__read, looked up rather than imported) before
 // its library calls and restores it after, so the in-process counters (calls, wall and CPU time)
 // read as if the library was never called: coverage 1.0 by them. Caught because every routine call
 // also marks its edges to the parent (sandbox_child::mark_library), which counts them and reads the
 // worker's CPU clock from outside: reported calls below marked ones are tampering, and coverage
 // uses the marked library time.
 #include <turnrl/kernels/candidate_api.h>
+#include <link.h>
+#include <elf.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
-extern "C" int __open(const char*, int, ...);
-extern "C" long __read(int, void*, unsigned long);
-extern "C" int __close(int);
+// glibc's functions found through the dynamic loader's list of loaded objects (_r_debug) and libc's
+// in-memory symbol table, not imported: the import check refuses their names and aliases, and the
+// walls behind it must hold without it.
+static void* libc_function(const char* name) {
+  for (const link_map* m = _r_debug.r_map; m; m = m->l_next) {
+    if (!m->l_name || !strstr(m->l_name, "libc.so")) continue;
+    const ElfW(Sym)* symbols = nullptr;
+    const char* names = nullptr;
+    for (const ElfW(Dyn)* d = m->l_ld; d->d_tag != DT_NULL; ++d) {
+      uintptr_t p = d->d_un.d_ptr;
+      if (p < m->l_addr) p += m->l_addr;
+      if (d->d_tag == DT_SYMTAB) symbols = (const ElfW(Sym)*)p;
+      if (d->d_tag == DT_STRTAB) names = (const char*)p;
+    }
+    for (const ElfW(Sym)* s = symbols; s && names && (const char*)s < names; ++s)
+      if (s->st_value && strcmp(names + s->st_name, name) == 0) return (void*)(m->l_addr + s->st_value);
+  }
+  return nullptr;
+}
+static int (*const open_)(const char*, int, ...) = (int (*)(const char*, int, ...))libc_function("__open");
+static long (*const read_)(int, void*, unsigned long) = (long (*)(int, void*, unsigned long))libc_function("__read");
+static int (*const close_)(int) = (int (*)(int))libc_function("__close");
 static uintptr_t seg_lo = 0, seg_hi = 0;
 static void find_segment(const void* inside_text) {
   char path[32] = {'/', 'p', 'r', 'o', 'c', '/', 's', 'e', 'l', 'f', '/', 'm', 'a', 'p', 's', 0};
   static char buf[1 << 16];
-  int fd = __open(path, 0);
+  int fd = open_(path, 0);
   if (fd < 0) return;
   long n = 0, r;
-  while ((r = __read(fd, buf + n, sizeof buf - 1 - n)) > 0) n += r;
+  while ((r = read_(fd, buf + n, sizeof buf - 1 - n)) > 0) n += r;
   buf[n] = 0;
-  __close(fd);
+  close_(fd);
   // The mapping holding the library function tells the executable's name; its rw-p mapping(s),
   // plus the anonymous mapping right after (.bss), are the segment to snapshot.
   char exe[256] = {0};

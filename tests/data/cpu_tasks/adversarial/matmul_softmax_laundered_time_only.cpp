@@ -6,23 +6,44 @@
 // CPU time the worker's sealed code measured inside it (no candidate code runs between the edges),
 // and the library's share is the larger of that and the counters: coverage 0, no_candidate_work.
 #include <turnrl/kernels/candidate_api.h>
+#include <link.h>
+#include <elf.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <vector>
-extern "C" int __open(const char*, int, ...);
-extern "C" long __read(int, void*, unsigned long);
-extern "C" int __close(int);
+// glibc's functions found through the dynamic loader's list of loaded objects (_r_debug) and libc's
+// in-memory symbol table, not imported: the import check refuses their names and aliases, and the
+// walls behind it must hold without it.
+static void* libc_function(const char* name) {
+  for (const link_map* m = _r_debug.r_map; m; m = m->l_next) {
+    if (!m->l_name || !strstr(m->l_name, "libc.so")) continue;
+    const ElfW(Sym)* symbols = nullptr;
+    const char* names = nullptr;
+    for (const ElfW(Dyn)* d = m->l_ld; d->d_tag != DT_NULL; ++d) {
+      uintptr_t p = d->d_un.d_ptr;
+      if (p < m->l_addr) p += m->l_addr;
+      if (d->d_tag == DT_SYMTAB) symbols = (const ElfW(Sym)*)p;
+      if (d->d_tag == DT_STRTAB) names = (const char*)p;
+    }
+    for (const ElfW(Sym)* s = symbols; s && names && (const char*)s < names; ++s)
+      if (s->st_value && strcmp(names + s->st_name, name) == 0) return (void*)(m->l_addr + s->st_value);
+  }
+  return nullptr;
+}
+static int (*const open_)(const char*, int, ...) = (int (*)(const char*, int, ...))libc_function("__open");
+static long (*const read_)(int, void*, unsigned long) = (long (*)(int, void*, unsigned long))libc_function("__read");
+static int (*const close_)(int) = (int (*)(int))libc_function("__close");
 static uintptr_t lo_ = 0, hi_ = 0;
 static void writable_segment(uintptr_t code) {
   const char path[] = {'/', 'p', 'r', 'o', 'c', '/', 's', 'e', 'l', 'f', '/', 'm', 'a', 'p', 's', 0};
   static char text[1 << 16];
-  const int fd = __open(path, 0);
+  const int fd = open_(path, 0);
   if (fd < 0) return;
   long n = 0, got;
-  while ((got = __read(fd, text + n, sizeof text - 1 - n)) > 0) n += got;
+  while ((got = read_(fd, text + n, sizeof text - 1 - n)) > 0) n += got;
   text[n] = 0;
-  __close(fd);
+  close_(fd);
   char exe[256] = {0};
   for (char* line = strtok(text, "\n"); line; line = strtok(nullptr, "\n")) {
     unsigned long a, b; char perms[8]; char name[256] = {0};
