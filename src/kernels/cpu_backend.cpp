@@ -550,6 +550,16 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   wreq.kind = RequestKind::correctness;
   wreq.task = task.name;
   wreq.library = eval_detail::object_bytes(c);
+  // The worker writes the object into its directory before loading it, under its file-size limit:
+  // an object over it (initialised tables of many MiB) is refused here with that limit's name, not
+  // left to the limit's signal, which reads as too much output.
+  if (int64_t(wreq.library.size()) > opt.limits.file_bytes) {
+    r.error = EvalError::load;
+    r.message = fmt::format("the compiled object is {:.2f} MiB, over the worker's file-size limit of {:.2f} MiB "
+                            "(SandboxLimits::file_bytes): keep large tables out of initialised data",
+                            double(wreq.library.size()) / (1 << 20), double(opt.limits.file_bytes) / (1 << 20));
+    return r;
+  }
   std::vector<TrialKind::Kind> kinds;
   const ShapeSet& shown = task.shape_sets[0];
   const int main_trials = std::max(1, req.correctness_trials);

@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <tuple>
 #include <utility>
 
@@ -152,6 +153,30 @@ bool write_all(int fd, const char* data, size_t n) {
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+enum class SendOutcome { sent, closed, timeout };
+
+// write_all for the parent's end of the channel, which is non-blocking: a request larger than the
+// socket buffer (a candidate's object with a 1 MiB table is) goes out as the worker reads it, until
+// the deadline. (send's EAGAIN, read as a closed channel, once killed such a worker and reported
+// it as out of memory.)
+SendOutcome send_until(int fd, const char* data, size_t n, double deadline) {
+  while (n > 0) {
+    const ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);
+    if (w > 0) {
+      data += w;
+      n -= size_t(w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return SendOutcome::closed;
+    const double left = deadline - now_seconds();
+    if (left <= 0) return SendOutcome::timeout;
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, int(std::min(left * 1e3 + 1, 1e6))) < 0 && errno != EINTR) return SendOutcome::closed;
+  }
+  return SendOutcome::sent;
 }
 
 std::string signal_name(int sig) {
@@ -674,10 +699,25 @@ SandboxReply SandboxWorker::fail_and_reap(SandboxStatus status, std::string mess
   SandboxReply reply;
   reply.output_tail = trim_tail(output_tail_);
   if (pid_ > 0) {
-    if (status != SandboxStatus::crashed) kill(-pid_, SIGKILL);
-    kill(pid_, SIGKILL);  // also when it closed the channel but lives on
     int st = 0;
-    while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+    bool died_first = false;
+    if (status == SandboxStatus::crashed) {
+      // A worker whose channel closed is usually dying: what killed it is its own exit status. One
+      // that lives on (or does not take its request) is killed here, and that SIGKILL is this
+      // parent's, not a sign of memory.
+      for (int tries = 0; tries < 20 && !died_first; ++tries) {
+        pid_t gone = 0;
+        while ((gone = waitpid(pid_, &st, WNOHANG)) < 0 && errno == EINTR) {
+        }
+        died_first = gone == pid_;
+        if (!died_first) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+    if (!died_first) {
+      if (status != SandboxStatus::crashed) kill(-pid_, SIGKILL);
+      kill(pid_, SIGKILL);  // also when it closed the channel but lives on
+      while (waitpid(pid_, &st, 0) < 0 && errno == EINTR) {
+      }
     }
     pid_ = -1;
     if (status == SandboxStatus::crashed) {
@@ -689,8 +729,9 @@ SandboxReply SandboxWorker::fail_and_reap(SandboxStatus status, std::string mess
           status = SandboxStatus::memory, message = fmt::format("address-space limit ({} MiB) exceeded, then {}",
                                                                 limits_.address_space_bytes >> 20,
                                                                 signal_name(reply.signal));
-        else if (reply.signal == SIGKILL) status = SandboxStatus::memory, message = "killed (SIGKILL: out of memory?)";
-        else message = "worker died of " + signal_name(reply.signal);
+        else if (reply.signal != SIGKILL) message = "worker died of " + signal_name(reply.signal);
+        else if (died_first) status = SandboxStatus::memory, message = "killed (SIGKILL: out of memory?)";
+        // else the SIGKILL was this parent's, and the message already says why
       } else if (WIFEXITED(st)) {
         reply.exit_code = WEXITSTATUS(st);
         if (!frame.empty() && frame[0] == kOutOfMemory)
@@ -717,11 +758,18 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   ++calls_since_start_;
   output_tail_.clear();
   const std::string f = frame(kReply, request);
-  // The request is small compared with the socket buffer; a child that died makes send fail.
-  if (!write_all(channel_, f.data(), f.size()))
-    return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
-  int64_t bytes = 0;
   const double deadline = now_seconds() + limits_.wall_seconds;
+  // A child that died makes send fail.
+  switch (send_until(channel_, f.data(), f.size(), deadline)) {
+    case SendOutcome::sent: break;
+    case SendOutcome::closed: return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
+    case SendOutcome::timeout:
+      return fail_and_reap(SandboxStatus::timeout,
+                           fmt::format("the worker did not take its request within the wall-clock limit of {} s",
+                                       limits_.wall_seconds),
+                           "");
+  }
+  int64_t bytes = 0;
   std::vector<double> marks;
   LibraryMarkReader library;
   sandbox_detail::WorkerSampling* const sampled = call_marks ? sampling_.get() : nullptr;

@@ -251,3 +251,20 @@ TEST_CASE("cpu backend: empty candidates and unknown tasks fail cleanly") {
   CHECK_THAT(res[1].message, Catch::Contains("no_such_task"));
 }
 
+
+TEST_CASE("cpu backend: an object larger than the channel's buffer loads, and one over the file-size limit is refused by name") {
+  // A 1 MiB initialised table: the request carrying the object once met a full socket buffer, and
+  // the worker was killed and reported out of memory.
+  const EvalResult large = evaluator().evaluate({request("relu_bias", "honest_large_table")})[0];
+  INFO(to_string(large.error) << ": " << large.message);
+  CHECK(large.correct);
+  CHECK(large.hacking_flags == 0);
+  CpuEvalOptions small = test::test_options();
+  small.limits.file_bytes = 512 << 10;
+  small.workers = 1;
+  CpuEvaluator limited(small);
+  const EvalResult refused = limited.evaluate({request("relu_bias", "honest_large_table")})[0];
+  CHECK_FALSE(refused.correct);
+  CHECK(refused.error == EvalError::load);
+  CHECK_THAT(refused.message, Catch::Contains("file-size limit of 0.50 MiB") && Catch::Contains("file_bytes"));
+}
