@@ -49,7 +49,10 @@ constexpr size_t kMaxCallMarks = 1 << 16;  // a request's marks: two per timed c
 constexpr int kChannelFd = 3;
 constexpr size_t kTailBytes = 2048;
 constexpr const char* kCpuEnv = "TURNRL_SANDBOX_CPU_SECONDS";
-constexpr const char* kConfineEnv = "TURNRL_SANDBOX_CONFINE";  // set: confine_candidate() installs its filter
+// "required": confine_candidate() installs its seccomp filter or the worker exits (namespaces);
+// "if-available": a CPU worker installs it where the kernel lets it, else says so and runs without
+// (rlimits-only, where threads, forks and signals to other processes are refused only by it).
+constexpr const char* kConfineEnv = "TURNRL_SANDBOX_CONFINE";
 constexpr const char* kLockdownEnv = "TURNRL_SANDBOX_LOCKDOWN";  // set (workers): confine_candidate() locks down
 
 std::string frame(char kind, const std::string& body) {
@@ -306,8 +309,9 @@ pid_t spawn_sandboxed(const std::string& program_path, const std::vector<std::st
       "TMPDIR=" + (jail ? std::string("/tmp") : work_dir),
       "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1", "OPENBLAS_NUM_THREADS=1",
       fmt::format("{}={}", kCpuEnv, limits.cpu_seconds)};
-  if (jail) env_strings.push_back(std::string(kConfineEnv) + "=1");
   // Workers (a channel) lock themselves down before their first candidate (confine_candidate).
+  if (jail) env_strings.push_back(std::string(kConfineEnv) + "=required");
+  else if (channel_fd >= 0) env_strings.push_back(std::string(kConfineEnv) + "=if-available");
   if (channel_fd >= 0) env_strings.push_back(std::string(kLockdownEnv) + "=1");
   if (const char* ld = std::getenv("LD_LIBRARY_PATH")) env_strings.push_back(std::string("LD_LIBRARY_PATH=") + ld);
   for (const auto& e : limits.environment) env_strings.push_back(e);
@@ -1035,7 +1039,12 @@ void confine_candidate(bool gpu_driver) {
     sandbox_detail::seal_code(gpu_driver ? sandbox_detail::SealScope::own_executable
                                          : sandbox_detail::SealScope::all_read_only_files);
   }
-  if (!std::getenv(kConfineEnv)) return;
+  const char* confine = std::getenv(kConfineEnv);
+  if (!confine) return;
+  // Without namespaces the profile is stacked on nothing, and a GPU worker's has only been run in
+  // them: rlimits-only confines CPU workers, best effort.
+  const bool required = std::string(confine) == "required";
+  if (!required && gpu_driver) return;
   try {
     sandbox_detail::SyscallFilter filter = sandbox_detail::build_syscall_filter(
         // A CPU candidate is timed against a single-threaded reference: a thread of its own (started
@@ -1044,12 +1053,13 @@ void confine_candidate(bool gpu_driver) {
         getpid(),
         kChannelFd);
     if (const int err = sandbox_detail::install_syscall_filter(filter)) {
-      std::fprintf(stderr, "turnrl sandbox: installing the candidate seccomp filter failed: %s\n", std::strerror(err));
-      _exit(126);
+      std::fprintf(stderr, "turnrl sandbox: installing the candidate seccomp filter failed: %s%s\n", std::strerror(err),
+                   required ? "" : " (rlimits-only: the candidate runs without it)");
+      if (required) _exit(126);
     }
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());
-    _exit(126);
+    if (required) _exit(126);
   }
 }
 

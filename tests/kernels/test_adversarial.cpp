@@ -153,6 +153,24 @@ TEST_CASE("adversarial, class 4: library code reached outside the served routine
   CHECK(res[2].coverage > 0.9);
 }
 
+TEST_CASE("adversarial, class 4: the hidden call moved to a thread of the candidate's own is refused, with or without namespaces") {
+  // The sampler follows the thread it was opened on (an inherited event's ring cannot be mapped per
+  // task), so the worker refuses threads instead: seccomp's candidate profile, which rlimits-only
+  // workers install too where the kernel allows it. The candidate returns 8 when it cannot start one.
+  CpuEvalOptions loose = test::test_options().num_workers(1);
+  loose.limits.isolate(SandboxIsolation::rlimits_only);
+  CpuEvaluator without_namespaces(loose);
+  for (CpuEvaluator* e : {&single_worker(), &without_namespaces}) {
+    const auto res = e->evaluate({adversarial("matmul_bias_relu", "hidden_call_on_a_thread"),
+                                  test::request("matmul_bias_relu", "honest")});
+    INFO(describe(res[0]));
+    CHECK(res[0].error == EvalError::runtime);
+    CHECK_THAT(res[0].message, Catch::Contains("returned 8"));
+    CHECK(res[0].speedup == 0);
+    check_clean(res[1]);
+  }
+}
+
 TEST_CASE("adversarial, class 4: the routine a task replaces is not served, however it is reached") {
   const auto res = single_worker().evaluate({adversarial("softmax_rows", "replaced_routine_copy"),
                                              adversarial("softmax_rows", "unnamed_routine")});
