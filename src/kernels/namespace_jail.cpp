@@ -293,6 +293,18 @@ void build_file_system(JailPlan& plan) {
 
 }  // namespace
 
+std::vector<ViewedPath> read_only_view(const SandboxLimits& limits, const std::string& program) {
+  std::vector<ViewedPath> view;
+  for (const char* path : kSystemPaths) view.push_back({path, false});
+  for (const auto& dir : library_dirs()) view.push_back({dir, false});
+  for (const auto& dir : toolchain_dirs()) view.push_back({dir, false});
+  for (const char* dev : kDevices) view.push_back({dev, true});
+  for (const auto& dev : limits.devices) view.push_back({dev, true});
+  view.push_back({program, false});
+  for (const auto& path : limits.visible_paths) view.push_back({path, false});
+  return view;
+}
+
 JailPlan plan_jail(const SandboxLimits& limits, const std::string& root, const std::string& program,
                    const std::vector<std::string>& inputs, const std::vector<std::string>& outputs) {
   JailPlan plan;
@@ -310,13 +322,7 @@ JailPlan plan_jail(const SandboxLimits& limits, const std::string& root, const s
   Planner p{plan, {}, {}};
   for (const char* dir : {kSandboxWorkDir, "/tmp", "/dev", "/dev/shm", "/proc"})
     if (p.dirs_made.insert(dir).second) plan.directories.push_back(root + dir);
-  for (const char* path : kSystemPaths) p.add(path, false, false);
-  for (const auto& dir : library_dirs()) p.add(dir, false, false);
-  for (const auto& dir : toolchain_dirs()) p.add(dir, false, false);
-  for (const char* dev : kDevices) p.add(dev, false, true);
-  for (const auto& dev : limits.devices) p.add(dev, false, true);
-  p.add(program, false, false);
-  for (const auto& path : limits.visible_paths) p.add(path, false, false);
+  for (const ViewedPath& v : read_only_view(limits, program)) p.add(v.path, false, v.device);
   for (const auto& path : limits.writable_paths) p.add(path, true, false);
   plan.proc_target = root + "/proc";
   plan.inputs = inputs;

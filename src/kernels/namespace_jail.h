@@ -51,6 +51,15 @@ struct JailPlan {
 JailPlan plan_jail(const SandboxLimits& limits, const std::string& root, const std::string& program,
                    const std::vector<std::string>& inputs, const std::vector<std::string>& outputs);
 
+// What the view for `program` shows read-only, devices marked: the system paths, the folders of
+// the loaded libraries and of the compilers, the devices, the program and limits.visible_paths.
+// A tool run without namespaces (rlimits-only) may read only these, with Landlock (sandbox.cpp).
+struct ViewedPath {
+  std::string path;
+  bool device = false;
+};
+std::vector<ViewedPath> read_only_view(const SandboxLimits& limits, const std::string& program);
+
 // In the parent, right after fork: waits for the child's new user namespace, writes its id maps
 // and lets it go on; closes the plan's pipes. False when the child gave up or a map was refused
 // (the child then exits with its reason on fd 2).

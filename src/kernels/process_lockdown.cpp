@@ -6,6 +6,7 @@
 #include <linux/landlock.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -77,6 +78,51 @@ int confine_writes_beneath(const std::vector<std::string>& folders) {
   if (!err && syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) err = errno;
   ::close(ruleset);
   return err;
+}
+
+int ruleset_confining_reads(const std::vector<std::string>& readable, const std::vector<std::string>& writable) {
+  const int abi = landlock_abi();
+  if (abi < 1) return -ENOSYS;
+  uint64_t write_rights = kWriteRightsAbi1;
+  if (abi >= 2) write_rights |= kReferRight;
+  if (abi >= 3) write_rights |= kTruncateRight;
+  constexpr uint64_t kReadRights = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+  // What a rule on a file (not a folder) may hold.
+  const uint64_t file_rights =
+      LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE | (abi >= 3 ? kTruncateRight : 0);
+  landlock_ruleset_attr attr{};
+  attr.handled_access_fs = kReadRights | write_rights;
+  const int ruleset = int(syscall(SYS_landlock_create_ruleset, &attr, sizeof attr.handled_access_fs, 0));
+  if (ruleset < 0) return -errno;
+  const auto allow = [&](const std::string& path, uint64_t rights) {
+    const int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT || errno == ENOTDIR ? 0 : errno;
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) rights &= file_rights;
+    landlock_path_beneath_attr rule{};
+    rule.allowed_access = rights;
+    rule.parent_fd = fd;
+    const long rc = syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
+    const int err = rc == 0 ? 0 : errno;
+    ::close(fd);
+    return err;
+  };
+  int err = 0;
+  for (const std::string& path : readable)
+    if (!err) err = allow(path, kReadRights);
+  for (const std::string& path : writable)
+    if (!err) err = allow(path, kReadRights | write_rights);
+  if (!err) err = allow("/dev/null", LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE);
+  if (err) {
+    ::close(ruleset);
+    return -err;
+  }
+  return ruleset;
+}
+
+int restrict_to_ruleset(int ruleset) {
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return errno;
+  return syscall(SYS_landlock_restrict_self, ruleset, 0) == 0 ? 0 : errno;
 }
 
 namespace {

@@ -24,6 +24,14 @@ namespace turnrl::sandbox_detail {
 
 int confine_writes_beneath(const std::vector<std::string>& folders);
 
+// For a tool started without namespaces (rlimits-only: the compiler, which would otherwise print any
+// file an #include names into its log): a Landlock ruleset under which files are read only beneath
+// `readable` or `writable` and written only beneath `writable` (and /dev/null). Paths that do not
+// exist are left out. Its descriptor (close-on-exec), or -errno (-ENOSYS without Landlock).
+int ruleset_confining_reads(const std::vector<std::string>& readable, const std::vector<std::string>& writable);
+// In the child after fork (raw system calls only): no new privileges, then the ruleset. 0 or errno.
+int restrict_to_ruleset(int ruleset);
+
 enum class SealScope {
   all_read_only_files,  // every mapping of a file that is not writable (CPU workers)
   own_executable,       // the worker executable's own mappings only (CUDA workers, whose driver

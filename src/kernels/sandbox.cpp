@@ -298,7 +298,7 @@ void close_fds_from(int first, int keep_a = -1, int keep_b = -1) {
 // (namespaces) or work_dir (rlimits_only) says where it runs. Returns the child's pid or -1.
 pid_t spawn_sandboxed(const std::string& program_path, const std::vector<std::string>& args,
                       const SandboxLimits& limits, const std::string& work_dir, int out_fd, int channel_fd,
-                      sandbox_detail::JailPlan* jail) {
+                      sandbox_detail::JailPlan* jail, int read_ruleset = -1) {
   // Everything the child needs is prepared before fork: after fork only async-signal-safe calls.
   const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   const std::string home = jail ? std::string(kSandboxWorkDir) : work_dir;
@@ -348,6 +348,7 @@ pid_t spawn_sandboxed(const std::string& program_path, const std::vector<std::st
     if (jail) close_fds_from(first_closed, jail->ready_pipe[1], jail->go_pipe[0]);
     if (jail) sandbox_detail::enter_jail(*jail);  // returns in the program's process, in /sandbox
     else if (chdir(dir) != 0) _exit(126);
+    if (read_ruleset >= 0 && sandbox_detail::restrict_to_ruleset(read_ruleset) != 0) _exit(126);
     close_fds_from(first_closed);
     setrlimit(RLIMIT_AS, &as_limit);
     setrlimit(RLIMIT_CPU, &cpu_limit);
@@ -431,7 +432,23 @@ CommandResult run_sandboxed(const std::string& program, const std::vector<std::s
     return result;
   }
   auto jail = plan_for(limits, program, work_dir, inputs, outputs);
-  const pid_t pid = spawn_sandboxed(program, args, limits, work_dir, out[1], -1, jail.get());
+  // Without namespaces a tool reads only what the jail would show it (and its directory), where the
+  // kernel has Landlock: the compiler, asked to #include a host file, printed its first line.
+  int read_ruleset = -1;
+  if (!jail) {
+    std::vector<std::string> readable, writable = limits.writable_paths;
+    for (const auto& v : sandbox_detail::read_only_view(limits, program)) readable.push_back(v.path);
+    writable.push_back(work_dir);
+    read_ruleset = sandbox_detail::ruleset_confining_reads(readable, writable);
+    if (read_ruleset < 0 && read_ruleset != -ENOSYS && read_ruleset != -EOPNOTSUPP) {
+      ::close(out[0]), ::close(out[1]);
+      result.status = SandboxStatus::start_failed;
+      result.message = fmt::format("confining {}'s reads failed: {}", program, std::strerror(-read_ruleset));
+      return result;
+    }
+  }
+  const pid_t pid = spawn_sandboxed(program, args, limits, work_dir, out[1], -1, jail.get(), read_ruleset);
+  if (read_ruleset >= 0) ::close(read_ruleset);
   release_plan(jail.get());
   ::close(out[1]);
   if (pid < 0) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "candidates.h"
@@ -563,12 +564,13 @@ SandboxIsolation probe_isolation() {
   return parse_sandbox_isolation(mode ? mode : "namespaces", "TURNRL_PROBE_SANDBOX");
 }
 
-void require_contained(const std::string& route) {
+// mode: the sandbox to probe, else TURNRL_PROBE_SANDBOX's (namespaces by default).
+void require_contained(const std::string& route, std::optional<SandboxIsolation> mode = std::nullopt) {
   Outside outside;
   CpuEvalOptions o = test::test_options();
   o.workers = 1;
   o.cache_dir = outside.cache;
-  o.limits.wall(10).cpu(10).isolate(probe_isolation());
+  o.limits.wall(10).cpu(10).isolate(mode ? *mode : probe_isolation());
   EvalRequest honest = request("relu_bias", "honest");
   EvalRequest hostile = honest;
   hostile.candidate = outside.fill(test::candidate_source("hostile", route));
@@ -630,6 +632,19 @@ TEST_CASE("sandbox probe: 240 MiB written in 30 files") { require_contained("wri
 TEST_CASE("sandbox probe: include of an absolute path") { require_contained("include_absolute"); }
 TEST_CASE("sandbox probe: include through a climbing relative path") { require_contained("include_relative"); }
 TEST_CASE("sandbox probe: host files printed into the feedback") { require_contained("print_files"); }
+TEST_CASE("sandbox probe: without namespaces the compiler reads only what the jail would show") {
+  // rlimits-only: Landlock limits the compiler's reads to /usr, the libraries' and toolchain's
+  // folders, the API header and its own directory (before, either #include printed a host file's
+  // first line into the compile log).
+  if (sandbox_detail::lockdown_support().landlock_abi < 1) {
+    WARN("this kernel lacks Landlock: without namespaces the compiler reads what the trainer can; skipped");
+    return;
+  }
+  for (const char* route : {"include_absolute", "include_relative"}) {
+    INFO(route);
+    require_contained(route, SandboxIsolation::rlimits_only);
+  }
+}
 TEST_CASE("sandbox probe: calls outside the candidate allow-list answer ENOSYS") { require_contained("unlisted_syscalls"); }
 TEST_CASE("sandbox probe: a thread started through __clone is refused") { require_contained("clone_thread"); }
 TEST_CASE("sandbox probe: other candidates' cached objects are out of sight") { require_contained("read_cached_objects"); }
