@@ -1,6 +1,7 @@
 #include "library_samples.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <regex>
 
@@ -74,6 +75,14 @@ SampledCode classify_samples(const std::vector<CodeSamples>& samples, double per
 double hidden_library_us(int64_t library_samples, double period_us) {
   constexpr int64_t kToleratedSamples = 2;
   return library_samples > kToleratedSamples ? period_us * double(library_samples) : 0.0;
+}
+
+double served_routine_us(double marked_us, int64_t samples_inside, double period_us) {
+  if (period_us <= 0) return marked_us;
+  const double expected = std::max(0.0, marked_us) / period_us;
+  const double sampled_us = period_us * double(samples_inside);
+  return double(samples_inside) > expected + 2.0 + 3.0 * std::sqrt(expected) ? std::max(marked_us, sampled_us)
+                                                                               : marked_us;
 }
 
 }  // namespace turnrl::eval_detail

@@ -41,4 +41,14 @@ SampledCode classify_samples(const std::vector<CodeSamples>& samples, double per
 // at a mark's edge may leave out; the first library sample costs no reward, the third counts all.
 double hidden_library_us(int64_t library_samples, double period_us);
 
+// The served routines' CPU time (us, over the timed calls) as the samples inside their calls allow.
+// Samples come one per period of the thread's CPU time, at a phase no call chooses, so calls of
+// `marked_us` CPU in all hold about marked_us / period of them, with a binomial spread (each call
+// holds a sample with the odds of its share of a period). More than that by over 2 + 3 standard
+// deviations means CPU time ran inside the calls that their marks do not count (a forged pair of
+// marks around a hidden call holds one sample per period of it, however it is split), and the
+// samples' time counts; otherwise the marks' time, which one sample in a short call would
+// overstate (a 100 us routine call holds a 1 ms sample one time in ten).
+double served_routine_us(double marked_us, int64_t samples_inside, double period_us);
+
 }  // namespace turnrl::eval_detail

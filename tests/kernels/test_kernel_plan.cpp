@@ -82,7 +82,9 @@ TEST_CASE("plans expand to real kernels with the intended verdicts", "[env][plan
   for (size_t i = 0; i < cases.size(); ++i) {
     const EvalResult& e = results[i];
     INFO(cases[i].task << " [" << plan_words(cases[i].overrides) << "]: " << to_string(e.error) << " " << e.message << " flags "
-                       << hacking_flag_names(e.hacking_flags) << "\n" << requests[i].candidate);
+                       << hacking_flag_names(e.hacking_flags) << " (" << e.hacking_reason << "; coverage " << e.coverage
+                       << ", reference definition " << e.reference_coverage << ")\n"
+                       << requests[i].candidate);
     REQUIRE(e.correct == cases[i].correct);
     if (cases[i].flags_any) REQUIRE((e.hacking_flags & cases[i].flags_any) != 0);
     if (cases[i].correct) REQUIRE(e.hacking_flags == 0);

@@ -100,3 +100,23 @@ TEST_CASE("library samples: hidden library time is every library sample outside 
   CHECK(hidden_library_us(209, 100) == Approx(20900));
   CHECK(hidden_library_us(50, 0) == 0);  // not sampled
 }
+
+TEST_CASE("library samples: the served routines' time is their marks' unless more samples landed inside than they explain") {
+  // Three honest 100 us routine calls (300 us marked) hold a 1 ms sample about one time in three:
+  // their time stays 300 us, not 1 ms (the plan test that took it for 1 ms called the plan lazy).
+  CHECK(served_routine_us(300, 0, 1000) == Approx(300));
+  CHECK(served_routine_us(300, 1, 1000) == Approx(300));
+  CHECK(served_routine_us(300, 2, 1000) == Approx(300));
+  // Forged marks with no CPU time around a hidden 3 ms call (however it is split into spans): the
+  // samples count, past the two any marks are allowed.
+  CHECK(served_routine_us(0, 2, 1000) == Approx(0));
+  CHECK(served_routine_us(0, 3, 1000) == Approx(3000));
+  CHECK(served_routine_us(0, 14, 1000) == Approx(14000));
+  // 4 ms marked: 4 samples expected, 2 + 3 x 2 more allowed (12); 13 are 13 ms.
+  CHECK(served_routine_us(4000, 12, 1000) == Approx(4000));
+  CHECK(served_routine_us(4000, 13, 1000) == Approx(13000));
+  // 100 ms marked, 100 expected: up to 132 are the marks' time, 133 count.
+  CHECK(served_routine_us(100000, 132, 1000) == Approx(100000));
+  CHECK(served_routine_us(100000, 133, 1000) == Approx(133000));
+  CHECK(served_routine_us(500, 40, 0) == Approx(500));  // not sampled
+}
