@@ -43,9 +43,13 @@ int landlock_abi() {
   return abi < 0 ? 0 : int(abi);
 }
 
-int allow_beneath(int ruleset, const char* path, uint64_t rights) {
+// A rule for `path` and what lies beneath it. A path that is not a folder keeps only the rights a
+// file can take (`file_rights`); a missing one is left out when `missing_ok`.
+int allow_beneath(int ruleset, const char* path, uint64_t rights, uint64_t file_rights, bool missing_ok = false) {
   const int fd = ::open(path, O_PATH | O_CLOEXEC);
-  if (fd < 0) return errno;
+  if (fd < 0) return missing_ok && (errno == ENOENT || errno == ENOTDIR) ? 0 : errno;
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) rights &= file_rights;
   landlock_path_beneath_attr rule{};
   rule.allowed_access = rights;
   rule.parent_fd = fd;
@@ -69,11 +73,10 @@ int confine_writes_beneath(const std::vector<std::string>& folders) {
   const int ruleset = int(syscall(SYS_landlock_create_ruleset, &attr, sizeof attr.handled_access_fs, 0));
   if (ruleset < 0) return errno;
   int err = 0;
-  for (const std::string& folder : folders)
-    if (!err) err = allow_beneath(ruleset, folder.c_str(), rights);
-  // A file (not a folder) takes only file rights.
   const uint64_t file_rights = LANDLOCK_ACCESS_FS_WRITE_FILE | (abi >= 3 ? kTruncateRight : 0);
-  if (!err) err = allow_beneath(ruleset, "/dev/null", file_rights);
+  for (const std::string& folder : folders)
+    if (!err) err = allow_beneath(ruleset, folder.c_str(), rights, file_rights);
+  if (!err) err = allow_beneath(ruleset, "/dev/null", file_rights, file_rights);
   if (!err && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) err = errno;
   if (!err && syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) err = errno;
   ::close(ruleset);
@@ -94,25 +97,12 @@ int ruleset_confining_reads(const std::vector<std::string>& readable, const std:
   attr.handled_access_fs = kReadRights | write_rights;
   const int ruleset = int(syscall(SYS_landlock_create_ruleset, &attr, sizeof attr.handled_access_fs, 0));
   if (ruleset < 0) return -errno;
-  const auto allow = [&](const std::string& path, uint64_t rights) {
-    const int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT || errno == ENOTDIR ? 0 : errno;
-    struct stat st {};
-    if (fstat(fd, &st) == 0 && !S_ISDIR(st.st_mode)) rights &= file_rights;
-    landlock_path_beneath_attr rule{};
-    rule.allowed_access = rights;
-    rule.parent_fd = fd;
-    const long rc = syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0);
-    const int err = rc == 0 ? 0 : errno;
-    ::close(fd);
-    return err;
-  };
   int err = 0;
   for (const std::string& path : readable)
-    if (!err) err = allow(path, kReadRights);
+    if (!err) err = allow_beneath(ruleset, path.c_str(), kReadRights, file_rights, /*missing_ok=*/true);
   for (const std::string& path : writable)
-    if (!err) err = allow(path, kReadRights | write_rights);
-  if (!err) err = allow("/dev/null", LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_READ_FILE);
+    if (!err) err = allow_beneath(ruleset, path.c_str(), kReadRights | write_rights, file_rights, /*missing_ok=*/true);
+  if (!err) err = allow_beneath(ruleset, "/dev/null", file_rights, file_rights);
   if (err) {
     ::close(ruleset);
     return -err;
