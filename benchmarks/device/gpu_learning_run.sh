@@ -62,6 +62,8 @@ case "$stage" in
       --tokenizer .deps/hf-tokenizers/qwen3 | tee -a "$OUT/gpu_learning.txt"
     ;;
   sft)
+    # A finished SFT has exported its model; a stopped one resumes from its checkpoints.
+    if [[ -f $work/sft/export/config.json ]]; then log "sft: done already ($work/sft/export)"; exit 0; fi
     resume=()
     [[ -d $work/sft/checkpoints ]] && resume=(--resume)
     log "sft: $sft_steps steps"
