@@ -3,6 +3,8 @@
 // measured in the same run: the naive evaluator that starts fresh worker processes for every
 // evaluation (what one-process-per-candidate evaluation costs), compile cache warm, on the first 16.
 // Per-candidate overhead = the evaluation's wall time minus the candidate's own timed runs.
+// Then the plans' speed, which the reward's speedup relies on: on the tasks whose math is exp/tanh,
+// the vectorised f32 plan (vec=8 unroll=2) against the scalar f64 one (vec=1 unroll=1), same worker.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -13,7 +15,9 @@
 
 #include "bench_util.h"
 #include "turnrl/kernels/cpu_backend.h"
+#include "turnrl/kernels/builtin_tasks.h"
 #include "turnrl/kernels/cpu_tasks.h"
+#include "turnrl/kernels/kernel_plan.h"
 #include "turnrl/kernels/sandbox.h"
 
 using namespace turnrl;
@@ -107,5 +111,24 @@ int main(int argc, char** argv) {
   for (const auto& r : rows)
     std::printf("%-50s %12.2f %22.1f %9.2fx\n", r.name.c_str(), r.evals_per_s, r.overhead_ms,
                 r.evals_per_s / rows[0].evals_per_s);
+
+  CpuEvaluator one(CpuEvalOptions().num_workers(1));
+  const TaskSet tasks = builtin_cpu_tasks();
+  const std::string plan = "fusion=fused vec={} unroll={} acc={} fallback=none bounds=checked shortcut=none";
+  std::printf("\n%-16s %22s %22s %8s\n", "task", "vec=8 f32 median (us)", "vec=1 f64 median (us)", "ratio");
+  for (const std::string task : {"softmax_rows", "gelu_tanh", "logsumexp_rows"}) {
+    std::vector<EvalRequest> pair;
+    for (const std::string words : {fmt::format(plan, 8, 2, "f32"), fmt::format(plan, 1, 1, "f64")}) {
+      EvalRequest r;
+      r.task = task;
+      r.candidate = expand_plan(tasks.find(task), words).source;
+      r.correctness_trials = 1;
+      r.timing_trials = 20;
+      pair.push_back(r);
+    }
+    const std::vector<EvalResult> res = one.evaluate(pair);
+    const double fast = res[0].candidate_time.median_us, slow = res[1].candidate_time.median_us;
+    std::printf("%-16s %22.1f %22.1f %7.2fx\n", task.c_str(), fast, slow, fast > 0 ? slow / fast : 0.0);
+  }
   return 0;
 }

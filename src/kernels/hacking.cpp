@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "turnrl/core/error.h"
+#include "turnrl/core/text.h"
 #include "turnrl/core/filesystem.h"
 #include "turnrl/kernels/evaluator.h"
 
@@ -45,12 +46,8 @@ T read_at(const std::string& bytes, uint64_t offset) {
 
 bool any_prefix(const std::string& name, std::initializer_list<const char*> prefixes) {
   for (const char* p : prefixes)
-    if (name.rfind(p, 0) == 0) return true;
+    if (starts_with(name, p)) return true;
   return false;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The C library function an import reaches, whatever name of it the object imports: glibc exports

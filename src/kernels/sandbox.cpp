@@ -29,6 +29,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <utility>
@@ -780,16 +781,20 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   output_tail_.clear();
   const std::string f = frame(kReply, request);
   const double deadline = now_seconds() + limits_.wall_seconds;
-  // A child that died makes send fail.
-  switch (send_until(channel_, f.data(), f.size(), deadline)) {
-    case SendOutcome::sent: break;
-    case SendOutcome::closed: return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
-    case SendOutcome::timeout:
-      return fail_and_reap(SandboxStatus::timeout,
-                           fmt::format("the worker did not take its request within the wall-clock limit of {} s",
-                                       limits_.wall_seconds),
-                           "");
-  }
+  // The request and each call mark's acknowledgement go out on the non-blocking channel as the
+  // worker reads them, by the deadline. A child that died makes send fail.
+  const auto send_or_fail = [&](const char* data, size_t n) -> std::optional<SandboxReply> {
+    switch (send_until(channel_, data, n, deadline)) {
+      case SendOutcome::sent: return std::nullopt;
+      case SendOutcome::closed: return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
+      case SendOutcome::timeout: break;
+    }
+    return fail_and_reap(SandboxStatus::timeout,
+                         fmt::format("the worker did not read its channel within the wall-clock limit of {} s",
+                                     limits_.wall_seconds),
+                         "");
+  };
+  if (auto failed = send_or_fail(f.data(), f.size())) return std::move(*failed);
   int64_t bytes = 0;
   std::vector<double> marks;
   LibraryMarkReader library;
@@ -846,7 +851,7 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
       sandbox_detail::count_samples(*sampled, int(marks.size() / 2 - 1), taken, library.take_spans(), loaded_code_,
                                     sample_counts);
     }
-    if (!write_all(channel_, &kind, 1)) return fail_and_reap(SandboxStatus::crashed, "worker closed its channel", "");
+    if (auto failed = send_or_fail(&kind, 1)) return std::move(*failed);
   }
   if (w.why == "oversized")
     return fail_and_reap(SandboxStatus::bad_frame,

@@ -1,6 +1,7 @@
 #include "turnrl/model/chat_template.h"
 
 #include "turnrl/core/error.h"
+#include "turnrl/core/text.h"
 #include "../core/utf8.h"
 
 namespace turnrl {
@@ -9,10 +10,6 @@ namespace {
 
 constexpr const char* kQwenDefaultSystem = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
 
-bool starts_with(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Python's str.lstrip('\n') / rstrip('\n') / strip('\n').

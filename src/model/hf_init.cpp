@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "turnrl/core/error.h"
+#include "turnrl/core/text.h"
 #include "turnrl/core/install_paths.h"
 #include "turnrl/model/hf_config.h"
 #include "turnrl/model/hf_policy.h"
@@ -136,10 +137,6 @@ const Preset& preset(const std::string& name) {
   for (const Preset& p : kPresets)
     if (name == p.name) return p;
   fail("--preset: '{}' is not a preset; allowed: {}", name, fmt::join(hf_preset_names(), ", "));
-}
-
-bool ends_with(const std::string& text, const std::string& tail) {
-  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 }  // namespace

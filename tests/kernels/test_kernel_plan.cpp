@@ -170,9 +170,8 @@ TEST_CASE("every honest plan of every template compiles and is correct on every 
   require_correct_and_unflagged(evaluator, requests, labels);
 }
 
-TEST_CASE("vectorised plans are much faster than scalar f64 ones on the same task", "[env][plan][timing]") {
-  // A loose bound (the measured ratio is 5-25x on the 2-core CI machine): vec=8 f32 in under half
-  // the median time of vec=1 f64, on the tasks whose math is exp/tanh.
+TEST_CASE("vectorised f32 and scalar f64 plans are both correct and timed on the exp/tanh tasks", "[env][plan]") {
+  // How much faster the vectorised plan is belongs to a benchmark (eval_bench's plan table), not here.
   CpuEvaluator evaluator(CpuEvalOptions().num_workers(1));
   const TaskSet tasks = builtin_cpu_tasks();
   for (const std::string task : {"softmax_rows", "gelu_tanh", "logsumexp_rows"}) {
@@ -186,11 +185,12 @@ TEST_CASE("vectorised plans are much faster than scalar f64 ones on the same tas
       requests.push_back(r);
     }
     const std::vector<EvalResult> results = evaluator.evaluate(requests);
-    INFO(task << ": vec=8 f32 " << results[0].candidate_time.median_us << " us, vec=1 f64 "
-              << results[1].candidate_time.median_us << " us");
-    REQUIRE(results[1].correct);
-    REQUIRE(results[0].candidate_time.median_us > 0);  // timed, so correct (a flag would only be a timing artefact)
-    CHECK(results[0].candidate_time.median_us * 2 < results[1].candidate_time.median_us);
+    for (const EvalResult& r : results) {
+      INFO(task << ": " << r.message << " " << r.hacking_reason);
+      REQUIRE(r.correct);
+      CHECK(r.candidate_time.trials == 5);
+      CHECK(r.candidate_time.median_us > 0);
+    }
   }
 }
 
