@@ -82,6 +82,11 @@ ThreadSampler::~ThreadSampler() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+bool ThreadSampler::set_period(int64_t period_ns) {
+  uint64_t period = uint64_t(std::max<int64_t>(period_ns, 1000));
+  return fd_ >= 0 && ioctl(fd_, PERF_EVENT_IOC_PERIOD, &period) == 0;
+}
+
 bool ThreadSampler::enable() { return fd_ >= 0 && ioctl(fd_, PERF_EVENT_IOC_ENABLE, 0) == 0; }
 bool ThreadSampler::disable() { return fd_ >= 0 && ioctl(fd_, PERF_EVENT_IOC_DISABLE, 0) == 0; }
 

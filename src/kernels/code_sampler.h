@@ -44,6 +44,9 @@ class ThreadSampler {
   const std::string& error() const { return error_; }  // why it could not be opened
   bool enable();
   bool disable();
+  // Another CPU time between two samples from the next sample on (call it while disabled); false
+  // when the kernel refuses it. Its timer fires at most every 10 us of CPU.
+  bool set_period(int64_t period_ns);
   // Appends the samples taken since the last drain; returns how many samples the kernel dropped
   // since then because the ring was full.
   int64_t drain(std::vector<CodeSample>& samples);

@@ -173,10 +173,26 @@ EvalError error_of(const Comparison& c) {
 
 namespace {
 
-std::vector<double> timed_us(const std::vector<CallReport>& calls) {
+std::vector<double> timed_us(const std::vector<CallReport>& calls, const std::vector<char>& left_out = {}) {
   std::vector<double> us;
-  for (const auto& c : calls) us.push_back(c.call_us);
+  for (size_t i = 0; i < calls.size(); ++i)
+    if (i >= left_out.size() || !left_out[i]) us.push_back(calls[i].call_us);
   return us;
+}
+
+// Densely sampled calls (CpuEvalOptions::dense_sample_period_us) besides `timed` timed ones: one
+// per 8, at least 2, at most 8.
+int densely_sampled_calls(int timed) { return std::clamp((timed + 7) / 8, 2, 8); }
+
+// `dense` places among `total` calls, drawn with a fresh seed: nothing the candidate can see or
+// predict, as for the checked timed calls below.
+std::vector<int> dense_call_places(int total, int dense) {
+  std::vector<int> order(size_t(std::max(0, total)));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(eval_detail::fresh_nonce()));
+  order.resize(size_t(std::clamp(dense, 0, total)));
+  std::sort(order.begin(), order.end());
+  return order;
 }
 
 // Timed calls the parent checks, drawn here after the reply arrived: the worker recorded every
@@ -650,6 +666,15 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   treq.timing_seed = seeds.next();
   treq.flush_caches = opt.flush_caches;
   treq.timing_output_shapes = shapes_of(task.reference(make_inputs(task, 0, treq.timing_seed)));
+  // A few more calls, sampled densely where the worker cannot tell (SandboxWorker::sample_densely)
+  // and left out of the timing: at 1 ms a library call hidden in a few short calls leaves fewer
+  // samples than hidden_library_us counts. The reference worker makes as many calls (its harness
+  // time is the yardstick of the billed-time check).
+  if (opt.dense_sample_period_us > 0 && worker.sampling()) {
+    const int dense = densely_sampled_calls(req.timing_trials);
+    treq.timing_trials += dense;
+    worker.sample_densely(dense_call_places(treq.timing_trials, dense), int64_t(1000 * opt.dense_sample_period_us));
+  }
   WorkerReply timing;
   double candidate_billed = 0;
   eval_detail::ExchangeOutcome marks;
@@ -657,6 +682,10 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
     r.correct = false;
     return finish();
   }
+  // The calls that were sampled densely (all asked for, unless the kernel refused the period).
+  std::vector<char> dense_call(timing.timed.size(), 0);
+  for (int c : marks.densely_sampled_calls)
+    if (c >= 0 && size_t(c) < dense_call.size()) dense_call[size_t(c)] = 1;
   for (auto& f : check_marked_calls(timing, marks.call_marks)) add_once(findings, f.flag, f.reason);
   hold_to_marked_cpu(timing, marks.call_marks);
   const MarkedLibrary marked = marked_library(marks, timing.timed.size());
@@ -699,7 +728,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
     for (const auto& c : operators.timed) cpu_us.push_back(c.call_cpu_us);
     reference_operators_cpu_us = timing_stats(cpu_us).median_us;
   }
-  r.candidate_time = timing_stats(timed_us(timing.timed));
+  r.candidate_time = timing_stats(timed_us(timing.timed, dense_call));
   if (r.candidate_time.median_us > 0 && r.reference_time.median_us > 0)
     r.speedup = r.reference_time.median_us / r.candidate_time.median_us;
   r.stage = EvalStage::timed;
@@ -707,23 +736,42 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
     for (auto& f : cross_check_times(timing, candidate_billed, reference, reference_billed)) findings.push_back(f);
 
   // Profiling: library routines are the "other kernels"; the rest of the call is the candidate's.
-  // The library's share per call is the larger of the worker's counters and its marks: the marks'
-  // CPU time cannot be rewritten from candidate code (a counter reset to hide a call's time leaves
-  // them), and wall-clock time in a routine is at least its CPU time.
-  double lib_us = 0, lib_cpu_us = 0;
+  // Over the timed calls only: the densely sampled ones ran slower (the sampling's own cost lands in
+  // them) and lend only their samples, below. The library's share per call is the larger of the
+  // worker's counters and its marks: the marks' CPU time cannot be rewritten from candidate code (a
+  // counter reset to hide a call's time leaves them), and wall-clock time in a routine is at least
+  // its CPU time.
+  const auto timed_call = [&](size_t i) { return !dense_call[i]; };
+  size_t dense_calls = 0;
+  double lib_us = 0, lib_cpu_us = 0, marked_routines_us = 0, dense_marked_routines_us = 0;
   for (size_t i = 0; i < timing.timed.size(); ++i) {
+    if (!timed_call(i)) {
+      ++dense_calls;
+      dense_marked_routines_us += marked.cpu_us_by_call[i];
+      continue;
+    }
     lib_us += std::max(timing.timed[i].lib_us, marked.cpu_us_by_call[i]);
     lib_cpu_us += std::max(timing.timed[i].lib_cpu_us, marked.cpu_us_by_call[i]);
+    marked_routines_us += marked.cpu_us_by_call[i];
   }
+  const size_t timed_calls = timing.timed.size() - dense_calls;
   // Library code the candidate reached without the served routines (a library's own symbol table:
   // no import, no mark, no counter), from where its thread was sampled from outside: library time
   // like the served routines' (it is work the candidate did not do; a red-team candidate that
   // called the BLAS's sgemm_ that way read as coverage 1.0 and earned 1.5). Samples inside the
   // served routines' calls are theirs (their marks count them). Not a tampering verdict of its own:
   // what the hidden call gains is exactly what counting it as library time takes back.
-  const eval_detail::SampledCode sampled =
-      eval_detail::classify_samples(marks.code_samples, marks.sample_period_seconds, worker_program);
-  const double hidden_lib_us = eval_detail::hidden_library_us(sampled.library, 1e6 * marks.sample_period_seconds);
+  std::vector<CodeSamples> timed_samples, dense_samples;
+  for (const CodeSamples& c : marks.code_samples)
+    (c.call >= 0 && size_t(c.call) < dense_call.size() && dense_call[size_t(c.call)] ? dense_samples : timed_samples)
+        .push_back(c);
+  const double period_us = 1e6 * marks.sample_period_seconds, dense_period_us = 1e6 * marks.dense_sample_period_seconds;
+  const eval_detail::SampledCode sampled = eval_detail::classify_samples(timed_samples, marks.sample_period_seconds,
+                                                                         worker_program);
+  const eval_detail::SampledCode densely = eval_detail::classify_samples(dense_samples, marks.dense_sample_period_seconds,
+                                                                         worker_program);
+  const double hidden_lib_us = eval_detail::hidden_library_us(
+      {sampled.library, period_us, timed_calls}, {densely.library, dense_period_us, dense_calls});
   // The served routines' spans are library time as sampled too: a routine call's marks are written
   // on a channel the candidate can also write, so a forged pair (any span, no CPU time) could
   // otherwise cover a hidden call. The kernel's samples inside the spans cannot be forged, and a
@@ -731,18 +779,25 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   // only (the counters are the candidate's to raise), with the samples' spread allowed: taking the
   // larger of the two outright turned one 1 ms sample in an honest plan's three short routine calls
   // into 1 ms of library time (lazy or no_candidate_work, 6 of 24 runs of a plan test under load).
-  double marked_routines_us = 0;
-  for (double us : marked.cpu_us_by_call) marked_routines_us += us;
-  const double inside_routines_us = eval_detail::served_routine_us(
-      marked_routines_us, sampled.served_routine, 1e6 * marks.sample_period_seconds);
+  // The dense calls see a forged span's excess finer: theirs, per call, over the timed calls.
+  double inside_routines_us = eval_detail::served_routine_us(marked_routines_us, sampled.served_routine, period_us);
+  if (dense_calls > 0) {
+    const double dense_excess_us =
+        eval_detail::served_routine_us(dense_marked_routines_us, densely.served_routine, dense_period_us) -
+        dense_marked_routines_us;
+    inside_routines_us =
+        std::max(inside_routines_us, marked_routines_us + dense_excess_us / double(dense_calls) * double(timed_calls));
+  }
   lib_us = std::max(lib_us, inside_routines_us);
   lib_cpu_us = std::max(lib_cpu_us, inside_routines_us);
   lib_us += hidden_lib_us;
   lib_cpu_us += hidden_lib_us;
-  const double total_us = sum_call_us(timing.timed, &CallReport::call_us);
-  const int64_t lib_calls = std::max(reported_library_calls(timing), marked.calls);
+  double total_us = 0;
+  for (size_t i = 0; i < timing.timed.size(); ++i)
+    if (timed_call(i)) total_us += timing.timed[i].call_us;
+  const int64_t lib_calls = std::max(reported_library_calls(timing), marked.calls);  // in every call
   const double own_us = std::max(0.0, total_us - lib_us);
-  const double n_calls = double(timing.timed.size());
+  const double n_calls = double(timed_calls);
   r.reference_coverage = total_us > 0 ? std::clamp(own_us / total_us, 0.0, 1.0) : 0;
   // Coverage is judged against the reference's work: the share of its operators' time the
   // candidate did not hand to the library. Work added next to a library call changes the call's
@@ -751,7 +806,8 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   r.coverage = opt.time_reference && reference_operators_cpu_us > 0 && n_calls > 0
                    ? std::clamp(1.0 - lib_cpu_us / n_calls / reference_operators_cpu_us, 0.0, 1.0)
                    : r.reference_coverage;
-  r.kernel_count_coverage = n_calls / (n_calls + double(lib_calls));
+  const double all_calls = double(timing.timed.size());
+  r.kernel_count_coverage = all_calls / (all_calls + double(lib_calls));
   // The own share of the call for the lazy check is taken in CPU time: a loaded machine's
   // preemption lands in a call's wall time as the candidate's own (the wall-time share of a plan
   // that hands all its work to the library read 0.02 to 0.87 under three concurrent evaluations
@@ -760,8 +816,9 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   const bool marked_calls = marks.call_marks.size() == 2 * timing.timed.size();
   double call_cpu_us = 0;
   for (size_t i = 0; i < timing.timed.size(); ++i)
-    call_cpu_us += marked_calls ? std::min(timing.timed[i].call_cpu_us, marked_call_us(marks.call_marks, i))
-                                : timing.timed[i].call_cpu_us;
+    if (timed_call(i))
+      call_cpu_us += marked_calls ? std::min(timing.timed[i].call_cpu_us, marked_call_us(marks.call_marks, i))
+                                  : timing.timed[i].call_cpu_us;
   const double own_cpu_share =
       call_cpu_us > 0 ? std::clamp(1.0 - lib_cpu_us / call_cpu_us, 0.0, 1.0) : r.reference_coverage;
   r.profile.push_back({"candidate", own_us, int(n_calls), true});
@@ -776,14 +833,18 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   for (auto& f : check_coverage(std::min(r.coverage, own_cpu_share), lib_calls, opt.hacking, hidden_lib_us)) {
     if (hidden_lib_us > 0)
       f.reason += fmt::format(" ({:.0f} us of library code ran outside the routines the evaluator serves, sampled from "
-                              "outside the worker: {})", hidden_lib_us, sampled.library_mappings);
+                              "outside the worker: {})", hidden_lib_us,
+                              sampled.library_mappings.empty() ? densely.library_mappings : sampled.library_mappings);
     // What the verdict rests on, per timed call, for whoever reads it (the policy, a developer).
     f.reason += fmt::format("; per timed call: library {:.1f} us of CPU (its routines' marks {:.1f} us), the call "
                             "{:.1f} us, the reference's operators {:.1f} us; {} samples inside the routines' calls over "
                             "the {} timed calls",
                             lib_cpu_us / std::max(1.0, n_calls), marked_routines_us / std::max(1.0, n_calls),
                             call_cpu_us / std::max(1.0, n_calls), reference_operators_cpu_us, sampled.served_routine,
-                            timing.timed.size());
+                            timed_calls);
+    if (dense_calls > 0)
+      f.reason += fmt::format(" ({} library samples outside the routines in {} more calls sampled every {:.0f} us)",
+                              densely.library, dense_calls, dense_period_us);
     findings.push_back(f);
   }
   // The routines called, as reported and as marked (a candidate that reaches a replaced routine

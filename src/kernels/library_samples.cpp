@@ -77,6 +77,12 @@ double hidden_library_us(int64_t library_samples, double period_us) {
   return library_samples > kToleratedSamples ? period_us * double(library_samples) : 0.0;
 }
 
+double hidden_library_us(const LibrarySamples& timed, const LibrarySamples& dense) {
+  const double own = hidden_library_us(timed.samples, timed.period_us);
+  if (own > 0 || dense.calls == 0) return own;
+  return hidden_library_us(dense.samples, dense.period_us) / double(dense.calls) * double(timed.calls);
+}
+
 double served_routine_us(double marked_us, int64_t samples_inside, double period_us) {
   if (period_us <= 0) return marked_us;
   const double expected = std::max(0.0, marked_us) / period_us;

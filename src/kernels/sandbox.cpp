@@ -224,7 +224,8 @@ struct WorkerSampling {
   std::vector<CodeMapping> at_start;
   std::vector<CodeMapping> later;  // the maps as last read at a closing mark
   std::map<uint64_t, CodeMatch> matched;  // later mappings compared with the loaded object, by start
-  WorkerSampling(pid_t pid, int64_t period_ns) : program(pid), sampler(pid, period_ns) {}
+  int64_t period_ns = 0;  // the sampler's period now (SandboxWorker::sample_densely changes it)
+  WorkerSampling(pid_t pid, int64_t period) : program(pid), sampler(pid, period), period_ns(period) {}
 };
 
 // Counts one marked call's samples by mapping, at its closing mark (the worker waits there, with
@@ -802,6 +803,10 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
   sandbox_detail::SampleCounts sample_counts;  // by (marked call, mapping, since start, match)
   std::vector<sandbox_detail::CodeSample> taken;
   int64_t samples_lost = 0;
+  // The calls sampled at the dense period (sample_densely: this request's only, if it marks calls).
+  std::vector<int> dense_asked, densely_sampled;
+  const int64_t dense_period_ns = dense_period_ns_;
+  if (call_marks) dense_asked.swap(dense_calls_);
   if (sampled) {  // a request that left a call open (tampering, reported as such) leaves no samples here
     std::vector<sandbox_detail::CodeSample> stale;
     sampled->sampler.disable();
@@ -842,6 +847,14 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
     // switches happen while the worker waits here.
     if (sampled && marks.size() % 2 == 1) {
       library.take_spans();
+      // The call's period, set while the program waits (it cannot see which). A period the kernel
+      // refused to change stays, and the calls are listed by the period they were sampled at.
+      const int call = int(marks.size() / 2);
+      const bool dense = dense_period_ns > 0 && std::find(dense_asked.begin(), dense_asked.end(), call) != dense_asked.end();
+      const int64_t want = dense ? dense_period_ns : limits_.sample_period_ns;
+      if (want != sampled->period_ns && sampled->sampler.set_period(want)) sampled->period_ns = want;
+      if (dense_period_ns > 0 && sampled->period_ns == dense_period_ns && dense_period_ns != limits_.sample_period_ns)
+        densely_sampled.push_back(call);
       sampled->sampler.enable();
     } else if (sampled) {
       sampled->sampler.disable();
@@ -880,6 +893,8 @@ SandboxReply SandboxWorker::call(const std::string& request, bool call_marks) {
     for (const auto& [key, n] : sample_counts)
       reply.code_samples.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key), n});
     reply.sample_period_seconds = 1e-9 * double(limits_.sample_period_ns);
+    reply.densely_sampled_calls = std::move(densely_sampled);
+    reply.dense_sample_period_seconds = 1e-9 * double(dense_period_ns);
     reply.samples_lost = samples_lost;
   }
   reply.output_tail = trim_tail(output_tail_);

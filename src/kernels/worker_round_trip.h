@@ -69,6 +69,8 @@ struct ExchangeOutcome {
   std::vector<CodeSamples> code_samples;       // SandboxReply::code_samples of the request
   double sample_period_seconds = 0;            // SandboxReply::sample_period_seconds (0: not sampled)
   int64_t samples_lost = 0;                    // SandboxReply::samples_lost
+  std::vector<int> densely_sampled_calls;      // SandboxReply::densely_sampled_calls
+  double dense_sample_period_seconds = 0;      // SandboxReply::dense_sample_period_seconds
 };
 
 // One request and its reply, then a ping whose fresh nonce must come straight back: the reply is
@@ -95,6 +97,8 @@ std::optional<ExchangeOutcome> checked_exchange(SandboxWorker& worker, Request& 
   out.code_samples = std::move(got->code_samples);
   out.sample_period_seconds = got->sample_period_seconds;
   out.samples_lost = got->samples_lost;
+  out.densely_sampled_calls = std::move(got->densely_sampled_calls);
+  out.dense_sample_period_seconds = got->dense_sample_period_seconds;
   if (got->trailing_bytes > 0) {
     out.forged = fmt::format("{} byte(s) after the reply frame", got->trailing_bytes);
     return out;

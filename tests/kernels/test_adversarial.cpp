@@ -153,6 +153,42 @@ TEST_CASE("adversarial, class 4: library code reached outside the served routine
   CHECK(res[2].coverage > 0.9);
 }
 
+TEST_CASE("adversarial, class 4: a short hidden library call is seen in the densely sampled calls, left out of the timing") {
+  if (const std::string& why = sandbox_detail::code_sampling_unavailable(); !why.empty()) {
+    WARN("candidate code cannot be sampled here (" + why + "): the hidden library call goes unseen; skipped");
+    return;
+  }
+  // The timed calls sampled every 100 ms: over 16 calls of a few ms they hold at most one sample of
+  // the hidden call (the evaluator counts more than two), so whatever is seen, the dense calls saw.
+  CpuEvalOptions o = test::test_options().num_workers(1);
+  o.code_sample_period_us = 100000;
+  CpuEvaluator dense(o);
+  o.dense_sample_period_us = 0;
+  CpuEvaluator timed_only(o);
+  EvalRequest hidden = adversarial("matmul_bias_relu", "hidden_short_call");
+  EvalRequest honest = test::request("matmul_bias_relu", "honest");
+  hidden.timing_trials = honest.timing_trials = 16;  // 2 more calls sampled densely
+  const auto sampled_hidden_us = [](const EvalResult& r) {
+    for (const ProfiledKernel& k : r.profile)
+      if (k.name == "lib:(outside the served routines, sampled)") return k.device_us;
+    return 0.0;
+  };
+  const std::vector<EvalResult> seen = dense.evaluate({hidden, honest});
+  const EvalResult unseen = timed_only.evaluate({hidden})[0];
+  INFO("dense: " << describe(seen[0]) << "; coverage " << seen[0].coverage << "\ntimed only: " << describe(unseen)
+                 << "; coverage " << unseen.coverage);
+  // About 0.2 ms a call in libblas, over the 16 timed calls.
+  CHECK(sampled_hidden_us(seen[0]) > 16 * 50.0);
+  CHECK(sampled_hidden_us(unseen) == 0);
+  CHECK(seen[0].coverage < unseen.coverage);
+  // The dense calls are not timed.
+  CHECK(seen[0].candidate_time.trials == 16);
+  // An honest candidate's dense calls hold no library sample.
+  check_clean(seen[1]);
+  CHECK(sampled_hidden_us(seen[1]) == 0);
+  CHECK(seen[1].candidate_time.trials == 16);
+}
+
 TEST_CASE("adversarial, class 4: the hidden call moved to a thread of the candidate's own is refused, with or without namespaces") {
   // The sampler follows the thread it was opened on (an inherited event's ring cannot be mapped per
   // task), so the worker refuses threads instead: seccomp's candidate profile, which rlimits-only

@@ -101,6 +101,19 @@ TEST_CASE("library samples: hidden library time is every library sample outside 
   CHECK(hidden_library_us(50, 0) == 0);  // not sampled
 }
 
+TEST_CASE("library samples: over the timed calls, the densely sampled calls count where the timed ones hold too few") {
+  // 16 timed calls at 1 ms with two library samples (tolerated), 2 dense calls at 50 us with 7:
+  // 350 us in the dense calls, 175 us a call, 2800 us over the 16 timed calls.
+  CHECK(hidden_library_us({2, 1000, 16}, {7, 50, 2}) == Approx(2800));
+  // The timed calls' own samples where they count (3 x 1 ms), the dense calls' then unused.
+  CHECK(hidden_library_us({3, 1000, 16}, {7, 50, 2}) == Approx(3000));
+  // Two or fewer in the dense calls: tolerated there as well.
+  CHECK(hidden_library_us({0, 1000, 16}, {2, 50, 2}) == 0);
+  // No dense calls (sampling them off, or the kernel refused the period): the timed calls alone.
+  CHECK(hidden_library_us({2, 1000, 16}, {0, 0, 0}) == 0);
+  CHECK(hidden_library_us({0, 1000, 16}, {0, 50, 0}) == 0);
+}
+
 TEST_CASE("library samples: the served routines' time is their marks' unless more samples landed inside than they explain") {
   // Three honest 100 us routine calls (300 us marked) hold a 1 ms sample about one time in three:
   // their time stays 300 us, not 1 ms (the plan test that took it for 1 ms called the plan lazy).

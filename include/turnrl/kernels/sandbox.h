@@ -153,6 +153,10 @@ struct SandboxReply {
   std::vector<CodeSamples> code_samples;
   double sample_period_seconds = 0;
   int64_t samples_lost = 0;
+  // The marked calls sampled every dense_sample_period_seconds instead (SandboxWorker::sample_densely),
+  // in order; their CodeSamples are counted at that period.
+  std::vector<int> densely_sampled_calls;
+  double dense_sample_period_seconds = 0;
 };
 
 // One sandboxed child process, started lazily and restarted after any failed call.
@@ -195,6 +199,14 @@ class SandboxWorker {
   // mappings made after start-up are compared with it byte for byte (CodeSamples::match), so code
   // mapped under the object's name but not from its bytes is told apart. Empty: none.
   void expect_loaded_code(std::string bytes) { loaded_code_ = std::move(bytes); }
+  // The next request with call marks samples its marked calls listed in `calls` (0-based, the order
+  // of their marks) every `period_ns` of CPU time instead of SandboxLimits::sample_period_ns
+  // (SandboxReply::densely_sampled_calls). The program cannot tell which calls they are: the period
+  // changes while it waits for an opening mark's acknowledgement.
+  void sample_densely(std::vector<int> calls, int64_t period_ns) {
+    dense_calls_ = std::move(calls);
+    dense_period_ns_ = period_ns;
+  }
 
  private:
   SandboxReply fail_and_reap(SandboxStatus status, std::string message, const std::string& frame);
@@ -213,6 +225,8 @@ class SandboxWorker {
   int starts_ = 0;
   int calls_since_start_ = 0;
   std::unique_ptr<sandbox_detail::WorkerSampling> sampling_;  // the program's sampler and start-up mappings
+  std::vector<int> dense_calls_;  // sample_densely, for the next request with call marks
+  int64_t dense_period_ns_ = 0;
   std::string loaded_code_;                                    // expect_loaded_code
 };
 
