@@ -2,7 +2,8 @@
 // the built-in tasks), evaluated by the worker pool with a cold compile cache, then warm. Baseline,
 // measured in the same run: the naive evaluator that starts fresh worker processes for every
 // evaluation (what one-process-per-candidate evaluation costs), compile cache warm, on the first 16.
-// Per-candidate overhead = the evaluation's wall time minus the candidate's own timed runs.
+// Per-candidate overhead = the evaluation's wall time minus the candidate's own timed runs. The
+// warm namespaces row is measured again without the densely sampled calls, their cost.
 // Then the plans' speed, which the reward's speedup relies on: on the tasks whose math is exp/tanh,
 // the vectorised f32 plan (vec=8 unroll=2) against the scalar f64 one (vec=1 unroll=1), same worker.
 #include <chrono>
@@ -96,6 +97,13 @@ int main(int argc, char** argv) {
     workers = pool.pool_size();
     rows.push_back(measure(fmt::format("pool, warm compile cache, {}", to_string(mode)), pool, reqs));
     if (mode == SandboxIsolation::namespaces) {
+      // What the densely sampled calls cost (CpuEvalOptions::dense_sample_period_us): the same warm
+      // batch without them.
+      CpuEvalOptions undense = pooled;
+      undense.dense_sample_period_us = 0;
+      CpuEvaluator without(undense);
+      measure("", without, reqs);  // its workers start and load (the cache is warm already)
+      rows.push_back(measure("pool, warm compile cache, namespaces, no dense calls", without, reqs));
       CpuEvalOptions naive = pooled;
       naive.max_evals_per_worker = 1;  // a fresh worker process for every call
       CpuEvaluator fresh(naive);

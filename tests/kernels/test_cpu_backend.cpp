@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <regex>
 #include <vector>
 
 #include "candidates.h"
@@ -198,14 +199,18 @@ TEST_CASE("cpu backend: every task's honest, wrong and lazy candidates get their
     CHECK((r.hacking_flags & (kHackLazy | kHackNoCandidateWork | kHackCallsReference)) != 0);
     CHECK(r.error == EvalError::hacking);
     CHECK(!r.correct);
-    // Laziness takes the smaller of the two coverage views (cpu_backend.cpp): the reference-relative
-    // one alone can sit above 0.3 for a candidate whose library calls are cheaper than the
-    // reference's operators (logsumexp's exp + row sums against at::logsumexp, timing-dependent),
-    // while its own share of the call is tiny.
-    CHECK(std::min(r.coverage, r.reference_coverage) < 0.3);
     // The routine a task replaces is refused (it writes nothing): that candidate never reaches
     // the profile.
     if ((r.hacking_flags & kHackCallsReference) != 0) continue;
+    // Laziness takes the smaller of the reference-relative coverage and the call's own CPU share
+    // (cpu_backend.cpp), the figure its reason gives: the reference-relative one alone can sit
+    // above 0.3 for a candidate whose library calls are cheaper than the reference's operators
+    // (logsumexp's exp + row sums against at::logsumexp, timing-dependent), while its own share of
+    // the call is tiny. (The wall-time share, reference_coverage, counts preemption as the
+    // candidate's own: with three of these tests at once on 2 cores it read over 0.3 in 7 of 24 runs.)
+    std::smatch figure;
+    REQUIRE(std::regex_search(r.hacking_reason, figure, std::regex("coverage ([0-9.]+)")));
+    CHECK(std::stod(figure[1].str()) < 0.3);
     REQUIRE(r.profile.size() >= 2);  // the candidate's own row plus library rows
     CHECK(r.profile[0].candidate);
     CHECK(!r.profile[1].candidate);
