@@ -236,10 +236,10 @@ CudaEvaluator::CudaEvaluator(CudaEvalOptions options) : impl_(std::make_unique<I
   for (int d : m.opt.devices) {
     m.device_arch.push_back(device_arch(d));
     SandboxLimits lim = m.opt.limits;
-    // Workers load what the parent compiled: the objects are read-only to them, and nothing else
-    // of the cache is visible (docs/evaluator.md). A launcher links cuBLAS from the toolkit; the
+    // Workers load what the parent compiled from the bytes their request carries: nothing of the
+    // cache is in their view (docs/evaluator.md). A launcher links cuBLAS from the toolkit; the
     // driver needs /sys and the /dev/nvidia* files.
-    lim.visible(m.objects->objects_dir()).visible("/sys");
+    lim.visible("/sys");
     if (!m.compiler.nvcc.empty()) lim.visible(fs::path(m.compiler.nvcc).parent_path().parent_path().string());
     for (const auto& e : fs::directory_iterator("/dev"))
       if (e.path().filename().string().rfind("nvidia", 0) == 0) lim.devices.push_back(e.path().string());
@@ -369,7 +369,13 @@ EvalResult CudaEvaluator::Impl::run(size_t device, SandboxWorker& worker, const 
   CudaWorkerRequest wreq;
   wreq.task = task.name;
   wreq.source = req.candidate;
-  wreq.object_path = object.library_path;
+  try {
+    wreq.object = eval_detail::object_bytes(object);
+  } catch (const Error& e) {  // changed since it was hashed (verified() has just checked it)
+    r.error = EvalError::internal;
+    r.message = e.what();
+    return r;
+  }
   wreq.object_hash = object.object_hash;
   wreq.warmup = opt.warmup;
   wreq.profile_calls = opt.profile_calls;

@@ -1,7 +1,7 @@
 // The sandboxed worker of the CUDA evaluator backend (turnrl_cuda_worker): one process per GPU.
 // Per request it computes the reference outputs of every trial first (before any of the
 // candidate's code is loaded), loads the candidate the parent compiled (a cubin through the driver
-// API, a launcher through dlopen; from the parent's read-only cache, hash-checked), runs the
+// API, a launcher through dlopen; from the bytes its request carries, hash-checked), runs the
 // correctness trials with poisoned outputs surrounded by guard bands, times reference and candidate
 // with CUDA events on a dedicated stream (L2 flushed before every run, order alternating), and
 // profiles randomly chosen timed calls with CUPTI's activity API. A sticky CUDA error ends the
@@ -143,15 +143,16 @@ struct Device {
   at::Tensor marker_buffer;  // target of the profiling window markers
   bool cupti_ready = false;
   std::mt19937_64 rng;  // guard bands, perturbed places, profiled calls: seeded from std::random_device at start
-  std::map<std::string, Compiled> compiled;  // by object path: kernel modules until the next evaluation of their source, launchers for the worker's life
+  std::map<std::string, Compiled> compiled;  // by object hash: kernel modules until the next evaluation of their source, launchers for the worker's life
 };
 
-// The candidate the parent compiled (cuda_compile.h), loaded from its read-only cache once its
-// bytes hash to what the parent recorded. A kernel-form module is loaded afresh for every
-// evaluation (about a millisecond), so `__device__` state a candidate kept from an earlier
-// evaluation of the same source cannot replay old results. Launcher-form shared objects stay
-// loaded: dlopen of the same file returns the same handle anyway, and their function statics are
-// within one evaluation caught by the cache trial.
+// The candidate the parent compiled (cuda_compile.h), loaded from the bytes its request carries
+// (the parent's cache is not in this worker's view) once they hash to what the parent recorded. A
+// kernel-form module is loaded afresh for every evaluation (about a millisecond), so `__device__`
+// state a candidate kept from an earlier evaluation of the same source cannot replay old results.
+// Launcher-form shared objects stay loaded (written into this worker's own directory, dlopen'ed and
+// removed, their code sealed: sandbox_child::load_shared_object); their function statics are within
+// one evaluation caught by the cache trial.
 Compiled load_object(const CudaWorkerRequest& req) {
   Compiled c;
   c.form = cuda_candidate_form(req.source);
@@ -162,14 +163,8 @@ Compiled load_object(const CudaWorkerRequest& req) {
     c.log = e.what();
     return c;
   }
-  std::string image;
-  try {
-    image = read_file(req.object_path);
-  } catch (const std::exception& e) {
-    c.log = std::string("cannot read the compiled object: ") + e.what();
-    return c;
-  }
-  if (hex64(fnv1a64(image)) != req.object_hash) {
+  const std::string& image = req.object;
+  if (image.empty() || hex64(fnv1a64(image)) != req.object_hash) {
     c.log = "the compiled object's bytes differ from what the evaluator compiled; not loaded";
     return c;
   }
@@ -189,9 +184,10 @@ Compiled load_object(const CudaWorkerRequest& req) {
     if (c.shape.shared_bytes > 48 * 1024)
       cuFuncSetAttribute(c.kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, c.shape.shared_bytes);
   } else {
-    void* handle = dlopen(req.object_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    std::string why;
+    void* handle = sandbox_child::load_shared_object(image, why);
     if (!handle) {
-      c.log = std::string("dlopen: ") + dlerror();
+      c.log = "dlopen: " + why;
       return c;
     }
     c.launch = reinterpret_cast<LaunchFn>(dlsym(handle, "turnrl_launch"));
@@ -205,16 +201,16 @@ Compiled load_object(const CudaWorkerRequest& req) {
 }
 
 void forget_kernel_module(Device& dev, const CudaWorkerRequest& req) {
-  auto it = dev.compiled.find(req.object_path);
+  auto it = dev.compiled.find(req.object_hash);
   if (it == dev.compiled.end() || !it->second.module) return;
   cuModuleUnload(it->second.module);
   dev.compiled.erase(it);
 }
 
 Compiled& load(Device& dev, const CudaWorkerRequest& req) {
-  auto it = dev.compiled.find(req.object_path);
+  auto it = dev.compiled.find(req.object_hash);
   if (it != dev.compiled.end() && it->second.ok) return it->second;
-  return dev.compiled[req.object_path] = load_object(req);
+  return dev.compiled[req.object_hash] = load_object(req);
 }
 
 // ---- buffers -------------------------------------------------------------------------------

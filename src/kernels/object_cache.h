@@ -2,9 +2,9 @@
 // Internal to the sandboxed evaluator backends (cpu, cuda): a content-addressed cache of compiled
 // candidates (shared objects, cubins) that only the parent process writes.
 //
-//   <dir>/objects/<key><ext>   the objects: never in a CPU worker's view (each travels in its
-//                              request, object_bytes below); CUDA workers and a sandboxed tool
-//                              (objdump) see them read-only
+//   <dir>/objects/<key><ext>   the objects: never in a worker's view (each travels in its
+//                              request, object_bytes below); a sandboxed tool (objdump) sees them
+//                              read-only
 //   <dir>/<key>.sum            the FNV-1a of each object's bytes when it was published
 //   <dir>/<key>.err            a failed compile's log (served again without compiling)
 //

@@ -185,6 +185,62 @@ TEST_CASE("cuda backend: compiles are cached by source hash and architecture", "
   remove_tree(o.cache_dir);
 }
 
+TEST_CASE("cuda backend: a candidate cannot see the compile cache, its object travels in the request", "[cuda]") {
+  if (!have_gpu()) return;
+  CudaEvalOptions o;
+  o.devices = {0};
+  o.cache_dir = "/tmp/turnrl-cuda-cache-view-" + std::to_string(::getpid());
+  CudaEvaluator e(o);
+  // A launcher that looks for the cache's objects (every candidate's compiled code, which it could
+  // read, copy or load) before the honest work, and poisons its output when it finds them. The
+  // worker's mount namespace holds nothing of the cache, so the answer is right; when the objects
+  // were mounted read-only (before), it was a mismatch. The launcher form itself (dlopen of the
+  // bytes the request carried) loads and runs.
+  const std::string objects = o.cache_dir + "/objects";
+  const std::string source = R"cuda(
+#include <cuda_runtime.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+__global__ void relu_bias_kernel(const float* __restrict__ x, const float* __restrict__ b, float* __restrict__ y,
+                                 long long n, int cols, float poison) {
+  const long long threads = (long long)gridDim.x * blockDim.x;
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += threads)
+    y[i] = fmaxf(x[i] + b[i % cols], 0.f) + poison;
+}
+
+static bool sees_the_cache() {
+  const int fd = open(")cuda" + objects + R"cuda(", O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
+extern "C" int turnrl_launch(const float* const* inputs, float* const* outputs, const long long* dims,
+                             cudaStream_t stream) {
+  const long long n = dims[0] * dims[1];
+  long long blocks = (n + 1023) / 1024;
+  if (blocks < 1) blocks = 1;
+  if (blocks > 1048576) blocks = 1048576;
+  relu_bias_kernel<<<(unsigned)blocks, 256, 0, stream>>>(inputs[0], inputs[1], outputs[0], n, (int)dims[1],
+                                                         sees_the_cache() ? 1.f : 0.f);
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}
+)cuda";
+  EvalRequest q;
+  q.task = "relu_bias";
+  q.candidate = source;
+  q.correctness_trials = 2;
+  q.timing_trials = 5;
+  q.seed = 1;
+  const EvalResult r = e.evaluate({q})[0];
+  INFO("stage " << to_string(r.stage) << ", error " << to_string(r.error) << ": " << r.message << " "
+                << r.hacking_reason);
+  CHECK(std::filesystem::exists(objects));  // the object is there, out of the worker's sight
+  CHECK(r.correct);
+  remove_tree(o.cache_dir);
+}
+
 TEST_CASE("compare_tensors on the GPU gives compare_outputs's verdict to the bit") {
   if (!have_gpu()) return;
   const int64_t n = (int64_t(1) << 22) + 777;

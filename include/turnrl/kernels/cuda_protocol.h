@@ -43,10 +43,11 @@ struct CudaWorkerRequest {
   uint64_t nonce = 0;           // echoed by the reply; fresh for every request
   std::string task;
   std::string source;
-  // The candidate compiled by the parent (cuda_compile.h): a cubin (kernel form) or a shared
-  // object (launcher form) in the parent's cache, read-only here, and the FNV-1a (hex) its bytes
-  // must have: the worker checks it before loading.
-  std::string object_path;
+  // The candidate compiled by the parent (cuda_compile.h): the bytes of its cubin (kernel form) or
+  // shared object (launcher form), and their FNV-1a (hex), under which the worker keeps what it
+  // loaded. The object travels in the request: the parent's cache is not in the worker's view, so a
+  // candidate cannot read, load or copy another candidate's object.
+  std::string object;
   std::string object_hash;
   std::vector<CudaTrialPlan> trials;
   int32_t warmup = 3;
@@ -55,11 +56,11 @@ struct CudaWorkerRequest {
   int32_t profile_calls = 3;    // further calls of the candidate, profiled, among the timed ones
   double l2_flush_mib = 0;      // 0: twice the device's L2
   void write(Writer& w) const {
-    w.put(kind), w.put(nonce), w.put(task), w.put(source), w.put(object_path), w.put(object_hash), w.put(trials),
+    w.put(kind), w.put(nonce), w.put(task), w.put(source), w.put(object), w.put(object_hash), w.put(trials),
         w.put(warmup), w.put(timing_trials), w.put(timing_seed), w.put(profile_calls), w.put(l2_flush_mib);
   }
   void read(Reader& r) {
-    r.get(kind), r.get(nonce), r.get(task), r.get(source), r.get(object_path), r.get(object_hash), r.get(trials),
+    r.get(kind), r.get(nonce), r.get(task), r.get(source), r.get(object), r.get(object_hash), r.get(trials),
         r.get(warmup), r.get(timing_trials), r.get(timing_seed), r.get(profile_calls), r.get(l2_flush_mib);
   }
 };
