@@ -182,15 +182,15 @@ std::vector<double> timed_us(const std::vector<CallReport>& calls, const std::ve
 
 // Densely sampled calls (CpuEvalOptions::dense_sample_period_us) besides `timed` timed ones: one
 // per 8, at least 2, at most 8.
-int densely_sampled_calls(int timed) { return std::clamp((timed + 7) / 8, 2, 8); }
+int dense_call_count(int timed) { return std::clamp((timed + 7) / 8, 2, 8); }
 
-// `dense` places among `total` calls, drawn with a fresh seed: nothing the candidate can see or
-// predict, as for the checked timed calls below.
-std::vector<int> dense_call_places(int total, int dense) {
+// `count` of the places 0..total-1, in order, drawn with a fresh seed: nothing the candidate can
+// see or predict (the densely sampled calls, the timed calls checked below).
+std::vector<int> unpredictable_places(int total, int count) {
   std::vector<int> order(size_t(std::max(0, total)));
   for (size_t i = 0; i < order.size(); ++i) order[i] = int(i);
   std::shuffle(order.begin(), order.end(), std::mt19937_64(eval_detail::fresh_nonce()));
-  order.resize(size_t(std::clamp(dense, 0, total)));
+  order.resize(size_t(std::clamp(count, 0, total)));
   std::sort(order.begin(), order.end());
   return order;
 }
@@ -201,18 +201,11 @@ constexpr int kCheckedTimedCalls = 3;
 
 void check_timed_outputs(const CpuTask& task, const WorkerRequest& treq, const WorkerReply& timing,
                          std::vector<HackFinding>& findings) {
-  const int n = int(timing.timed.size());
-  std::vector<int> order(size_t(n), 0);
-  for (int i = 0; i < n; ++i) order[size_t(i)] = i;
-  std::shuffle(order.begin(), order.end(), std::mt19937_64(eval_detail::fresh_nonce()));
-  std::vector<bool> checked(size_t(n), false);
-  for (int k = 0; k < std::min(n, kCheckedTimedCalls); ++k) checked[size_t(order[size_t(k)])] = true;
   // The same inputs as the worker's timed call i.
   const std::vector<at::Tensor> base = make_inputs(task, 0, treq.timing_seed);
   std::vector<at::Tensor> inputs;  // every element written by perturb_for_timing
   for (const auto& t : base) inputs.push_back(at::empty_like(t));
-  for (int i = 0; i < n; ++i) {
-    if (!checked[size_t(i)]) continue;
+  for (const int i : unpredictable_places(int(timing.timed.size()), kCheckedTimedCalls)) {
     perturb_for_timing(base, inputs, treq.timing_seed, i);
     std::vector<at::Tensor> ref;
     for (auto& t : task.reference(inputs)) ref.push_back(t.contiguous().to(at::kFloat));
@@ -671,9 +664,9 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   // samples than hidden_library_us counts. The reference worker makes as many calls (its harness
   // time is the yardstick of the billed-time check).
   if (opt.dense_sample_period_us > 0 && worker.sampling()) {
-    const int dense = densely_sampled_calls(req.timing_trials);
+    const int dense = dense_call_count(req.timing_trials);
     treq.timing_trials += dense;
-    worker.sample_densely(dense_call_places(treq.timing_trials, dense), int64_t(1000 * opt.dense_sample_period_us));
+    worker.sample_densely(unpredictable_places(treq.timing_trials, dense), int64_t(1000 * opt.dense_sample_period_us));
   }
   WorkerReply timing;
   double candidate_billed = 0;
@@ -713,8 +706,9 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
     }
     // Its first timing_trials calls, as many as the candidate's timed ones (its extra calls stand
     // for the candidate's densely sampled ones in the billed-time check).
-    r.reference_time = timing_stats(timed_us(std::vector<CallReport>(
-        reference.timed.begin(), reference.timed.begin() + std::min(reference.timed.size(), size_t(req.timing_trials)))));
+    std::vector<double> reference_us = timed_us(reference.timed);
+    reference_us.resize(std::min(reference_us.size(), size_t(req.timing_trials)));
+    r.reference_time = timing_stats(reference_us);
     // The laziness yardstick: the reference's operators alone (no page-faulting allocations), in
     // CPU time, on a few calls of the same inputs.
     rreq.reusing_allocator = 1;
@@ -744,18 +738,27 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   // worker's counters and its marks: the marks' CPU time cannot be rewritten from candidate code (a
   // counter reset to hide a call's time leaves them), and wall-clock time in a routine is at least
   // its CPU time.
-  const auto timed_call = [&](size_t i) { return !dense_call[i]; };
+  // The own share of the call for the lazy check is taken in CPU time: a loaded machine's
+  // preemption lands in a call's wall time as the candidate's own (the wall-time share of a plan
+  // that hands all its work to the library read 0.02 to 0.87 under three concurrent evaluations
+  // on 2 cores), never in its CPU time. Each call's CPU time is the worker's, held to what its
+  // marks enclose (read from outside), so that it cannot be raised.
+  const bool marked_calls = marks.call_marks.size() == 2 * timing.timed.size();
   size_t dense_calls = 0;
-  double lib_us = 0, lib_cpu_us = 0, marked_routines_us = 0, dense_marked_routines_us = 0;
+  double lib_us = 0, lib_cpu_us = 0, marked_routines_us = 0, dense_marked_routines_us = 0, total_us = 0,
+         call_cpu_us = 0;
   for (size_t i = 0; i < timing.timed.size(); ++i) {
-    if (!timed_call(i)) {
+    const CallReport& call = timing.timed[i];
+    if (dense_call[i]) {
       ++dense_calls;
       dense_marked_routines_us += marked.cpu_us_by_call[i];
       continue;
     }
-    lib_us += std::max(timing.timed[i].lib_us, marked.cpu_us_by_call[i]);
-    lib_cpu_us += std::max(timing.timed[i].lib_cpu_us, marked.cpu_us_by_call[i]);
+    lib_us += std::max(call.lib_us, marked.cpu_us_by_call[i]);
+    lib_cpu_us += std::max(call.lib_cpu_us, marked.cpu_us_by_call[i]);
     marked_routines_us += marked.cpu_us_by_call[i];
+    total_us += call.call_us;
+    call_cpu_us += marked_calls ? std::min(call.call_cpu_us, marked_call_us(marks.call_marks, i)) : call.call_cpu_us;
   }
   const size_t timed_calls = timing.timed.size() - dense_calls;
   // Library code the candidate reached without the served routines (a library's own symbol table:
@@ -795,9 +798,6 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   lib_cpu_us = std::max(lib_cpu_us, inside_routines_us);
   lib_us += hidden_lib_us;
   lib_cpu_us += hidden_lib_us;
-  double total_us = 0;
-  for (size_t i = 0; i < timing.timed.size(); ++i)
-    if (timed_call(i)) total_us += timing.timed[i].call_us;
   const int64_t lib_calls = std::max(reported_library_calls(timing), marked.calls);  // in every call
   const double own_us = std::max(0.0, total_us - lib_us);
   const double n_calls = double(timed_calls);
@@ -811,17 +811,6 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
                    : r.reference_coverage;
   const double all_calls = double(timing.timed.size());
   r.kernel_count_coverage = all_calls / (all_calls + double(lib_calls));
-  // The own share of the call for the lazy check is taken in CPU time: a loaded machine's
-  // preemption lands in a call's wall time as the candidate's own (the wall-time share of a plan
-  // that hands all its work to the library read 0.02 to 0.87 under three concurrent evaluations
-  // on 2 cores), never in its CPU time. Each call's CPU time is the worker's, held to what its
-  // marks enclose (read from outside), so that it cannot be raised.
-  const bool marked_calls = marks.call_marks.size() == 2 * timing.timed.size();
-  double call_cpu_us = 0;
-  for (size_t i = 0; i < timing.timed.size(); ++i)
-    if (timed_call(i))
-      call_cpu_us += marked_calls ? std::min(timing.timed[i].call_cpu_us, marked_call_us(marks.call_marks, i))
-                                  : timing.timed[i].call_cpu_us;
   const double own_cpu_share =
       call_cpu_us > 0 ? std::clamp(1.0 - lib_cpu_us / call_cpu_us, 0.0, 1.0) : r.reference_coverage;
   r.profile.push_back({"candidate", own_us, int(n_calls), true});
