@@ -3,10 +3,12 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
 #include "turnrl/core/checked_write.h"
@@ -60,16 +62,34 @@ struct EvalArgs {
   std::vector<std::string> sets;
 };
 
+// With eval.split all and held-out tasks, the episodes are sampled once and reported three ways:
+// the held-out tasks, the training tasks, and all of them (a policy's score on tasks it trained on
+// says little about what it learnt; the held-out rows do).
 void run_evaluation(const EvalArgs& a) {
   KernelTrainer trainer(load_config(a.config, a.sets));
   trainer.load_policy(a.checkpoint);
-  const std::string split = trainer.config().eval.split;
-  TaskSet tasks = split == "train" ? trainer.train_tasks() : trainer.validation_tasks();
-  if (split == "all")
-    tasks.tasks.insert(tasks.tasks.begin(), trainer.train_tasks().tasks.begin(), trainer.train_tasks().tasks.end());
-  const EvalReport report = evaluate_policy(trainer.policy(), trainer.collector(), tasks, trainer.config().eval);
+  const EvalConfig& options = trainer.config().eval;
+  const TaskSet &train = trainer.train_tasks(), &held_out = trainer.validation_tasks();
+  TaskSet tasks = options.split == "train" ? train : held_out;
+  if (options.split == "all") tasks.tasks.insert(tasks.tasks.begin(), train.tasks.begin(), train.tasks.end());
+  const RolloutBatch episodes = sample_evaluation_episodes(trainer.policy(), trainer.collector(), tasks, options);
+  const EvalReport report = summarize_task_episodes(episodes, tasks, options);
+  Metrics metrics = report.to_metrics();
+  if (options.split == "all" && !held_out.tasks.empty()) {
+    const auto ids = [](const TaskSet& t) {
+      std::vector<std::string> out;
+      for (const Task& task : t.tasks) out.push_back(task.id);
+      return fmt::format("{}", fmt::join(out, ", "));
+    };
+    for (const auto& [name, split, prefix] : {std::tuple{"held-out", &held_out, "eval/held_out"}, {"training", &train, "eval/train"}}) {
+      const EvalReport part = summarize_task_episodes(episodes, *split, options);
+      fmt::print("{} tasks ({}):\n{}\n", name, ids(*split), part.to_text());
+      for (const auto& [key, value] : part.to_metrics(prefix)) metrics[key] = value;
+    }
+    fmt::print("all tasks:\n");
+  }
   fmt::print("{}", report.to_text());
-  if (!a.json.empty()) write_file(a.json, metrics_to_json(report.to_metrics()) + "\n");
+  if (!a.json.empty()) write_file(a.json, metrics_to_json(metrics) + "\n");
 }
 
 }  // namespace
@@ -104,7 +124,9 @@ void add_train_commands(CLI::App& app) {
   add_config_overrides(*e, eval->sets);
   e->add_option("--json", eval->json, "Also write the report's numbers as one JSON object to this file");
   e->footer(
-      "Evaluates eval.split (validation by default) with eval.samples episodes a task.\n\n"
+      "Evaluates eval.split (all by default; validation: the held-out tasks of tasks.validation_fraction)\n"
+      "with eval.samples episodes a task. With split all and held-out tasks, prints the held-out tasks',\n"
+      "the training tasks' and all tasks' tables; --json has them as eval/held_out/*, eval/train/* and eval/*.\n\n"
       "Example:\n"
       "  turnrl eval configs/cpu_default.yaml --checkpoint runs/cpu_default/checkpoints/step_00000030");
   e->callback([eval] { run_evaluation(*eval); });

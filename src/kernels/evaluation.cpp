@@ -49,8 +49,9 @@ EvalReport summarize_rollouts(const RolloutBatch& r, const std::vector<int64_t>&
     const int level = r.task_levels[size_t(g)];
     for (int l : {level, 0}) reward_by_level[l].first += reward.data_ptr<double>()[i], ++reward_by_level[l].second;
   }
+  // The levels of the tasks that have episodes (a batch cut to some tasks keeps every task's id).
   std::set<int> levels;
-  for (int l : r.task_levels) levels.insert(l);
+  for (const auto& [id, ep] : episodes) levels.insert(r.task_levels[size_t(ep.group)]);
   std::vector<int> order(levels.begin(), levels.end());
   order.push_back(0);
   for (int level : order) {
@@ -107,14 +108,44 @@ EvalReport summarize_rollouts(const RolloutBatch& r, const std::vector<int64_t>&
   return report;
 }
 
-EvalReport evaluate_policy(Policy& policy, const RolloutCollector& collector, const TaskSet& tasks,
-                           const EvalConfig& e) {
-  require(!tasks.tasks.empty(), "evaluate_policy: the task set is empty (check eval.split and tasks.validation_fraction)");
-  const SamplingOptions sampling = SamplingOptions().temp(e.temperature).topp(e.top_p);
-  const RolloutBatch r = collector.collect(policy, tasks.tasks, e.samples, sampling, uint64_t(e.seed));
+namespace {
+
+std::vector<int64_t> pass_k_of(const EvalConfig& e) {
   std::vector<int64_t> k;
   for (double v : e.pass_k) k.push_back(int64_t(v));
-  return summarize_rollouts(r, k, e.fast_p);
+  return k;
+}
+
+}  // namespace
+
+EvalReport summarize_task_episodes(const RolloutBatch& r, const TaskSet& tasks, const EvalConfig& e) {
+  std::set<std::string> wanted;
+  for (const Task& t : tasks.tasks) wanted.insert(t.id);
+  std::set<std::string> seen;
+  const torch::Tensor group = r.batch.group.cpu().contiguous();
+  torch::Tensor keep = torch::zeros({r.batch.size()}, torch::kBool);
+  auto kept = keep.accessor<bool, 1>();
+  for (int64_t i = 0; i < r.batch.size(); ++i) {
+    const std::string& id = r.task_ids[size_t(group.data_ptr<int64_t>()[i])];
+    if (!wanted.count(id)) continue;
+    kept[i] = true;
+    seen.insert(id);
+  }
+  for (const std::string& id : wanted)
+    require(seen.count(id), fmt::format("summarize_task_episodes: task '{}' has no episode in the rollouts", id));
+  return summarize_rollouts(select_rollout_rows(r, keep), pass_k_of(e), e.fast_p);
+}
+
+RolloutBatch sample_evaluation_episodes(Policy& policy, const RolloutCollector& collector, const TaskSet& tasks,
+                                        const EvalConfig& e) {
+  require(!tasks.tasks.empty(), "evaluate_policy: the task set is empty (check eval.split and tasks.validation_fraction)");
+  const SamplingOptions sampling = SamplingOptions().temp(e.temperature).topp(e.top_p);
+  return collector.collect(policy, tasks.tasks, e.samples, sampling, uint64_t(e.seed));
+}
+
+EvalReport evaluate_policy(Policy& policy, const RolloutCollector& collector, const TaskSet& tasks,
+                           const EvalConfig& e) {
+  return summarize_rollouts(sample_evaluation_episodes(policy, collector, tasks, e), pass_k_of(e), e.fast_p);
 }
 
 std::string EvalReport::to_text() const {
@@ -146,21 +177,21 @@ std::string EvalReport::to_text() const {
   return out + "\n";
 }
 
-Metrics EvalReport::to_metrics() const {
+Metrics EvalReport::to_metrics(const std::string& prefix) const {
   Metrics m;
   for (const LevelReport& l : levels) {
     const std::string level = l.level == 0 ? "all" : fmt::format("level{}", l.level);
-    for (const auto& [k, v] : l.pass_at_k) m[fmt::format("eval/pass@{}/{}", k, level)] = v;
-    for (const auto& [p, v] : l.fast_at_p) m[fmt::format("eval/fast@{}/{}", p, level)] = v;
-    for (const auto& [p, v] : l.fast_at_p_last) m[fmt::format("eval/fast@{}_last_turn/{}", p, level)] = v;
+    for (const auto& [k, v] : l.pass_at_k) m[fmt::format("{}/pass@{}/{}", prefix, k, level)] = v;
+    for (const auto& [p, v] : l.fast_at_p) m[fmt::format("{}/fast@{}/{}", prefix, p, level)] = v;
+    for (const auto& [p, v] : l.fast_at_p_last) m[fmt::format("{}/fast@{}_last_turn/{}", prefix, p, level)] = v;
     for (const auto& [p, curve] : l.fast_at_p_by_turns)
-      for (size_t t = 0; t < curve.size(); ++t) m[fmt::format("eval/fast@{}_within_{}_turns/{}", p, t + 1, level)] = curve[t];
-    m[fmt::format("eval/reward/{}", level)] = l.mean_reward;
-    m[fmt::format("eval/turns_to_success/{}", level)] = l.mean_turns_to_success;
-    m[fmt::format("eval/hacked_turn_share/{}", level)] = l.hacked_turn_share;
+      for (size_t t = 0; t < curve.size(); ++t) m[fmt::format("{}/fast@{}_within_{}_turns/{}", prefix, p, t + 1, level)] = curve[t];
+    m[fmt::format("{}/reward/{}", prefix, level)] = l.mean_reward;
+    m[fmt::format("{}/turns_to_success/{}", prefix, level)] = l.mean_turns_to_success;
+    m[fmt::format("{}/hacked_turn_share/{}", prefix, level)] = l.hacked_turn_share;
   }
-  for (const auto& [name, count] : hacking) m["eval/hacking/" + name] = double(count);
-  m["eval/turns"] = double(turns);
+  for (const auto& [name, count] : hacking) m[prefix + "/hacking/" + name] = double(count);
+  m[prefix + "/turns"] = double(turns);
   return m;
 }
 

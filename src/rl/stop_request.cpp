@@ -1,9 +1,11 @@
 #include "turnrl/rl/stop_request.h"
 
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 
 #include "turnrl/rl/distributed.h"
@@ -12,17 +14,32 @@ namespace turnrl {
 namespace {
 
 std::atomic<int> recorded_signal{0};  // lock-free, so the handler may touch it
+std::atomic<int64_t> first_signal_ns{0};  // CLOCK_MONOTONIC when the recorded signal came
 
-// Only async-signal-safe calls here: an atomic store, write() and _exit().
+int64_t monotonic_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_MONOTONIC, &t);  // async-signal-safe (POSIX)
+  return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+
+void say(const char* text, size_t length) { (void)!::write(STDERR_FILENO, text, length); }
+
+// Only async-signal-safe calls here: atomics, clock_gettime(), write() and _exit().
 void on_stop_signal(int signal) {
   int expected = 0;
   if (recorded_signal.compare_exchange_strong(expected, signal)) {
+    first_signal_ns.store(monotonic_ns());
     constexpr char kFirst[] = "\nturnrl: stop requested; finishing the current step (send the signal again to stop now)\n";
-    (void)!::write(STDERR_FILENO, kFirst, sizeof kFirst - 1);
+    say(kFirst, sizeof kFirst - 1);
+    return;
+  }
+  if (monotonic_ns() - first_signal_ns.load() < kRepeatedStopWindowNs) {
+    constexpr char kSame[] = "\nturnrl: the stop signal again within a second, taken as the same request; still finishing the step\n";
+    say(kSame, sizeof kSame - 1);
     return;
   }
   constexpr char kSecond[] = "\nturnrl: second stop signal; exiting now without a checkpoint\n";
-  (void)!::write(STDERR_FILENO, kSecond, sizeof kSecond - 1);
+  say(kSecond, sizeof kSecond - 1);
   ::_exit(128 + signal);
 }
 
@@ -49,6 +66,9 @@ int agreed_stop_signal(Communicator* comm) {
   return agreed;
 }
 
-void request_stop(int signal) { recorded_signal.store(signal); }
+void request_stop(int signal) {
+  first_signal_ns.store(monotonic_ns());
+  recorded_signal.store(signal);
+}
 
 }  // namespace turnrl

@@ -40,4 +40,16 @@ done
   --set sampling.max_new_tokens=16 --set 'tasks.include=[relu_bias]' --set checkpoint.every=0 \
   --set trainer.threads=2 --set run.progress=false 2>&1 | tee "$work/rl.log"
 [[ $(wc -l < "$work/rl/metrics.jsonl") -eq 2 ]] || fail "rl metrics.jsonl: $(wc -l < "$work/rl/metrics.jsonl") lines, expected 2"
+
+# `turnrl eval` of the export on a training task and a held-out one (split seed 1 at a quarter holds
+# gelu_tanh out, relu_bias in): one sampling, reported for the held-out task, the training task and both.
+"$turnrl" eval "$source_dir/configs/cpu_qwen3_code.yaml" --checkpoint "$work/sft/export" --set "model.path=$work/sft/export" \
+  --set 'tasks.include=[relu_bias,gelu_tanh]' --set tasks.validation_fraction=0.25 --set tasks.split_seed=1 \
+  --set eval.samples=2 --set 'eval.pass_k=[1]' --set env.max_turns=1 --set sampling.max_new_tokens=16 \
+  --set trainer.threads=2 --json "$work/eval.json" 2>&1 | tee "$work/eval.log"
+grep -q '^held-out tasks (gelu_tanh):' "$work/eval.log" || fail "eval printed no held-out table"
+grep -q '^training tasks (relu_bias):' "$work/eval.log" || fail "eval printed no training table"
+for key in eval/held_out/pass@1/all eval/train/pass@1/all eval/pass@1/all; do
+  grep -q "\"$key\"" "$work/eval.json" || fail "eval.json has no $key"
+done
 echo "PASS"

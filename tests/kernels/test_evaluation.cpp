@@ -34,11 +34,9 @@ EvalResult hacked(double speedup) {
   return r;
 }
 
-}  // namespace
-
-TEST_CASE("evaluation statistics: best and last turn, the turn-budget curve, turns to success, hacked turns", "[trainer][eval]") {
-  // Task 0 (level 1): episode 0 = [mismatch, 1.5x]; episode 1 = [1.1x, 0.9x].
-  // Task 1 (level 2): episode 2 = [hacked 3x, 2.0x, mismatch]; episode 3 = [compile error].
+// Task 0 (level 1): episode 0 = [mismatch, 1.5x]; episode 1 = [1.1x, 0.9x].
+// Task 1 (level 2): episode 2 = [hacked 3x, 2.0x, mismatch]; episode 3 = [compile error].
+RolloutBatch two_task_rollouts() {
   const std::vector<std::vector<EvalResult>> episodes = {
       {failed(EvalError::mismatch), correct(1.5)},
       {correct(1.1), correct(0.9)},
@@ -53,10 +51,18 @@ TEST_CASE("evaluation statistics: best and last turn, the turn-budget curve, tur
     for (size_t t = 0; t < episodes[size_t(e)].size(); ++t) {
       group.push_back(e / 2), traj.push_back(e), turn.push_back(int64_t(t));
       r.payloads.push_back(std::make_shared<KernelVerdict>(episodes[size_t(e)][t], KernelReward{}));
+      r.observations.emplace_back(), r.actions.emplace_back(), r.truncated.push_back(0);
     }
   const int64_t rows = int64_t(group.size());
   r.batch = make_turn_batch(torch::tensor(group), torch::tensor(traj), torch::tensor(turn), torch::zeros({rows}),
                             torch::ones({rows}, torch::kBool));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("evaluation statistics: best and last turn, the turn-budget curve, turns to success, hacked turns", "[trainer][eval]") {
+  const RolloutBatch r = two_task_rollouts();
   const EvalReport report = summarize_rollouts(r, {1, 2}, {1.0, 1.2});
   REQUIRE(report.levels.size() == 3);
   const LevelReport &one = report.levels[0], &two = report.levels[1], &all = report.levels[2];
@@ -99,4 +105,39 @@ TEST_CASE("evaluation statistics: best and last turn, the turn-budget curve, tur
   const std::string text = report.to_text();
   CHECK(text.find("last@1.2") != std::string::npos);
   CHECK(text.find("fast@1.2 best over the first t turns: 0 0.5 0.5") != std::string::npos);
+}
+
+TEST_CASE("evaluation statistics of one split: only its tasks' episodes and levels, metrics under their own prefix",
+          "[trainer][eval]") {
+  const RolloutBatch r = two_task_rollouts();
+  EvalConfig options;
+  options.pass_k = {1, 2};
+  options.fast_p = {1.0, 1.2};
+  TaskSet held_out;
+  held_out.tasks.push_back(Task{"b"});
+  const EvalReport part = summarize_task_episodes(r, held_out, options);
+  // Task b alone: level 2 and the overall row, no empty level-1 row.
+  REQUIRE(part.levels.size() == 2);
+  CHECK(part.levels[0].level == 2);
+  const LevelReport& all = part.levels[1];
+  CHECK(all.tasks == 1);
+  CHECK(all.episodes == 2);
+  CHECK(part.turns == 4);
+  CHECK(all.pass_at_k.at(1) == Approx(0.5));
+  CHECK(all.fast_at_p.at(1.2) == Approx(0.5));  // best correct speedups 2.0 and 0
+  CHECK(all.hacked_turn_share == Approx(0.25));
+  const Metrics m = part.to_metrics("eval/held_out");
+  CHECK(m.at("eval/held_out/pass@1/all") == Approx(0.5));
+  CHECK(m.at("eval/held_out/fast@1.2/level2") == Approx(0.5));
+  CHECK(m.at("eval/held_out/hacking/tampering") == 1);
+  CHECK(m.at("eval/held_out/turns") == 4);
+  CHECK(m.count("eval/held_out/pass@1/level1") == 0);
+  // Both tasks: the whole batch's report.
+  TaskSet both = held_out;
+  both.tasks.insert(both.tasks.begin(), Task{"a"});
+  CHECK(summarize_task_episodes(r, both, options).to_metrics() == summarize_rollouts(r, {1, 2}, {1.0, 1.2}).to_metrics());
+  // A task the rollouts never sampled is an error, not a silent zero.
+  TaskSet missing;
+  missing.tasks.push_back(Task{"c"});
+  CHECK_THROWS_WITH(summarize_task_episodes(r, missing, options), Catch::Contains("task 'c' has no episode"));
 }

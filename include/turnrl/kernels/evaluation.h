@@ -40,8 +40,9 @@ struct EvalReport {
 
   // A table for people.
   std::string to_text() const;
-  // Flat metrics "eval/pass@k/level1", "eval/fast@1.2/all", "eval/hacking/<name>", ...
-  Metrics to_metrics() const;
+  // Flat metrics "eval/pass@k/level1", "eval/fast@1.2/all", "eval/hacking/<name>", ... under
+  // `prefix` ("eval/held_out/pass@1/all" with prefix "eval/held_out").
+  Metrics to_metrics(const std::string& prefix = "eval") const;
 };
 
 // Statistics of finished kernel rollouts (any sampling; every row's payload a KernelVerdict), using
@@ -49,9 +50,17 @@ struct EvalReport {
 EvalReport summarize_rollouts(const RolloutBatch& rollouts, const std::vector<int64_t>& pass_k,
                               const std::vector<double>& fast_p);
 
+// summarize_rollouts of the episodes of `tasks` alone (one split of an evaluation that sampled
+// several, so that held-out tasks are reported apart from training ones), with options.pass_k and
+// options.fast_p. A task of `tasks` without episodes is an error.
+EvalReport summarize_task_episodes(const RolloutBatch& rollouts, const TaskSet& tasks, const EvalConfig& options);
+
 // options.samples episodes of every task of `tasks` by `policy`, collected by `collector` (a kernel
-// trainer's: KernelTrainer::collector()) with options.temperature / top_p / seed, then
-// summarize_rollouts with options.pass_k and options.fast_p.
+// trainer's: KernelTrainer::collector()) with options.temperature / top_p / seed.
+RolloutBatch sample_evaluation_episodes(Policy& policy, const RolloutCollector& collector, const TaskSet& tasks,
+                                        const EvalConfig& options);
+
+// sample_evaluation_episodes, then summarize_rollouts with options.pass_k and options.fast_p.
 EvalReport evaluate_policy(Policy& policy, const RolloutCollector& collector, const TaskSet& tasks,
                            const EvalConfig& options);
 
