@@ -11,11 +11,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "turnrl/rl/checkpoint.h"
 #include "turnrl/rl/metrics.h"
@@ -113,41 +116,42 @@ TEST_CASE("a recorded stop ends training after the current step with a checkpoin
   }
 }
 
-TEST_CASE("turnrl train: SIGTERM stops after the step with a checkpoint and exit 143, and two SIGINTs at once with 130", "[trainer][stop][cli]") {
-  const std::string dir = test::fresh_dir("sigterm");
-  const pid_t pid = start_train(dir + "/run");
-  wait_for_first_step(pid, dir + "/run");
-  ::kill(pid, SIGTERM);
+namespace {
+
+// A `turnrl train` child sent `signals` (the second 50 ms after the first, when there are two) once
+// its first step is done: it must finish its step, checkpoint it and exit 128 + the signal.
+// Returns its log.
+std::string stop_and_check_checkpoint(const std::string& run_dir, const std::vector<int>& signals) {
+  const pid_t pid = start_train(run_dir);
+  wait_for_first_step(pid, run_dir);
+  for (size_t i = 0; i < signals.size(); ++i) {
+    if (i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ::kill(pid, signals[i]);
+  }
   const int status = wait_exit(pid, 180);
-  const std::string log = read_text(dir + "/run.log");
+  const std::string log = read_text(run_dir + ".log");
   INFO(log);
   REQUIRE(status != -1);
   REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 143);
-  const auto latest = latest_checkpoint(dir + "/run/checkpoints");
+  CHECK(WEXITSTATUS(status) == 128 + signals.front());
+  const auto latest = latest_checkpoint(run_dir + "/checkpoints");
   REQUIRE(latest.has_value());
-  CHECK(latest->step == int64_t(metrics_lines(dir + "/run")));  // the last finished step
-  CHECK_THAT(log, Catch::Contains("stopped by Terminated after step " + std::to_string(latest->step)) &&
+  CHECK(latest->step == int64_t(metrics_lines(run_dir)));  // the last finished step
+  CHECK_THAT(log, Catch::Contains(fmt::format("stopped by {} after step {}", strsignal(signals.front()), latest->step)) &&
                       Catch::Contains("checkpoint in " + latest->path));
+  return log;
+}
 
+}  // namespace
+
+TEST_CASE("turnrl train: SIGTERM stops after the step with a checkpoint and exit 143, and two SIGINTs at once with 130", "[trainer][stop][cli]") {
+  const std::string dir = test::fresh_dir("sigterm");
+  stop_and_check_checkpoint(dir + "/run", {SIGTERM});
   // Two SIGINTs 50 ms apart (the first handled before the second comes), as timeout(1) and
   // process-group signals deliver them: one request, so the run still finishes its step and
   // checkpoints.
-  const pid_t again = start_train(dir + "/run2");
-  wait_for_first_step(again, dir + "/run2");
-  ::kill(again, SIGINT);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ::kill(again, SIGINT);
-  const int twice = wait_exit(again, 180);
-  const std::string log2 = read_text(dir + "/run2.log");
-  INFO(log2);
-  REQUIRE(twice != -1);
-  REQUIRE(WIFEXITED(twice));
-  CHECK(WEXITSTATUS(twice) == 130);
-  const auto kept = latest_checkpoint(dir + "/run2/checkpoints");
-  REQUIRE(kept.has_value());
-  CHECK(kept->step == int64_t(metrics_lines(dir + "/run2")));
-  CHECK_THAT(log2, Catch::Contains("taken as the same request") && !Catch::Contains("second stop signal"));
+  CHECK_THAT(stop_and_check_checkpoint(dir + "/run2", {SIGINT, SIGINT}),
+             Catch::Contains("taken as the same request") && !Catch::Contains("second stop signal"));
 }
 
 namespace {
