@@ -17,15 +17,16 @@
 # of 69 "fast" CUDA renderings were correct at 0.14x-0.89x of the reference, and with the default
 # bar of 1.0 only 17 of 96 conversations survived.
 # Options: --conversations N (400), --sft-steps N (300), --rl-steps N (12), --max-minutes M (8),
-#          --preset NAME (qwen3-0.6b), --lr LR (RL learning rate, 1.0e-5). Results: $OUT/gpu_learning.txt, $OUT/gpu_learning.tgz (metrics,
-#          configs, eval JSON, plots; no weights).
+#          --preset NAME (qwen3-0.6b), --lr LR (RL learning rate, 1.0e-5), --temperature T (RL sampling
+#          and eval, 1.0; the CPU pipeline samples its SFT'd model at 0.7: at 1 long answers break).
+# Results: $OUT/gpu_learning.txt, $OUT/gpu_learning.tgz (metrics, configs, eval JSON, plots; no weights).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/turnrl-device-out}
 mkdir -p "$OUT"
 stage=${1:-}
 shift || true
-conversations=400 sft_steps=300 rl_steps=12 max_minutes=8 preset=qwen3-0.6b lr=1.0e-5
+conversations=400 sft_steps=300 rl_steps=12 max_minutes=8 preset=qwen3-0.6b lr=1.0e-5 temperature=1.0
 while (($#)); do
   case "$1" in
     --conversations) conversations=$2; shift ;;
@@ -34,6 +35,7 @@ while (($#)); do
     --max-minutes) max_minutes=$2; shift ;;
     --preset) preset=$2; shift ;;
     --lr) lr=$2; shift ;;
+    --temperature) temperature=$2; shift ;;
     *) echo "unknown argument $1"; exit 2 ;;
   esac
   shift
@@ -50,7 +52,8 @@ rl_config=(configs/drkernel_cuda.yaml --set env.action=code --set env.max_turns=
   --set model.dtype=bfloat16 --set model.max_seq=4096 --set sampling.max_new_tokens=2048
   --set trainer.tasks_per_step=8 --set trainer.samples_per_task=8 --set trainer.micro_batch_tokens=16384
   --set optimizer.lr="$lr" --set checkpoint.every=1 --set checkpoint.keep_last=2 --set run.progress=false
-  --set tasks.validation_fraction=0.25 --set tasks.split_seed=1)
+  --set tasks.validation_fraction=0.25 --set tasks.split_seed=1 --set sampling.temperature="$temperature"
+  --set eval.temperature="$temperature")
 
 case "$stage" in
   data)
