@@ -556,6 +556,7 @@ struct PythonEvaluator::Impl {
     return std::make_unique<SandboxWorker>(runtime.executable, worker_args.at(device_index), worker_limits);
   }
   std::atomic<int> retired_starts{0};  // starts of workers that spares replaced
+  std::atomic<int> stray_process_restarts{0};  // workers replaced for processes a candidate left running
   std::once_flag preload_warning;      // a worker that could not import torch._inductor, said once
   // Spare workers, one per device, started in the background so that replacing a worker that
   // faulted or retired costs no start. Declared last: destroyed first, waiting for a start under way.
@@ -650,6 +651,9 @@ PythonEvaluator::PythonEvaluator(PythonTaskSet tasks, PythonEvalOptions options)
     // builds need from the caller's.
     // TRITON_CACHE_DIR / TORCH_EXTENSIONS_DIR: unset, each worker compiles into its private directory
     // (no candidate can plant a binary for another); set, workers share compiled launchers and kernels.
+    // torch.compile compiles in the worker itself: its default pool of compile processes would stay
+    // running after the candidate that started it (a stray process, see finish() in run()).
+    args.insert(args.end(), {"--env", "TORCHINDUCTOR_COMPILE_THREADS=1"});
     for (const char* var : {"PATH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "CUDA_PATH", "TRITON_PTXAS_PATH",
                             "TRITON_LIBCUDA_PATH", "TRITON_CUDART_PATH", "TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR",
                             "CC", "CXX", "TORCH_CUDA_ARCH_LIST"})
@@ -679,6 +683,8 @@ const std::vector<std::vector<PhaseInterval>>& PythonEvaluator::last_phase_inter
   return impl_->phase_intervals;
 }
 bool PythonEvaluator::exclusive_measurement() const { return impl_->exclusive; }
+
+int PythonEvaluator::stray_process_restarts() const { return impl_->stray_process_restarts.load(); }
 
 int PythonEvaluator::worker_starts() const {
   int n = impl_->retired_starts;
@@ -932,6 +938,15 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
         r.hacking_reason += (r.hacking_reason.empty() ? "" : "; ") + ignored.hacking_reason;
         r.correct = false, r.speedup = 0, r.error = EvalError::hacking;
       }
+    }
+    // On CUDA a candidate may start processes (the tool profile: Triton runs compilers). One left
+    // running would outlive this evaluation in the worker's sandbox, beside the next evaluations'
+    // reference timings (a reused one included) on the same device, so the worker goes. The result
+    // stands: nothing honest leaves one (torch.compile's worker pool would, and is off:
+    // TORCHINDUCTOR_COMPILE_THREADS=1), but nothing proves it dishonest either.
+    if (slot.worker->running() && slot.worker->stray_processes() > 0) {
+      restart = true;
+      ++stray_process_restarts;
     }
     ++slot.evals;
     if (restart || opt.fresh_worker_per_eval || slot.evals >= opt.max_evals_per_worker) {

@@ -586,8 +586,15 @@ void SandboxWorker::stop() {
 
 namespace {
 
-// The first child of `parent` found in /proc (the kernel here has no /proc/<pid>/task/<tid>/children).
-pid_t child_of(pid_t parent) {
+struct ProcessEntry {
+  pid_t pid = 0, parent = 0;
+  char state = 0;  // 'Z': exited, not yet reaped
+};
+
+// Every process in /proc with its parent (read once: the kernel here has no
+// /proc/<pid>/task/<tid>/children).
+std::vector<ProcessEntry> process_table() {
+  std::vector<ProcessEntry> table;
   std::error_code ec;
   for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -600,10 +607,20 @@ pid_t child_of(pid_t parent) {
     buf[n] = 0;
     // pid (comm) state ppid ...: comm may hold spaces and parentheses, so parse after the last ')'.
     const char* close = std::strrchr(buf, ')');
-    char state = 0;
+    ProcessEntry e;
     int ppid = 0;
-    if (close && std::sscanf(close + 1, " %c %d", &state, &ppid) == 2 && ppid == parent) return pid_t(std::stol(name));
+    if (!close || std::sscanf(close + 1, " %c %d", &e.state, &ppid) != 2) continue;
+    e.pid = pid_t(std::stol(name));
+    e.parent = pid_t(ppid);
+    table.push_back(e);
   }
+  return table;
+}
+
+// The first child of `parent` found in /proc.
+pid_t child_of(pid_t parent) {
+  for (const ProcessEntry& e : process_table())
+    if (e.parent == parent) return e.pid;
   return -1;
 }
 
@@ -625,6 +642,30 @@ double SandboxWorker::billed_cpu_seconds() {
   const pid_t pid = program_pid();
   if (pid <= 0 || clock_getcpuclockid(pid, &clock) != 0 || clock_gettime(clock, &ts) != 0) return std::nan("");
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+int SandboxWorker::stray_processes() {
+  const pid_t program = program_pid();
+  if (program <= 0) return 0;
+  // With namespaces, a process whose parent exits is adopted by the namespace's init (the
+  // program's parent), so everything the program started, double forks included, is below it.
+  const pid_t root = limits_.isolation == SandboxIsolation::namespaces ? child_of(pid_) : program;
+  if (root <= 0) return 0;
+  const std::vector<ProcessEntry> table = process_table();
+  std::map<pid_t, pid_t> parent_of;
+  for (const ProcessEntry& e : table) parent_of[e.pid] = e.parent;
+  int stray = 0;
+  for (const ProcessEntry& e : table) {
+    if (e.pid == program || e.pid == root || e.state == 'Z') continue;
+    // Up the parents to the root (a bounded walk: pids are not reused while this reads).
+    pid_t p = e.parent;
+    for (int depth = 0; p > 1 && p != root && depth < 64; ++depth) {
+      const auto it = parent_of.find(p);
+      p = it == parent_of.end() ? 0 : it->second;
+    }
+    stray += p == root;
+  }
+  return stray;
 }
 
 int SandboxWorker::thread_count() {

@@ -751,5 +751,6 @@ TEST_CASE("python backend: a worker that crashed or retired is replaced by the s
     }
     CHECK(phases[3].count("worker_wait") == 0);
     CHECK(e.worker_starts() == 3);
+    CHECK(e.stray_process_restarts() == 0);  // no candidate here leaves a process running
   }
 }

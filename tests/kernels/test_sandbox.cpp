@@ -237,6 +237,16 @@ while True:
     if body == b"library clock back":  # an exit whose clock reads before its entry: a bad frame
         os.write(3, (19).to_bytes(8, "little") + b"LE" + bytes([1]) + (10**12).to_bytes(8, "little") + bytes(8))
         os.write(3, (19).to_bytes(8, "little") + b"LX" + bytes([1]) + (5).to_bytes(8, "little") + bytes(8))
+    if body == b"spawn":  # a child left running
+        import subprocess, sys
+        subprocess.Popen([sys.executable, '-I', '-c', 'import time; time.sleep(60)'])
+    if body == b"daemon":  # a grandchild whose parent has exited (a double fork)
+        first = os.fork()
+        if first == 0:
+            if os.fork() == 0:
+                time.sleep(60)
+            os._exit(0)
+        os.waitpid(first, 0)
     if body == b"huge":  # declares a terabyte, then streams what it can
         os.write(3, (1 << 40).to_bytes(8, "little") + b"R")
         while True:
@@ -269,6 +279,24 @@ TEST_CASE("sandbox: the worker's CPU time and threads are read from outside, and
     else CHECK(twice.trailing_bytes == 8 + 6);
     worker.stop();
     CHECK(std::isnan(worker.billed_cpu_seconds()));
+  }
+}
+
+TEST_CASE("sandbox: processes the program leaves running are counted from outside, double forks too with namespaces") {
+  for (SandboxIsolation isolation : {SandboxIsolation::namespaces, SandboxIsolation::rlimits_only}) {
+    INFO(to_string(isolation));
+    SandboxWorker worker("/usr/bin/python3", {"-I", "-c", kFrameWorker}, SandboxLimits{}.wall(10).isolate(isolation));
+    CHECK(worker.stray_processes() == 0);  // not started
+    REQUIRE(worker.start());
+    REQUIRE(worker.call("once").status == SandboxStatus::ok);
+    CHECK(worker.stray_processes() == 0);
+    REQUIRE(worker.call("spawn").status == SandboxStatus::ok);
+    CHECK(worker.stray_processes() == 1);
+    REQUIRE(worker.call("daemon").status == SandboxStatus::ok);
+    // The grandchild is adopted by the sandbox's init with namespaces, by a process outside without.
+    CHECK(worker.stray_processes() == (isolation == SandboxIsolation::namespaces ? 2 : 1));
+    worker.stop();
+    CHECK(worker.stray_processes() == 0);
   }
 }
 

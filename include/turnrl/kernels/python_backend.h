@@ -136,6 +136,9 @@ class PythonEvaluator : public KernelEvaluator {
   const PythonRuntime& runtime() const;
   int pool_size() const;
   int worker_starts() const;  // interpreters started so far, over the whole pool
+  // Workers replaced after an evaluation because its candidate left a process running in their
+  // sandbox (SandboxWorker::stray_processes; only possible on CUDA, where workers may start processes).
+  int stray_process_restarts() const;
   // Where the last evaluations' time went, seconds, per request: for each worker request ("info",
   // "reference", "candidate", "timing", "release") the worker's own handling time under its name
   // and the parent's round trip (worker start included) under "<name>/round_trip".

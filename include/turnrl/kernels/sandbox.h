@@ -192,6 +192,11 @@ class SandboxWorker {
   double billed_cpu_seconds();
   // Threads of the program's process (/proc/<pid>/task), 0 when it cannot be read.
   int thread_count();
+  // Live processes the program started and left running (its descendants; with namespaces also
+  // those adopted by the sandbox's init, so double forks count), read from /proc outside it; 0
+  // when not running. With rlimits-only a process that left the program's descendants (a double
+  // fork) is not found.
+  int stray_processes();
   // Whether calls with call marks are sampled (SandboxLimits::sample_period_ns, perf_event_open
   // available and allowed on this worker's program); false before the first start.
   bool sampling() const { return sampling_ != nullptr; }
