@@ -204,6 +204,13 @@ int main(int argc, char** argv) {
       if (!ok) misses.push_back(cands[i].task + "/" + cands[i].name + ": " + why.substr(0, 1500));
     }
     std::printf("checks: %d passed, %zu failed\n", passed, cands.size() - size_t(passed));
+    // Candidates named stray_* leave a process running: each costs its worker, no other does.
+    const int strays = int(std::count_if(cands.begin(), cands.end(), [](const auto& c) { return c.name.rfind("stray_", 0) == 0; }));
+    std::printf("workers replaced for a process left running: %d (candidates named stray_*: %d)\n",
+                pool->stray_process_restarts(), strays);
+    if (pool->stray_process_restarts() != strays)
+      misses.push_back(std::to_string(pool->stray_process_restarts()) + " workers replaced for stray processes, " +
+                       std::to_string(strays) + " stray_* candidates");
     for (const auto& m : misses) std::printf("FAIL %s\n", m.c_str());
     failed += int(misses.size());
   }
