@@ -617,9 +617,9 @@ std::vector<ProcessEntry> process_table() {
   return table;
 }
 
-// The first child of `parent` found in /proc.
-pid_t child_of(pid_t parent) {
-  for (const ProcessEntry& e : process_table())
+// The first child of `parent` in `table`, -1 if none.
+pid_t child_of(const std::vector<ProcessEntry>& table, pid_t parent) {
+  for (const ProcessEntry& e : table)
     if (e.parent == parent) return e.pid;
   return -1;
 }
@@ -631,8 +631,9 @@ pid_t SandboxWorker::program_pid() {
   if (program_pid_ > 0) return program_pid_;
   if (limits_.isolation != SandboxIsolation::namespaces) return program_pid_ = pid_;
   // pid_ waits for the namespace's init, which runs the program as its first child (namespace_jail.cpp).
-  const pid_t init = child_of(pid_);
-  const pid_t program = init > 0 ? child_of(init) : -1;
+  const std::vector<ProcessEntry> table = process_table();
+  const pid_t init = child_of(table, pid_);
+  const pid_t program = init > 0 ? child_of(table, init) : -1;
   return program > 0 ? (program_pid_ = program) : -1;
 }
 
@@ -649,9 +650,9 @@ int SandboxWorker::stray_processes() {
   if (program <= 0) return 0;
   // With namespaces, a process whose parent exits is adopted by the namespace's init (the
   // program's parent), so everything the program started, double forks included, is below it.
-  const pid_t root = limits_.isolation == SandboxIsolation::namespaces ? child_of(pid_) : program;
-  if (root <= 0) return 0;
   const std::vector<ProcessEntry> table = process_table();
+  const pid_t root = limits_.isolation == SandboxIsolation::namespaces ? child_of(table, pid_) : program;
+  if (root <= 0) return 0;
   std::map<pid_t, pid_t> parent_of;
   for (const ProcessEntry& e : table) parent_of[e.pid] = e.parent;
   int stray = 0;

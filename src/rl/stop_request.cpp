@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -22,7 +23,10 @@ int64_t monotonic_ns() {
   return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
 }
 
-void say(const char* text, size_t length) { (void)!::write(STDERR_FILENO, text, length); }
+template <size_t N>
+void say(const char (&text)[N]) {
+  (void)!::write(STDERR_FILENO, text, N - 1);
+}
 
 // Only async-signal-safe calls here: atomics, clock_gettime(), write() and _exit().
 void on_stop_signal(int signal) {
@@ -30,16 +34,16 @@ void on_stop_signal(int signal) {
   if (recorded_signal.compare_exchange_strong(expected, signal)) {
     first_signal_ns.store(monotonic_ns());
     constexpr char kFirst[] = "\nturnrl: stop requested; finishing the current step (send the signal again to stop now)\n";
-    say(kFirst, sizeof kFirst - 1);
+    say(kFirst);
     return;
   }
   if (monotonic_ns() - first_signal_ns.load() < kRepeatedStopWindowNs) {
     constexpr char kSame[] = "\nturnrl: the stop signal again within a second, taken as the same request; still finishing the step\n";
-    say(kSame, sizeof kSame - 1);
+    say(kSame);
     return;
   }
   constexpr char kSecond[] = "\nturnrl: second stop signal; exiting now without a checkpoint\n";
-  say(kSecond, sizeof kSecond - 1);
+  say(kSecond);
   ::_exit(128 + signal);
 }
 
