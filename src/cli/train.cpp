@@ -1,5 +1,6 @@
 // `turnrl train` and `turnrl eval`: a run from a config, and a checkpoint's evaluation.
 #include <cstdlib>
+#include <limits>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "turnrl/core/error.h"
 #include "turnrl/kernels/config.h"
 #include "turnrl/kernels/evaluation.h"
+#include "turnrl/rl/episode_log.h"
 #include "turnrl/rl/metrics.h"
 #include "turnrl/kernels/kernel_recipe.h"
 #include "turnrl/rl/stop_request.h"
@@ -58,7 +60,7 @@ int run_training(const TrainArgs& a) {
 }
 
 struct EvalArgs {
-  std::string config, checkpoint, json;
+  std::string config, checkpoint, json, episodes;
   std::vector<std::string> sets;
 };
 
@@ -89,7 +91,12 @@ void run_evaluation(const EvalArgs& a) {
     fmt::print("all tasks:\n");
   }
   fmt::print("{}", report.to_text());
+  const std::vector<TaskReport> per_task = summarize_each_task(episodes, tasks, options);
+  fmt::print("per task:\n{}", task_table(per_task));
+  for (const auto& [key, value] : task_metrics(per_task)) metrics[key] = value;
   if (!a.json.empty()) write_file(a.json, metrics_to_json(metrics) + "\n");
+  if (!a.episodes.empty())
+    write_file(a.episodes, episode_lines(episodes, /*step=*/0, std::numeric_limits<int64_t>::max()));
 }
 
 }  // namespace
@@ -123,10 +130,13 @@ void add_train_commands(CLI::App& app) {
       ->required();
   add_config_overrides(*e, eval->sets);
   e->add_option("--json", eval->json, "Also write the report's numbers as one JSON object to this file");
+  e->add_option("--episodes", eval->episodes,
+                "Also write every episode, turn by turn (observation, action, reward, verdict), as JSON lines");
   e->footer(
       "Evaluates eval.split (all by default; validation: the held-out tasks of tasks.validation_fraction)\n"
       "with eval.samples episodes a task. With split all and held-out tasks, prints the held-out tasks',\n"
-      "the training tasks' and all tasks' tables; --json has them as eval/held_out/*, eval/train/* and eval/*.\n\n"
+      "the training tasks' and all tasks' tables; --json has them as eval/held_out/*, eval/train/* and eval/*.\n"
+      "Then a row a task (--json: eval/task/<id>/*).\n\n"
       "Example:\n"
       "  turnrl eval configs/cpu_default.yaml --checkpoint runs/cpu_default/checkpoints/step_00000030");
   e->callback([eval] { run_evaluation(*eval); });

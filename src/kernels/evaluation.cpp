@@ -148,23 +148,74 @@ EvalReport evaluate_policy(Policy& policy, const RolloutCollector& collector, co
   return summarize_rollouts(sample_evaluation_episodes(policy, collector, tasks, e), pass_k_of(e), e.fast_p);
 }
 
+namespace {
+
+// The columns of a report's table, from its first row's k and p lists, after a label column and a
+// count column ("tasks" of a level's row, a task's "level").
+std::string table_header(const std::string& label, int width, const std::string& count, const LevelReport& first) {
+  std::string out = fmt::format("{:<{}} {:>6} {:>9} {:>8}", label, width, count, "episodes", "reward");
+  for (const auto& [k, v] : first.pass_at_k) out += fmt::format(" {:>8}", fmt::format("pass@{}", k));
+  for (const auto& [p, v] : first.fast_at_p) out += fmt::format(" {:>8}", fmt::format("fast@{}", p));
+  for (const auto& [p, v] : first.fast_at_p_last) out += fmt::format(" {:>10}", fmt::format("last@{}", p));
+  return out + fmt::format(" {:>9} {:>7}\n", "to-solve", "hacked");
+}
+
+std::string table_row(const std::string& label, int width, int64_t count, const LevelReport& l) {
+  std::string out = fmt::format("{:<{}} {:>6} {:>9} {:>8.3f}", label, width, count, l.episodes, l.mean_reward);
+  for (const auto& kv : l.pass_at_k) out += fmt::format(" {:>8.3f}", kv.second);
+  for (const auto& kv : l.fast_at_p) out += fmt::format(" {:>8.3f}", kv.second);
+  for (const auto& kv : l.fast_at_p_last) out += fmt::format(" {:>10.3f}", kv.second);
+  return out + fmt::format(" {:>9.2f} {:>7.3f}\n", l.mean_turns_to_success, l.hacked_turn_share);
+}
+
+// One report row's metrics under `prefix`, each key ending in `/suffix` (a level) or none.
+void add_row_metrics(Metrics& m, const std::string& prefix, const std::string& suffix, const LevelReport& l) {
+  const auto key = [&](const std::string& name) { return prefix + "/" + name + (suffix.empty() ? "" : "/" + suffix); };
+  for (const auto& [k, v] : l.pass_at_k) m[key(fmt::format("pass@{}", k))] = v;
+  for (const auto& [p, v] : l.fast_at_p) m[key(fmt::format("fast@{}", p))] = v;
+  for (const auto& [p, v] : l.fast_at_p_last) m[key(fmt::format("fast@{}_last_turn", p))] = v;
+  for (const auto& [p, curve] : l.fast_at_p_by_turns)
+    for (size_t t = 0; t < curve.size(); ++t) m[key(fmt::format("fast@{}_within_{}_turns", p, t + 1))] = curve[t];
+  m[key("reward")] = l.mean_reward;
+  m[key("turns_to_success")] = l.mean_turns_to_success;
+  m[key("hacked_turn_share")] = l.hacked_turn_share;
+}
+
+}  // namespace
+
+std::vector<TaskReport> summarize_each_task(const RolloutBatch& r, const TaskSet& tasks, const EvalConfig& e) {
+  std::vector<TaskReport> out;
+  for (const Task& task : tasks.tasks) {
+    TaskSet one = tasks;
+    one.tasks = {task};
+    TaskReport row{task.id, summarize_task_episodes(r, one, e).levels.back()};
+    row.stats.level = task.level;
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::string task_table(const std::vector<TaskReport>& tasks) {
+  if (tasks.empty()) return "";
+  int width = 8;
+  for (const TaskReport& t : tasks) width = std::max(width, int(t.task.size()));
+  std::string out = table_header("task", width, "level", tasks.front().stats);
+  for (const TaskReport& t : tasks) out += table_row(t.task, width, t.stats.level, t.stats);
+  return out;
+}
+
+Metrics task_metrics(const std::vector<TaskReport>& tasks, const std::string& prefix) {
+  Metrics m;
+  for (const TaskReport& t : tasks) add_row_metrics(m, prefix + "/task/" + t.task, "", t.stats);
+  return m;
+}
+
 std::string EvalReport::to_text() const {
-  std::string out = fmt::format("{:<8} {:>6} {:>9} {:>8}", "level", "tasks", "episodes", "reward");
-  if (!levels.empty()) {
-    for (const auto& [k, v] : levels.front().pass_at_k) out += fmt::format(" {:>8}", fmt::format("pass@{}", k));
-    for (const auto& [p, v] : levels.front().fast_at_p) out += fmt::format(" {:>8}", fmt::format("fast@{}", p));
-    for (const auto& [p, v] : levels.front().fast_at_p_last) out += fmt::format(" {:>10}", fmt::format("last@{}", p));
-    out += fmt::format(" {:>9} {:>7}", "to-solve", "hacked");
-  }
-  out += "\n";
-  for (const LevelReport& l : levels) {
-    out += fmt::format("{:<8} {:>6} {:>9} {:>8.3f}", l.level == 0 ? std::string("all") : std::to_string(l.level), l.tasks,
-                       l.episodes, l.mean_reward);
-    for (const auto& kv : l.pass_at_k) out += fmt::format(" {:>8.3f}", kv.second);
-    for (const auto& kv : l.fast_at_p) out += fmt::format(" {:>8.3f}", kv.second);
-    for (const auto& kv : l.fast_at_p_last) out += fmt::format(" {:>10.3f}", kv.second);
-    out += fmt::format(" {:>9.2f} {:>7.3f}\n", l.mean_turns_to_success, l.hacked_turn_share);
-  }
+  std::string out;
+  if (levels.empty()) out = fmt::format("{:<8} {:>6} {:>9} {:>8}\n", "level", "tasks", "episodes", "reward");
+  else out = table_header("level", 8, "tasks", levels.front());
+  for (const LevelReport& l : levels)
+    out += table_row(l.level == 0 ? std::string("all") : std::to_string(l.level), 8, l.tasks, l);
   // Sequential test-time scaling, all levels: fast@p of the best over the first t turns.
   if (!levels.empty() && !levels.back().fast_at_p_by_turns.empty() &&
       levels.back().fast_at_p_by_turns.begin()->second.size() > 1)
@@ -179,17 +230,7 @@ std::string EvalReport::to_text() const {
 
 Metrics EvalReport::to_metrics(const std::string& prefix) const {
   Metrics m;
-  for (const LevelReport& l : levels) {
-    const std::string level = l.level == 0 ? "all" : fmt::format("level{}", l.level);
-    for (const auto& [k, v] : l.pass_at_k) m[fmt::format("{}/pass@{}/{}", prefix, k, level)] = v;
-    for (const auto& [p, v] : l.fast_at_p) m[fmt::format("{}/fast@{}/{}", prefix, p, level)] = v;
-    for (const auto& [p, v] : l.fast_at_p_last) m[fmt::format("{}/fast@{}_last_turn/{}", prefix, p, level)] = v;
-    for (const auto& [p, curve] : l.fast_at_p_by_turns)
-      for (size_t t = 0; t < curve.size(); ++t) m[fmt::format("{}/fast@{}_within_{}_turns/{}", prefix, p, t + 1, level)] = curve[t];
-    m[fmt::format("{}/reward/{}", prefix, level)] = l.mean_reward;
-    m[fmt::format("{}/turns_to_success/{}", prefix, level)] = l.mean_turns_to_success;
-    m[fmt::format("{}/hacked_turn_share/{}", prefix, level)] = l.hacked_turn_share;
-  }
+  for (const LevelReport& l : levels) add_row_metrics(m, prefix, l.level == 0 ? "all" : fmt::format("level{}", l.level), l);
   for (const auto& [name, count] : hacking) m[prefix + "/hacking/" + name] = double(count);
   m[prefix + "/turns"] = double(turns);
   return m;

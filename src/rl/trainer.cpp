@@ -25,6 +25,7 @@
 #include "turnrl/rl/batch_metrics.h"
 #include "turnrl/rl/checkpoint.h"
 #include "turnrl/rl/distributed.h"
+#include "turnrl/rl/episode_log.h"
 #include "turnrl/rl/master_weights.h"
 #include "turnrl/rl/micro_batches.h"
 #include "turnrl/rl/progress.h"
@@ -534,35 +535,6 @@ bool Trainer::resume() {
 
 // --- the loop ------------------------------------------------------------------------------------
 
-namespace {
-
-// samples.jsonl: one line per episode, each turn with its observation, action, reward and the
-// payload's own fields (StepPayload::json_fields).
-std::string sample_lines(const RolloutBatch& r, int64_t step, int64_t max_episodes) {
-  std::string out;
-  const torch::Tensor traj = r.batch.traj.cpu().contiguous(), group = r.batch.group.cpu().contiguous();
-  const torch::Tensor reward = r.batch.reward.to(torch::kCPU, torch::kDouble).contiguous();
-  const int64_t rows = r.batch.size();
-  int64_t episodes = 0;
-  for (int64_t i = 0; i < rows && episodes < max_episodes;) {
-    const int64_t e = traj.data_ptr<int64_t>()[i], g = group.data_ptr<int64_t>()[i];
-    std::string turns;
-    for (; i < rows && traj.data_ptr<int64_t>()[i] == e; ++i) {
-      if (!turns.empty()) turns += ", ";
-      const std::string extra = r.payloads[size_t(i)] ? r.payloads[size_t(i)]->json_fields() : std::string();
-      turns += fmt::format("{{\"observation\": {}, \"action\": {}, \"reward\": {}{}{}}}",
-                           json_string(r.observations[size_t(i)]), json_string(r.actions[size_t(i)]),
-                           reward.data_ptr<double>()[i], extra.empty() ? "" : ", ", extra);
-    }
-    out += fmt::format("{{\"step\": {}, \"task\": {}, \"episode\": {}, \"turns\": [{}]}}\n", step,
-                       json_string(r.task_ids[size_t(g)]), e, turns);
-    ++episodes;
-  }
-  return out;
-}
-
-}  // namespace
-
 void Trainer::train(bool resume_run) {
   State& s = *s_;
   const EngineOptions& c = s.parts.options;
@@ -598,7 +570,7 @@ void Trainer::train(bool resume_run) {
       metrics.write_line(metrics_to_json(m));
       events.write_scalars(s.step, m);
       if (c.run.samples_per_step > 0) {
-        const std::string lines = sample_lines(s.last_rollouts, s.step, c.run.samples_per_step);
+        const std::string lines = episode_lines(s.last_rollouts, s.step, c.run.samples_per_step);
         if (!lines.empty()) samples.write_line(lines.substr(0, lines.size() - 1));
       }
     }

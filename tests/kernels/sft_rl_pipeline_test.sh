@@ -46,10 +46,16 @@ done
 "$turnrl" eval "$source_dir/configs/cpu_qwen3_code.yaml" --checkpoint "$work/sft/export" --set "model.path=$work/sft/export" \
   --set 'tasks.include=[relu_bias,gelu_tanh]' --set tasks.validation_fraction=0.25 --set tasks.split_seed=1 \
   --set eval.samples=2 --set 'eval.pass_k=[1]' --set env.max_turns=1 --set sampling.max_new_tokens=16 \
-  --set trainer.threads=2 --json "$work/eval.json" 2>&1 | tee "$work/eval.log"
+  --set trainer.threads=2 --json "$work/eval.json" --episodes "$work/episodes.jsonl" 2>&1 | tee "$work/eval.log"
 grep -q '^held-out tasks (gelu_tanh):' "$work/eval.log" || fail "eval printed no held-out table"
 grep -q '^training tasks (relu_bias):' "$work/eval.log" || fail "eval printed no training table"
-for key in eval/held_out/pass@1/all eval/train/pass@1/all eval/pass@1/all; do
+grep -q '^relu_bias ' "$work/eval.log" || fail "eval printed no per-task row"
+for key in eval/held_out/pass@1/all eval/train/pass@1/all eval/pass@1/all eval/task/gelu_tanh/pass@1 \
+  eval/task/relu_bias/fast@1.2; do
   grep -q "\"$key\"" "$work/eval.json" || fail "eval.json has no $key"
 done
+# Every episode, two tasks x eval.samples, one JSON line each with its turns.
+[[ $(wc -l < "$work/episodes.jsonl") -eq 4 ]] || fail "episodes.jsonl: $(wc -l < "$work/episodes.jsonl") lines, expected 4"
+grep -q '"task": "gelu_tanh", "episode": [0-9]*, "turns": \[{"observation": ' "$work/episodes.jsonl" ||
+  fail "episodes.jsonl has no gelu_tanh episode with its turns"
 echo "PASS"

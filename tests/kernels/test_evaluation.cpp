@@ -141,3 +141,42 @@ TEST_CASE("evaluation statistics of one split: only its tasks' episodes and leve
   missing.tasks.push_back(Task{"c"});
   CHECK_THROWS_WITH(summarize_task_episodes(r, missing, options), Catch::Contains("task 'c' has no episode"));
 }
+
+TEST_CASE("evaluation statistics a task: each task's own row, its level, its metrics, and a row a task in the table",
+          "[trainer][eval]") {
+  const RolloutBatch r = two_task_rollouts();
+  EvalConfig options;
+  options.pass_k = {1, 2};
+  options.fast_p = {1.0, 1.2};
+  TaskSet tasks;
+  Task a{"a"}, b{"b"};
+  a.level = 1, b.level = 2;
+  tasks.tasks = {b, a};  // the table follows the set's order
+  const std::vector<TaskReport> rows = summarize_each_task(r, tasks, options);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].task == "b");
+  CHECK(rows[0].stats.level == 2);
+  // Task b: episodes [hacked 3x, 2.0x, mismatch] and [compile error].
+  CHECK(rows[0].stats.episodes == 2);
+  CHECK(rows[0].stats.pass_at_k.at(1) == Approx(0.5));
+  CHECK(rows[0].stats.fast_at_p.at(1.2) == Approx(0.5));
+  CHECK(rows[0].stats.mean_turns_to_success == Approx(2.0));
+  CHECK(rows[0].stats.hacked_turn_share == Approx(0.25));
+  // Task a: best speedups 1.5 and 1.1, last turns 1.5 and 0.9, both solved.
+  CHECK(rows[1].task == "a");
+  CHECK(rows[1].stats.level == 1);
+  CHECK(rows[1].stats.pass_at_k.at(1) == Approx(1.0));
+  CHECK(rows[1].stats.pass_at_k.at(2) == Approx(1.0));
+  CHECK(rows[1].stats.fast_at_p.at(1.2) == Approx(0.5));
+  CHECK(rows[1].stats.fast_at_p_last.at(1.0) == Approx(0.5));
+  CHECK(rows[1].stats.mean_turns_to_success == Approx(1.5));
+  const Metrics m = task_metrics(rows);
+  CHECK(m.at("eval/task/a/fast@1.2") == Approx(0.5));
+  CHECK(m.at("eval/task/b/pass@1") == Approx(0.5));
+  CHECK(m.at("eval/task/b/fast@1.2_within_1_turns") == 0);
+  CHECK(m.at("eval/task/a/turns_to_success") == Approx(1.5));
+  const std::string table = task_table(rows);
+  CHECK(table.find("task") == 0);
+  CHECK(table.find("level") != std::string::npos);
+  CHECK(table.find("\nb ") < table.find("\na "));
+}

@@ -45,6 +45,12 @@ struct EvalReport {
   Metrics to_metrics(const std::string& prefix = "eval") const;
 };
 
+// One task's statistics: the overall row of its episodes alone (stats.level is the task's level).
+struct TaskReport {
+  std::string task;
+  LevelReport stats;
+};
+
 // Statistics of finished kernel rollouts (any sampling; every row's payload a KernelVerdict), using
 // the given k and p lists.
 EvalReport summarize_rollouts(const RolloutBatch& rollouts, const std::vector<int64_t>& pass_k,
@@ -54,6 +60,14 @@ EvalReport summarize_rollouts(const RolloutBatch& rollouts, const std::vector<in
 // several, so that held-out tasks are reported apart from training ones), with options.pass_k and
 // options.fast_p. A task of `tasks` without episodes is an error.
 EvalReport summarize_task_episodes(const RolloutBatch& rollouts, const TaskSet& tasks, const EvalConfig& options);
+
+// summarize_task_episodes of each task of `tasks` alone, in their order: which tasks a score comes
+// from (KernelBench reports its problems one by one).
+std::vector<TaskReport> summarize_each_task(const RolloutBatch& rollouts, const TaskSet& tasks, const EvalConfig& options);
+// A table for people, a row a task, with EvalReport::to_text's columns.
+std::string task_table(const std::vector<TaskReport>& tasks);
+// Flat metrics of each task's row: "eval/task/<id>/pass@1", "eval/task/<id>/fast@1.2", ...
+Metrics task_metrics(const std::vector<TaskReport>& tasks, const std::string& prefix = "eval");
 
 // options.samples episodes of every task of `tasks` by `policy`, collected by `collector` (a kernel
 // trainer's: KernelTrainer::collector()) with options.temperature / top_p / seed.
