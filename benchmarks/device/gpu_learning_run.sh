@@ -107,9 +107,9 @@ PY
     last=$(ls -d "$work"/rl/checkpoints/step_* 2>/dev/null | sort | tail -n 1)
     log "eval: SFT export, then $last"
     "$turnrl" eval "${rl_config[@]}" --set "model.path=$work/sft/export" --checkpoint "$work/sft/export" \
-      --json "$work/eval_sft.json" --episodes "$work/episodes_sft.jsonl" 2>&1 | tail -n 45 | tee -a "$OUT/gpu_learning.txt"
+      --json "$work/eval_sft.json" --episodes "$work/episodes_sft.jsonl" 2>&1 | tail -n 70 | tee -a "$OUT/gpu_learning.txt"
     [[ -n $last ]] && "$turnrl" eval "${rl_config[@]}" --set "model.path=$work/sft/export" --checkpoint "$last" \
-      --json "$work/eval_rl.json" --episodes "$work/episodes_rl.jsonl" 2>&1 | tail -n 45 | tee -a "$OUT/gpu_learning.txt"
+      --json "$work/eval_rl.json" --episodes "$work/episodes_rl.jsonl" 2>&1 | tail -n 70 | tee -a "$OUT/gpu_learning.txt"
     ;;
   *)
     echo "usage: $0 data|sft|rl|eval [options]"; exit 2 ;;
