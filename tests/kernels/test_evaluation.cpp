@@ -59,6 +59,14 @@ RolloutBatch two_task_rollouts() {
   return r;
 }
 
+// The k and p lists of the first test's summarize_rollouts call, as options.
+EvalConfig pass_1_2_fast_1_12() {
+  EvalConfig options;
+  options.pass_k = {1, 2};
+  options.fast_p = {1.0, 1.2};
+  return options;
+}
+
 }  // namespace
 
 TEST_CASE("evaluation statistics: best and last turn, the turn-budget curve, turns to success, hacked turns", "[trainer][eval]") {
@@ -110,9 +118,7 @@ TEST_CASE("evaluation statistics: best and last turn, the turn-budget curve, tur
 TEST_CASE("evaluation statistics of one split: only its tasks' episodes and levels, metrics under their own prefix",
           "[trainer][eval]") {
   const RolloutBatch r = two_task_rollouts();
-  EvalConfig options;
-  options.pass_k = {1, 2};
-  options.fast_p = {1.0, 1.2};
+  const EvalConfig options = pass_1_2_fast_1_12();
   TaskSet held_out;
   held_out.tasks.push_back(Task{"b"});
   const EvalReport part = summarize_task_episodes(r, held_out, options);
@@ -145,9 +151,7 @@ TEST_CASE("evaluation statistics of one split: only its tasks' episodes and leve
 TEST_CASE("evaluation statistics a task: each task's own row, its level, its metrics, and a row a task in the table",
           "[trainer][eval]") {
   const RolloutBatch r = two_task_rollouts();
-  EvalConfig options;
-  options.pass_k = {1, 2};
-  options.fast_p = {1.0, 1.2};
+  const EvalConfig options = pass_1_2_fast_1_12();
   TaskSet tasks;
   Task a{"a"}, b{"b"};
   a.level = 1, b.level = 2;
