@@ -328,31 +328,53 @@ struct ArgMax {
   }
 };
 
+// P consecutive values of row x from pack i on, as floats. P = 1: one value. P = 16 / sizeof(T): one
+// 16-byte load (x 16-byte aligned), so that a thread has 16 bytes in flight per load instead of 2.
+template <typename T, int P>
+__device__ __forceinline__ void load_pack(const T* x, int64_t i, float (&out)[P]) {
+  if constexpr (P == 1) {
+    out[0] = to_float(x[i]);
+  } else {
+    static_assert(P * sizeof(T) == 16, "a pack is one 16-byte load");
+    const uint4 raw = reinterpret_cast<const uint4*>(x)[i];
+    const T* v = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int k = 0; k < P; ++k) out[k] = to_float(v[k]);
+  }
+}
+
 // One token per row of logits [rows, vocab] from softmax(logits / temperature) at uniform[row]
 // (the inverse CDF: the first token whose running probability reaches u times the total, with
 // positive probability), or the first argmax where temperature is 0; logp[row] is the token's
 // log-prob, (z - max) - log(sum exp(z - max)) with z = logit / temperature (1 for greedy rows), as
-// log_softmax computes it. One block of kRowThreads a row: one pass for the maximum and the sum,
-// then each warp's share of the probability mass over a contiguous range, then the warp whose
-// range holds the target scans it 32 tokens at a time.
-template <typename T>
+// log_softmax computes it. One block of kRowThreads a row, reading packs of P tokens (P divides
+// vocab; load_pack): one pass for the maximum and the sum, then each warp's share of the
+// probability mass over a contiguous range of packs, then the warp whose range holds the target
+// scans it 32 packs at a time (a scan over the lanes' pack sums, then inside the lane's pack).
+template <typename T, int P>
 __global__ void sample_rows_unfiltered(const T* logits, const float* temperature, const double* uniform,
                                        int64_t* token, float* logp, int64_t vocab) {
   __shared__ SoftmaxStats partial[kRowThreads / 32];
   __shared__ ArgMax best[kRowThreads / 32];
   __shared__ float warp_mass[kRowThreads / 32];
   __shared__ float shared_max, shared_log_sum;
-  const int64_t row = blockIdx.x;
+  const int64_t row = blockIdx.x, packs = vocab / P;
   const T* x = logits + row * vocab;
   const bool greedy = temperature[row] == 0.0f;
   const float t = greedy ? 1.0f : temperature[row];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = int(blockDim.x / 32);
   SoftmaxStats stats;
   ArgMax arg;
-  for (int64_t j = threadIdx.x; j < vocab; j += blockDim.x) {
-    const float z = __fdiv_rn(to_float(x[j]), t);
-    stats.add(z);
-    arg.merge(z, j);
+#pragma unroll 2
+  for (int64_t i = threadIdx.x; i < packs; i += blockDim.x) {
+    float v[P];
+    load_pack<T, P>(x, i, v);
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const float z = __fdiv_rn(v[k], t);
+      stats.add(z);
+      arg.merge(z, i * P + k);
+    }
   }
   for (int offset = 16; offset > 0; offset >>= 1) {
     stats.merge(shuffle_down(stats, offset));
@@ -374,11 +396,17 @@ __global__ void sample_rows_unfiltered(const T* logits, const float* temperature
   if (greedy) return;  // uniform across the block
   __syncthreads();
   const float max = shared_max, log_sum = shared_log_sum;
-  const auto prob = [&](int64_t j) { return expf((__fdiv_rn(to_float(x[j]), t) - max) - log_sum); };
-  // Each warp's mass over its contiguous range.
-  const int64_t span = (vocab + warps - 1) / warps, begin = warp * span, end = begin + span < vocab ? begin + span : vocab;
+  const auto prob = [&](float value) { return expf((__fdiv_rn(value, t) - max) - log_sum); };
+  // Each warp's mass over its contiguous range of packs.
+  const int64_t span = (packs + warps - 1) / warps, begin = warp * span, end = begin + span < packs ? begin + span : packs;
   float mass = 0.0f;
-  for (int64_t j = begin + lane; j < end; j += 32) mass += prob(j);
+#pragma unroll 2
+  for (int64_t i = begin + lane; i < end; i += 32) {
+    float v[P];
+    load_pack<T, P>(x, i, v);
+#pragma unroll
+    for (int k = 0; k < P; ++k) mass += prob(v[k]);
+  }
   for (int offset = 16; offset > 0; offset >>= 1) mass += __shfl_down_sync(0xffffffffu, mass, offset);
   if (lane == 0) warp_mass[warp] = mass;
   __syncthreads();
@@ -387,40 +415,62 @@ __global__ void sample_rows_unfiltered(const T* logits, const float* temperature
   for (int w = 0; w < warps; ++w) total += warp_mass[w];
   const float target = float(uniform[row]) * total;
   int chosen = -1;
-  float before = 0.0f;
   for (int w = 0; w < warps && chosen < 0; ++w) {
-    if (int64_t(w) * span >= vocab) break;
+    if (int64_t(w) * span >= packs) break;
     if (running + warp_mass[w] >= target && warp_mass[w] > 0.0f) chosen = w;
     else running += warp_mass[w];
   }
   if (chosen < 0) {  // rounding put the target past the total: the last warp with mass
     running = 0.0f;
-    for (int w = 0; w < warps && int64_t(w) * span < vocab; ++w)
+    for (int w = 0; w < warps && int64_t(w) * span < packs; ++w)
       if (warp_mass[w] > 0.0f) chosen = w;
     for (int w = 0; w < chosen; ++w) running += warp_mass[w];
   }
-  before = running;
   if (warp != chosen) return;
-  const float left = fminf(target - before, warp_mass[chosen]);
+  const float left = fminf(target - running, warp_mass[chosen]);
   float acc = 0.0f;
   int64_t last_positive = -1;
   for (int64_t base = begin; base < end; base += 32) {
-    const int64_t j = base + lane;
-    const float p = j < end ? prob(j) : 0.0f;
-    float scan = p;  // inclusive scan over the lanes
+    const int64_t i = base + lane;
+    float p[P];
+    float own = 0.0f;  // this lane's pack's mass
+    if (i < end) {
+      load_pack<T, P>(x, i, p);
+#pragma unroll
+      for (int k = 0; k < P; ++k) own += p[k] = prob(p[k]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < P; ++k) p[k] = 0.0f;
+    }
+    float scan = own;  // inclusive scan of the pack masses over the lanes
     for (int offset = 1; offset < 32; offset <<= 1) {
       const float other = __shfl_up_sync(0xffffffffu, scan, offset);
       if (lane >= offset) scan += other;
     }
-    const float reached = acc + scan;
-    const unsigned hit = __ballot_sync(0xffffffffu, j < end && p > 0.0f && reached >= left);
-    const unsigned positive = __ballot_sync(0xffffffffu, j < end && p > 0.0f);
-    if (positive != 0) last_positive = base + 31 - __clz(positive);
+    // Inside the pack, from the mass of the packs before it: the first token that reaches the
+    // target with mass of its own, and the last token with any.
+    float reached = acc + scan - own;
+    int found = -1, last = -1;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      reached += p[k];
+      if (p[k] > 0.0f) {
+        last = k;
+        if (found < 0 && reached >= left) found = k;
+      }
+    }
+    const unsigned hit = __ballot_sync(0xffffffffu, found >= 0);
+    const unsigned positive = __ballot_sync(0xffffffffu, last >= 0);
+    if (positive != 0) {
+      const int src = 31 - __clz(positive);
+      last_positive = __shfl_sync(0xffffffffu, i * P + last, src);
+    }
     if (hit != 0) {
-      const int64_t found = base + __ffs(hit) - 1;
+      const int src = __ffs(hit) - 1;
+      const int64_t chosen_token = __shfl_sync(0xffffffffu, i * P + found, src);
       if (lane == 0) {
-        token[row] = found;
-        logp[row] = (__fdiv_rn(to_float(x[found]), t) - max) - log_sum;
+        token[row] = chosen_token;
+        logp[row] = (__fdiv_rn(to_float(x[chosen_token]), t) - max) - log_sum;
       }
       return;
     }
@@ -526,8 +576,14 @@ cudaError_t sample_unfiltered_typed(const void* logits, const float* temperature
                                     float* logp, int64_t rows, int64_t vocab, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (vocab < 1) return cudaErrorInvalidValue;
-  sample_rows_unfiltered<T><<<unsigned(rows), kRowThreads, 0, stream>>>(static_cast<const T*>(logits), temperature,
-                                                                          uniform, token, logp, vocab);
+  // 16-byte packs where every row starts 16-byte aligned (Qwen3's 151,936 and Llama-3's 128,256
+  // entries do), one token at a time otherwise.
+  constexpr int kPack = int(16 / sizeof(T));
+  const auto* x = static_cast<const T*>(logits);
+  if (vocab % kPack == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0)
+    sample_rows_unfiltered<T, kPack><<<unsigned(rows), kRowThreads, 0, stream>>>(x, temperature, uniform, token, logp, vocab);
+  else
+    sample_rows_unfiltered<T, 1><<<unsigned(rows), kRowThreads, 0, stream>>>(x, temperature, uniform, token, logp, vocab);
   return cudaGetLastError();
 }
 
