@@ -6,7 +6,10 @@
 // cuda: bf16, Qwen3-0.6B and Qwen3-1.7B shapes, B = 64 and 256, prompt 256, 256 new tokens
 //       (--quick: 0.6B, B = 64, 64 new tokens); cpu: fp32, qwen3-tiny's shape, small batches.
 // Before the table: the sampler's inverse CDF against a whole-row scan and, on a GPU, a whole
-// unfiltered draw through draw_tokens against the fused engine's one kernel a row.
+// unfiltered draw through draw_tokens against the fused engine's one kernel a row, and one layer's
+// decode attention by FlashAttention's variable-length kernel against the split-KV kernel
+// (B = 64 and 256, 384 and 2048 keys a row). At B = 64 the GPU table also times the fused engine
+// with FlashAttention's decode attention (GenerationEngineOptions::decode_attention).
 // --profile: after the first case's timings, one more run of each engine under the profiler, and
 //       the kernels that took the most time (device_profile.h).
 // Roofline: every decode step reads the weights once (the embedding table only where the head
@@ -24,6 +27,10 @@
 
 #include "bench_util.h"
 #ifdef TURNRL_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+
+#include "model/decode_attention.cuh"
 #include "model/fused_decoder.h"
 #endif
 #include "device_profile.h"
@@ -130,6 +137,81 @@ void print_inverse_cdf_timing(int64_t batch, int64_t vocab, const torch::Device&
 #endif
 }
 
+#ifdef TURNRL_WITH_CUDA
+// Seconds per call of fn() on the current stream: the mean of 50 calls back to back between two
+// CUDA events, after 5 warm-up calls.
+double event_seconds(const std::function<void()>& fn) {
+  constexpr int kReps = 50;
+  for (int i = 0; i < 5; ++i) fn();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start, stream);
+  for (int i = 0; i < kReps; ++i) fn();
+  cudaEventRecord(stop, stream);
+  cudaEventSynchronize(stop);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return double(ms) / 1e3 / kReps;
+}
+
+// One layer's decode attention at Qwen3-0.6B's attention shape (16 query heads, 8 key/value heads,
+// head_dim 128, bf16), every row reading `keys` keys of its own slot of the cache: FlashAttention's
+// variable-length forward as the engine called it before the split-KV kernel (group-major heads;
+// baseline) against that kernel (decode_attention.cuh). GB/s: the K and V bytes read once, over the
+// time; the copy bandwidth (read + write) is the bound.
+void print_decode_attention_timing(double copy_bandwidth, const torch::Device& device) {
+  namespace d = turnrl::detail;
+  const int64_t heads = 16, kv_heads = 8, dim = 128, groups = heads / kv_heads;
+  const auto options = torch::TensorOptions(torch::kBFloat16).device(device);
+  const auto int32 = torch::TensorOptions(torch::kInt).device(device);
+  int sm_count = 0;
+  cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device.index() < 0 ? 0 : device.index());
+  std::printf("\ndecode attention, one layer of Qwen3-0.6B's shape (16 heads, 8 kv heads, head_dim 128, bf16), "
+              "%d SMs; copy bandwidth %.0f GB/s\n",
+              sm_count, copy_bandwidth / 1e9);
+  std::printf("%5s %5s | %10s %10s %6s | %6s | %10s %10s\n", "B", "keys", "flash us", "split us", "splits", "ratio",
+              "flash GB/s", "split GB/s");
+  for (const int64_t batch : {int64_t(64), int64_t(256)}) {
+    for (const int64_t keys : {int64_t(384), int64_t(2048)}) {
+      // The engine's slot cache [B + 1, capacity = keys, Hkv, D], flattened; row b in slot b.
+      const torch::Tensor key_cache = torch::randn({(batch + 1) * keys, kv_heads, dim}, options);
+      const torch::Tensor value_cache = torch::randn({(batch + 1) * keys, kv_heads, dim}, options);
+      const torch::Tensor q = torch::randn({batch, heads, dim}, options);  // group-major for both kernels
+      const torch::Tensor key_offsets = torch::arange(batch + 1, int32) * keys;
+      const torch::Tensor keys_used = torch::full({batch}, keys, int32);
+      const torch::Tensor grouped_query_offsets = torch::arange(batch + 1, int32) * groups;
+      const double bytes = 2.0 * double(batch * keys * kv_heads * dim) * double(torch::elementSize(torch::kBFloat16));
+      // splits 0: the count decode_attention_splits() picks for this GPU, as the engine calls it.
+      const auto split_kv_seconds = [&](int64_t splits) {
+        return event_seconds(
+            [&] { (void)d::decode_attention(q, key_cache, value_cache, key_offsets, keys_used, true, keys, splits); });
+      };
+      const double split_s = split_kv_seconds(0);
+      const int splits = turnrl::decoder_kernels::decode_attention_splits(batch, kv_heads, keys, sm_count);
+      const bool flash = d::varlen_decode_attention_available();
+      const double flash_s = flash ? event_seconds([&] {
+        (void)d::flash_decode_attention(q, key_cache, value_cache, grouped_query_offsets, key_offsets, keys_used, keys);
+      })
+                                   : 0;
+      const auto or_dash = [&](const char* format, double value) { return flash ? fmt::format(format, value) : "-"; };
+      std::printf("%5ld %5ld | %10s %10.1f %6d | %6s | %10s %10.0f\n", long(batch), long(keys),
+                  or_dash("{:.1f}", flash_s * 1e6).c_str(), split_s * 1e6, splits,
+                  or_dash("{:.2f}", flash_s / split_s).c_str(), or_dash("{:.0f}", bytes / flash_s / 1e9).c_str(),
+                  bytes / split_s / 1e9);
+      // The choice of the split count, against the others.
+      std::string sweep;
+      for (const int64_t n : {1, 2, 3, 4, 6, 8, 16}) sweep += fmt::format(" {}: {:.1f}", n, split_kv_seconds(n) * 1e6);
+      std::printf("%13s split-KV us by splits:%s\n", "", sweep.c_str());
+    }
+  }
+  std::printf("ratio > 1: the split-KV kernel is faster. Each time: the mean of 50 calls back to back (CUDA events).\n\n");
+}
+#endif
+
 int main(int argc, char** argv) {
   const bench::Args args = bench::parse_args(argc, argv);
   const bool gpu = args.device.is_cuda();
@@ -148,8 +230,11 @@ int main(int argc, char** argv) {
   const HFConfig first_config = parse_hf_config(hf_preset_config(first.shape, kShapeVocab), first.shape);
   print_sdpa_backends(first_config, dtype, args.device, first.batch, first.prompt, first.prompt + first.new_tokens);
   print_inverse_cdf_timing(first.batch, first_config.vocab_size, args.device);
-  std::printf("%-11s %5s %5s %5s | %12s %12s | %12s %6s | %12s %6s\n", "shape", "B", "P", "N", "fused tok/s",
-              "plain tok/s", "roofline", "share", "old sampler", "ratio");
+#ifdef TURNRL_WITH_CUDA
+  if (gpu) print_decode_attention_timing(bandwidth, args.device);
+#endif
+  std::printf("%-11s %5s %5s %5s | %12s %12s %12s | %12s %6s | %12s %6s\n", "shape", "B", "P", "N", "fused tok/s",
+              "flash tok/s", "plain tok/s", "roofline", "share", "old sampler", "ratio");
   torch::NoGradGuard no_grad;
   std::string model_shape;
   HFDecoder model{nullptr};
@@ -164,10 +249,14 @@ int main(int argc, char** argv) {
     const torch::Tensor prompts = torch::randint(0, config.vocab_size, {c.batch, c.prompt}, torch::kLong);
     const SamplingOptions sampling = SamplingOptions().max_new(c.new_tokens).temp(1.0);
 
-    // The engine with its fused GPU path (model.engine.fused_kernels), then with plain LibTorch ops.
-    const auto time_engine = [&](bool fused) {
-      GenerationEngine engine(model,
-                              GenerationEngineOptions().slots(c.batch).capacity(c.prompt + c.new_tokens).fused_kernels(fused));
+    // The engine with its fused GPU path (model.engine.fused_kernels), at B = 64 also with
+    // FlashAttention's decode attention in place of the split-KV kernel, then with plain LibTorch ops.
+    const auto time_engine = [&](bool fused, DecodeAttention attention) {
+      GenerationEngine engine(model, GenerationEngineOptions()
+                                         .slots(c.batch)
+                                         .capacity(c.prompt + c.new_tokens)
+                                         .fused_kernels(fused)
+                                         .decode_attention(attention));
       const auto run = [&] {
         for (int64_t b = 0; b < c.batch; ++b) {
           const torch::Tensor row = prompts[b].contiguous();
@@ -181,12 +270,17 @@ int main(int argc, char** argv) {
       seconds_of(run, args.device);  // warm-up: captures the decode graphs
       const double seconds = seconds_of(run, args.device);
       if (args.profile && &c == &cases.front())
-        bench::print_device_profile(fmt::format("{} B={}, {} engine", c.shape, c.batch, fused ? "fused" : "plain").c_str(),
-                                    run, args.device);
+        bench::print_device_profile(
+            fmt::format("{} B={}, {} engine", c.shape, c.batch,
+                        !fused ? "plain" : attention == DecodeAttention::flash ? "fused (FlashAttention)" : "fused")
+                .c_str(),
+            run, args.device);
       return seconds;
     };
-    const double engine_seconds = time_engine(true);
-    const double plain_seconds = gpu ? time_engine(false) : engine_seconds;
+    const double engine_seconds = time_engine(true, DecodeAttention::split_kv);
+    const bool with_flash = gpu && c.batch == 64;
+    const double flash_seconds = with_flash ? time_engine(true, DecodeAttention::flash) : 0;
+    const double plain_seconds = gpu ? time_engine(false, DecodeAttention::split_kv) : engine_seconds;
     double sampler_seconds = 0;
     if (c.with_baseline) {
       BatchCacheNextToken next(model, c.prompt + c.new_tokens);
@@ -208,16 +302,20 @@ int main(int argc, char** argv) {
     const double engine_rate = generated / engine_seconds;
     const double sampler_rate = c.with_baseline ? generated / sampler_seconds : 0;
     const double plain_rate = generated / plain_seconds;
-    std::printf("%-11s %5ld %5ld %5ld | %12.0f %12.0f | %12.0f %5.1f%% | %12s %6s\n", c.shape.c_str(), long(c.batch),
-                long(c.prompt), long(c.new_tokens), engine_rate, plain_rate, roofline, 100 * engine_rate / roofline,
-                c.with_baseline ? fmt::format("{:.0f}", sampler_rate).c_str() : "-",
+    const double flash_rate = with_flash ? generated / flash_seconds : 0;
+    std::printf("%-11s %5ld %5ld %5ld | %12.0f %12s %12.0f | %12.0f %5.1f%% | %12s %6s\n", c.shape.c_str(),
+                long(c.batch), long(c.prompt), long(c.new_tokens), engine_rate,
+                with_flash ? fmt::format("{:.0f}", flash_rate).c_str() : "-", plain_rate, roofline,
+                100 * engine_rate / roofline, c.with_baseline ? fmt::format("{:.0f}", sampler_rate).c_str() : "-",
                 c.with_baseline ? fmt::format("{:.2f}", engine_rate / sampler_rate).c_str() : "-");
-    std::printf("RESULT shape=%s batch=%ld prompt=%ld new=%ld engine_tok_s=%.1f plain_tok_s=%.1f roofline_tok_s=%.1f copy_GBps=%.1f\n",
-                c.shape.c_str(), long(c.batch), long(c.prompt), long(c.new_tokens), engine_rate, plain_rate,
-                roofline, bandwidth / 1e9);
+    std::printf("RESULT shape=%s batch=%ld prompt=%ld new=%ld engine_tok_s=%.1f flash_attention_tok_s=%.1f "
+                "plain_tok_s=%.1f roofline_tok_s=%.1f copy_GBps=%.1f\n",
+                c.shape.c_str(), long(c.batch), long(c.prompt), long(c.new_tokens), engine_rate, flash_rate,
+                plain_rate, roofline, bandwidth / 1e9);
   }
-  std::printf("\nfused: the engine with fused_kernels(true); plain: with fused_kernels(false) (on the CPU the two are\n"
-              "one path); share: fused tokens/s over the roofline; ratio > 1: the fused engine beats the sampler it\n"
-              "replaced.\n");
+  std::printf("\nfused: the engine with fused_kernels(true) (decode attention by the split-KV kernel); flash: the\n"
+              "same with FlashAttention's decode attention (GPU, B = 64); plain: with fused_kernels(false) (on the\n"
+              "CPU the fused and plain engines are one path); share: fused tokens/s over the roofline; ratio > 1:\n"
+              "the fused engine beats the sampler it replaced.\n");
   return 0;
 }

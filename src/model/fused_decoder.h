@@ -59,14 +59,38 @@ std::pair<torch::Tensor, torch::Tensor> fused_sample_unfiltered(const torch::Ten
 // (aten::_flash_attention_forward with seqused_k; LibTorch >= 2.5), which decode attention uses.
 bool varlen_decode_attention_available();
 
+// FlashAttention's variable-length forward for one query a row with group-major heads, as
+// fused_slot_attention() calls it: q [rows, heads, D] in group-major order read as `groups` query
+// rows a token of Hkv heads each (grouped_query_offsets int32 0, groups, 2 groups, ..., rows *
+// groups), keys and values [total, Hkv, D], key_offsets int32 [rows + 1] (the last one past every
+// row's keys) and keys_used int32 [rows], no row past max_keys. [rows, heads, D] group-major;
+// undefined where varlen_decode_attention_available() is false.
+torch::Tensor flash_decode_attention(const torch::Tensor& q, const torch::Tensor& keys, const torch::Tensor& values,
+                                     const torch::Tensor& grouped_query_offsets, const torch::Tensor& key_offsets,
+                                     const torch::Tensor& keys_used, int64_t max_keys);
+
+// Split-KV decode attention (src/model/decode_attention.cuh) over the slot cache as it lies, one
+// query a row: q [rows, heads, D] (float16 or bfloat16; heads in group-major order with
+// group_major), keys and values [total, Hkv, D] contiguous in q's dtype, row b reading keys
+// key_offsets[b] .. key_offsets[b] + keys_used[b] - 1 (int32, at least `rows` entries each), none
+// more than max_keys. Returns [rows, heads, D] in q's head order, softmax scale D^-0.5. splits: the
+// blocks that share a row's keys, 0 = decode_attention_splits() for this GPU and max_keys (fixed
+// by the shapes, so a captured graph stays valid whatever the counts). Fails naming the argument
+// for shapes the kernel does not take (D 64, 128, 256; 1 to 8 heads a key/value head).
+torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& keys, const torch::Tensor& values,
+                               const torch::Tensor& key_offsets, const torch::Tensor& keys_used, bool group_major,
+                               int64_t max_keys, int64_t splits = 0);
+
 // The attention of one forward call over the slots, from the merged q/k/v projection's output
 // qkv [B, T, (heads + 2 Hkv) * D]. One kernel norms (q_norm, k_norm; undefined: none) and rotates
 // the query and key heads and stores the keys and values in the slots. Then, one token a row
-// (decode) in float16 or bfloat16: FlashAttention's variable-length kernel over the cache as it
+// (decode) in float16 or bfloat16: decode_attention() (batch.decode_attention split_kv, where it
+// takes the head dim and groups) or FlashAttention's variable-length kernel over the cache as it
 // lies, each row reading its slot's start + count keys and nothing past them; with group_major
-// and heads > Hkv, the query heads are written in the group-major order in which that kernel reads
-// them, and the output [B, T, heads * D] comes in that order too (HFDecoder's o_proj copy takes
-// its columns in it). Other calls: grouped_attention() over the slots' rows, heads in order.
+// and heads > Hkv, the query heads are written in the group-major order in which FlashAttention
+// reads them, and the output [B, T, heads * D] comes in that order too (HFDecoder's o_proj copy
+// takes its columns in it); several tokens a row: FlashAttention's kernel. Without it:
+// grouped_attention() over the slots' rows, heads in order.
 struct SlotAttention {
   torch::Tensor out;
   bool group_major = false;  // out's heads in group-major order

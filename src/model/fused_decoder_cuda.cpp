@@ -1,10 +1,14 @@
 #include "fused_decoder.h"
 
+#include <cmath>
+
 #include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAStream.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include "decode_attention.cuh"
 #include "decoder_kernels.cuh"
 #include "turnrl/core/error.h"
 
@@ -285,6 +289,75 @@ torch::Tensor flash_varlen(const torch::Tensor& q, const torch::Tensor& k, const
 
 bool varlen_decode_attention_available() { return flash_op().has_value(); }
 
+torch::Tensor flash_decode_attention(const torch::Tensor& q, const torch::Tensor& keys, const torch::Tensor& values,
+                                     const torch::Tensor& grouped_query_offsets, const torch::Tensor& key_offsets,
+                                     const torch::Tensor& keys_used, int64_t max_keys) {
+  const int64_t rows = q.size(0), heads = q.size(1), dim = q.size(2), kv_heads = keys.size(1), groups = heads / kv_heads;
+  // Each token's query heads as `groups` query rows of kv_heads heads, all of them seeing the
+  // row's keys (no causal mask): what the kernel does itself for one query a row
+  // (seqlenq_ngroups_swapped), without its two transposing copies.
+  const torch::Tensor out = flash_varlen(q.view({rows * groups, kv_heads, dim}), keys, values, grouped_query_offsets,
+                                         key_offsets, groups, max_keys, keys_used, /*causal=*/false);
+  return out.defined() ? out.view({rows, heads, dim}) : out;
+}
+
+torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& keys, const torch::Tensor& values,
+                               const torch::Tensor& key_offsets, const torch::Tensor& keys_used, bool group_major,
+                               int64_t max_keys, int64_t splits) {
+  if (q.dim() != 3 || !q.is_cuda() || (q.scalar_type() != torch::kHalf && q.scalar_type() != torch::kBFloat16))
+    fail("decode_attention: q must be a float16 or bfloat16 CUDA tensor [rows, heads, head_dim]; got {} {} on {}",
+         c10::toString(q.scalar_type()), c10::str(q.sizes()), q.device().str());
+  const int64_t rows = q.size(0), heads = q.size(1), dim = q.size(2);
+  for (const auto& [name, t] : {std::pair<const char*, const torch::Tensor*>{"keys", &keys}, {"values", &values}})
+    if (t->dim() != 3 || t->size(2) != dim || t->scalar_type() != q.scalar_type() || t->device() != q.device() ||
+        !t->is_contiguous())
+      fail("decode_attention: {} must be contiguous {} [total, kv_heads, {}] on {} (q's dtype, head_dim and device); "
+           "got {} {} on {}{}",
+           name, c10::toString(q.scalar_type()), dim, q.device().str(), c10::toString(t->scalar_type()),
+           c10::str(t->sizes()), t->device().str(), t->is_contiguous() ? "" : ", not contiguous");
+  if (!keys.sizes().equals(values.sizes()))
+    fail("decode_attention: keys {} and values {} must have one shape", c10::str(keys.sizes()), c10::str(values.sizes()));
+  const int64_t kv_heads = keys.size(1);
+  if (kv_heads < 1 || heads % kv_heads != 0)
+    fail("decode_attention: q's {} heads do not split into groups of keys' {} kv_heads", heads, kv_heads);
+  if (!dk::decode_attention_supports(kernel_dtype(q), dim, heads / kv_heads))
+    fail("decode_attention: head_dim {} with {} query heads a key/value head; allowed: head_dim 64, 128 or 256 and "
+         "1 to 8 heads a group",
+         dim, heads / kv_heads);
+  const auto check_index = [&](const char* name, const torch::Tensor& t, int64_t least) {
+    if (t.dim() != 1 || t.size(0) < least || t.scalar_type() != torch::kInt || t.device() != q.device() ||
+        !t.is_contiguous())
+      fail("decode_attention: {} must be a contiguous int32 vector of at least {} entries (one a row of q) on {}; got "
+           "{} {} on {}",
+           name, least, q.device().str(), c10::toString(t.scalar_type()), c10::str(t.sizes()), t.device().str());
+  };
+  check_index("key_offsets", key_offsets, rows);
+  check_index("keys_used", keys_used, rows);
+  if (max_keys < 1) fail("decode_attention: max_keys {}; must be at least 1", max_keys);
+  if (splits < 0 || splits > 65535) fail("decode_attention: splits {}; allowed: 0 (chosen for the GPU) to 65535", splits);
+  const torch::Tensor query = q.contiguous();
+  for (const auto& [name, t] :
+       {std::pair<const char*, const torch::Tensor*>{"q", &query}, {"keys", &keys}, {"values", &values}})
+    if (reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 != 0)
+      fail("decode_attention: {} must start 16-byte aligned (the kernel reads 16-byte packs)", name);
+  if (splits == 0) {
+    // LibTorch reads a device's properties once and keeps them: nothing to ask the driver during a capture.
+    const int sm_count = at::cuda::getDeviceProperties(q.device().index())->multiProcessorCount;
+    splits = dk::decode_attention_splits(rows, kv_heads, max_keys, sm_count);
+  }
+  torch::Tensor out = torch::empty_like(query);
+  const int64_t workspace_floats = dk::decode_attention_workspace_floats(rows, heads, dim, int(splits));
+  const torch::Tensor workspace =
+      workspace_floats > 0 ? torch::empty({workspace_floats}, q.options().dtype(torch::kFloat)) : torch::Tensor();
+  // FlashAttention's default softmax scale, which flash_varlen() uses.
+  check(dk::decode_attention(kernel_dtype(q), query.data_ptr(), keys.data_ptr(), values.data_ptr(),
+                             key_offsets.data_ptr<int32_t>(), keys_used.data_ptr<int32_t>(), out.data_ptr(),
+                             workspace.defined() ? workspace.data_ptr<float>() : nullptr, rows, heads, kv_heads, dim,
+                             group_major, float(1.0 / std::sqrt(double(dim))), int(splits), stream_of(q)),
+        "decode_attention");
+  return out;
+}
+
 SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const torch::Tensor& qkv, int64_t heads,
                                    const torch::Tensor& q_norm, const torch::Tensor& k_norm, const torch::Tensor& cos,
                                    const torch::Tensor& sin, double eps, bool group_major) {
@@ -297,11 +370,17 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
          c10::toString(qkv.scalar_type()), c10::str(qkv.sizes()), heads, kv_heads, dim,
          c10::toString(key_cache.scalar_type()));
   const bool half_precision = qkv.scalar_type() == torch::kHalf || qkv.scalar_type() == torch::kBFloat16;
-  const bool flash = layout.keys_used.defined() && half_precision && dim % 8 == 0 && dim <= 256 &&
-                     varlen_decode_attention_available();
   const int64_t groups = heads / kv_heads;
+  // One token a row: the split-KV kernel where it takes the shapes, unless the batch asks for
+  // FlashAttention's; FlashAttention's for the other calls.
+  const bool split_kv = length == 1 && layout.keys_used.defined() &&
+                        layout.batch->decode_attention == DecodeAttention::split_kv &&
+                        dk::decode_attention_supports(kernel_dtype(qkv), dim, groups);
+  const bool flash = !split_kv && layout.keys_used.defined() && half_precision && dim % 8 == 0 && dim <= 256 &&
+                     varlen_decode_attention_available();
   SlotAttention result;
-  result.group_major = flash && length == 1 && groups > 1 && group_major && layout.grouped_query_offsets.defined();
+  result.group_major = length == 1 && groups > 1 && group_major &&
+                       (split_kv || (flash && layout.grouped_query_offsets.defined()));
   // The cache [slots + 1, capacity, Hkv, D] is already the packed [total, Hkv, D] key layout of
   // the variable-length kernel: row b's keys start at slot[b] * capacity and it reads the first
   // start[b] + count[b] of them, its own new ones (written here) last.
@@ -316,15 +395,21 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
                              layout.write_index.data_ptr<int64_t>(), rows * length, heads, kv_heads, dim, float(eps),
                              result.group_major, stream_of(qkv)),
         "qkv_rotary_store");
+  if (split_kv) {
+    // read_width bounds every row's keys and is fixed for a captured graph, as the split count
+    // must be.
+    const torch::Tensor out =
+        decode_attention(q, key_cache.view({-1, kv_heads, dim}), value_cache.view({-1, kv_heads, dim}),
+                         layout.key_offsets, layout.keys_used, result.group_major, layout.batch->read_width);
+    result.out = out.view({rows, 1, heads * dim});
+    return result;
+  }
   if (flash) {
     const torch::Tensor keys = key_cache.view({-1, kv_heads, dim}), values = value_cache.view({-1, kv_heads, dim});
     torch::Tensor out;
     if (result.group_major) {
-      // Each token's query heads as `groups` query rows of kv_heads heads, all of them seeing the
-      // row's keys (no causal mask): what the kernel does itself for one query a row
-      // (seqlenq_ngroups_swapped), without its two transposing copies.
-      out = flash_varlen(q.view({rows * groups, kv_heads, dim}), keys, values, layout.grouped_query_offsets,
-                         layout.key_offsets, groups, layout.batch->read_width, layout.keys_used, /*causal=*/false);
+      out = flash_decode_attention(q, keys, values, layout.grouped_query_offsets, layout.key_offsets, layout.keys_used,
+                                   layout.batch->read_width);
     } else {
       // Queries are the rows' real tokens, packed; causal alignment is bottom-right (query t sees
       // keys up to start[b] + t), which is what the cache holds. Idle decode rows (count 0) read

@@ -188,6 +188,7 @@ struct GenerationEngine::State {
     batch.leading_slots = true;
     batch.fused_kernels = options.fused_kernels();
     batch.merged_projections = merged();
+    batch.decode_attention = options.decode_attention();
     return model->logits(model->slot_hidden(tokens.unsqueeze(1), batch, cache).select(1, 0));
   }
 
@@ -267,6 +268,7 @@ struct GenerationEngine::State {
     SlotBatch batch;
     batch.fused_kernels = options.fused_kernels();
     batch.merged_projections = merged();
+    batch.decode_attention = options.decode_attention();
     batch.slot = placement[0];
     batch.start = placement[1];
     batch.count = placement[2];

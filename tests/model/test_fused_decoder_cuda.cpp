@@ -7,6 +7,7 @@
 #include "turnrl/model/chunked_logp.h"
 #include "model/generation_requests.h"
 #include "model/hf_fixtures.h"
+#include "turnrl/model/hf_init.h"
 
 using namespace turnrl;
 using namespace turnrl::test;
@@ -96,9 +97,12 @@ TEST_CASE("fused_decoder: attention over the slots from merged q/k/v equals the 
   for (const torch::Dtype dtype : {torch::kHalf, torch::kBFloat16}) {
     for (const Case& c : cases) {
       for (const bool norms : {false, true}) {
-        for (const bool group_major : {false, true}) {
+        for (const auto& [group_major, kernel] : std::vector<std::pair<bool, DecodeAttention>>{
+                 {false, DecodeAttention::split_kv}, {true, DecodeAttention::split_kv},
+                 {false, DecodeAttention::flash}, {true, DecodeAttention::flash}}) {
           INFO(c10::toString(dtype) << " " << c.name << (norms ? " with q/k norms" : "")
-                                    << (group_major ? " group-major" : ""));
+                                    << (group_major ? " group-major" : "")
+                                    << (kernel == DecodeAttention::flash ? ", FlashAttention" : ", split-KV"));
           const auto options = torch::TensorOptions(dtype).device(torch::kCUDA);
           const int64_t slots = 6, capacity = 96, kv_heads = 2, groups = 4, heads = kv_heads * groups, dim = 128;
           const int64_t rows = int64_t(c.slot.size()), length = *std::max_element(c.count.begin(), c.count.end());
@@ -115,6 +119,7 @@ TEST_CASE("fused_decoder: attention over the slots from merged q/k/v equals the 
           batch.read_width = capacity;
           batch.leading_slots = c.leading;
           batch.fused_kernels = true;
+          batch.decode_attention = kernel;
           const torch::Tensor tokens = torch::zeros({rows, length}, index);
           const turnrl::detail::SlotLayout plain_layout = turnrl::detail::slot_layout(tokens, batch, plain_cache);
           turnrl::detail::SlotLayout fused_layout = turnrl::detail::slot_layout(tokens, batch, fused_cache);
@@ -157,6 +162,209 @@ TEST_CASE("fused_decoder: attention over the slots from merged q/k/v equals the 
       }
     }
   }
+}
+
+namespace {
+
+// softmax(q k^T / sqrt(D)) v for each row over its own keys, by plain LibTorch ops in float64 on
+// the CPU: q [rows, heads, D] in natural head order, keys and values [total, Hkv, D] (float64, CPU),
+// row b reading used[b] keys from offsets[b] on (none: zeros). [rows, heads, D] float64.
+torch::Tensor reference_decode_attention(const torch::Tensor& q, const torch::Tensor& keys, const torch::Tensor& values,
+                                         const std::vector<int64_t>& offsets, const std::vector<int64_t>& used) {
+  const int64_t rows = q.size(0), heads = q.size(1), dim = q.size(2), groups = heads / keys.size(1);
+  const torch::Tensor queries = q.to(torch::kCPU, torch::kDouble);
+  torch::Tensor out = torch::zeros({rows, heads, dim}, torch::kDouble);
+  for (int64_t b = 0; b < rows; ++b) {
+    if (used[size_t(b)] == 0) continue;
+    // Query head h = j * groups + i reads key/value head j: [used, heads, D].
+    const torch::Tensor k = keys.narrow(0, offsets[size_t(b)], used[size_t(b)]).repeat_interleave(groups, 1);
+    const torch::Tensor v = values.narrow(0, offsets[size_t(b)], used[size_t(b)]).repeat_interleave(groups, 1);
+    const torch::Tensor scores = torch::einsum("hd,nhd->hn", {queries[b], k}) / std::sqrt(double(dim));
+    out[b] = torch::einsum("hn,nhd->hd", {scores.softmax(-1), v});
+  }
+  return out;
+}
+
+// [rows, heads, D] from group-major head order to the natural one (group_major_columns()).
+torch::Tensor natural_heads(const torch::Tensor& x, int64_t kv_heads) {
+  const int64_t rows = x.size(0), heads = x.size(1), dim = x.size(2);
+  const torch::Tensor columns = turnrl::detail::group_major_columns(heads, kv_heads, dim).to(x.device());
+  return torch::empty({rows, heads * dim}, x.options())
+      .index_copy_(1, columns, x.reshape({rows, heads * dim}))
+      .view({rows, heads, dim});
+}
+
+}  // namespace
+
+TEST_CASE("fused_decoder: split-KV decode attention equals a float64 softmax over each row's own keys", "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  namespace d = turnrl::detail;
+  torch::manual_seed(7);
+  // Rows in slots out of order reading 1, 2, 17, 300 and all 320 keys of their slot, and none
+  // (zeros; the engine's idle rows read one key).
+  const int64_t slots = 6, capacity = 320;
+  const std::vector<int64_t> slot = {4, 0, 2, 5, 1, 3}, used = {1, 2, 17, 300, capacity, 0};
+  const int64_t rows = int64_t(slot.size());
+  std::vector<int64_t> offsets;
+  for (const int64_t s : slot) offsets.push_back(s * capacity);
+  const auto int32 = torch::TensorOptions(torch::kInt).device(torch::kCUDA);
+  const torch::Tensor key_offsets = torch::tensor(offsets, torch::kLong).to(int32);
+  const torch::Tensor keys_used = torch::tensor(used, torch::kLong).to(int32);
+  for (const torch::Dtype dtype : {torch::kBFloat16, torch::kHalf}) {
+    // Output rounding: one rounding of the dtype of values of about 1 (the sums are float32).
+    const double tolerance = dtype == torch::kBFloat16 ? 2e-2 : 2e-3;
+    const auto options = torch::TensorOptions(dtype).device(torch::kCUDA);
+    for (const int64_t dim : {int64_t(64), int64_t(128)}) {
+      // 7: Qwen2.5-0.5B's and -7B's heads a group, not a power of two.
+      for (const int64_t groups : {int64_t(1), int64_t(2), int64_t(4), int64_t(7)}) {
+        const int64_t kv_heads = 2, heads = kv_heads * groups;
+        const torch::Tensor keys = torch::randn({(slots + 1) * capacity, kv_heads, dim}, options);
+        const torch::Tensor values = torch::randn({(slots + 1) * capacity, kv_heads, dim}, options);
+        // Twice the unit scale: softmaxes peaked enough that the running maxima matter.
+        const torch::Tensor q = torch::randn({rows, heads, dim}, options) * 2;
+        const torch::Tensor want = reference_decode_attention(q, keys.to(torch::kCPU, torch::kDouble),
+                                                              values.to(torch::kCPU, torch::kDouble), offsets, used);
+        const torch::Tensor columns = d::group_major_columns(heads, kv_heads, dim).to(torch::kCUDA);
+        for (const bool group_major : {false, true}) {
+          const torch::Tensor input =
+              group_major ? q.reshape({rows, heads * dim}).index_select(1, columns).view({rows, heads, dim}) : q;
+          // 0: the count chosen for this GPU; 16 is more splits than the first rows have keys.
+          for (const int64_t splits : {int64_t(1), int64_t(3), int64_t(16), int64_t(0)}) {
+            INFO(c10::toString(dtype) << ", head_dim " << dim << ", " << groups << " heads a group"
+                                      << (group_major ? ", group-major" : "") << ", splits " << splits);
+            torch::Tensor got =
+                d::decode_attention(input, keys, values, key_offsets, keys_used, group_major, capacity, splits);
+            REQUIRE(got.sizes() == q.sizes());
+            REQUIRE(got.scalar_type() == dtype);
+            if (group_major) got = natural_heads(got, kv_heads);
+            const torch::Tensor got64 = got.to(torch::kCPU, torch::kDouble);
+            INFO("max |kernel - float64| " << (got64 - want).abs().max().item<double>());
+            CHECK(torch::allclose(got64, want, tolerance, tolerance));
+            CHECK(torch::equal(got64[rows - 1], torch::zeros_like(want[rows - 1])));  // the row without keys
+          }
+        }
+      }
+    }
+  }
+  const auto options = torch::TensorOptions(torch::kBFloat16).device(torch::kCUDA);
+  const torch::Tensor keys = torch::randn({(slots + 1) * capacity, 2, 96}, options);
+  CHECK_THROWS_WITH(d::decode_attention(torch::randn({rows, 4, 96}, options), keys, keys, key_offsets, keys_used, false,
+                                        capacity),
+                    Catch::Contains("head_dim 96"));
+  const torch::Tensor keys128 = torch::randn({(slots + 1) * capacity, 2, 128}, options);
+  CHECK_THROWS_WITH(d::decode_attention(torch::randn({rows, 4, 128}, options), keys128.to(torch::kFloat), keys128,
+                                        key_offsets, keys_used, false, capacity),
+                    Catch::Contains("keys must be"));
+  CHECK_THROWS_WITH(d::decode_attention(torch::randn({rows, 4, 128}, options), keys128, keys128, key_offsets,
+                                        keys_used.to(torch::kLong), false, capacity),
+                    Catch::Contains("keys_used must be"));
+}
+
+namespace {
+
+// qwen3-tiny's shape with head_dim 64 (the fixtures' 16 is not one the split-KV kernel takes), in
+// bfloat16 on the GPU, weights normal(0, 0.05) and norms one.
+HFDecoder split_kv_test_model() {
+  HFConfig config = parse_hf_config(hf_preset_config("qwen3-tiny", HfPresetVocab{512, 0, 0}), "qwen3-tiny");
+  config.head_dim = 64;
+  torch::manual_seed(8);
+  HFDecoder model(config, torch::TensorOptions(torch::kBFloat16).device(torch::kCUDA));
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters())
+    p.key().find("norm") != std::string::npos ? p.value().fill_(1.0) : p.value().normal_(0.0, 0.05);
+  model->eval();
+  return model;
+}
+
+}  // namespace
+
+TEST_CASE("fused_decoder: a decode step with split-KV attention picks FlashAttention's greedy tokens", "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  torch::NoGradGuard no_grad;
+  HFDecoder model = split_kv_test_model();
+  const auto index = torch::TensorOptions(torch::kLong).device(torch::kCUDA);
+  // Eight rows of 1 to 200 cached tokens, prefilled once; then one decode step with each kernel
+  // (both write the same new keys to the same places).
+  const std::vector<int64_t> lengths = {1, 7, 33, 64, 100, 129, 180, 200};
+  const int64_t rows = int64_t(lengths.size()), capacity = 256, longest = 200;
+  for (const bool merged : {false, true}) {
+    INFO((merged ? "merged projections (group-major heads)" : "separate projections"));
+    SlotKVCache cache = model->make_slot_cache(rows, capacity);
+    SlotBatch prefill;
+    prefill.slot = torch::arange(rows, index);
+    prefill.start = torch::zeros({rows}, index);
+    prefill.count = torch::tensor(lengths, index);
+    prefill.read_width = longest;
+    prefill.leading_slots = true;
+    prefill.fused_kernels = true;
+    prefill.merged_projections = merged;
+    model->slot_hidden(torch::randint(0, model->config().vocab_size, {rows, longest}, index), prefill, cache);
+    SlotBatch step = prefill;
+    step.start = prefill.count;
+    step.count = torch::ones({rows}, index);
+    step.read_width = capacity;
+    const torch::Tensor tokens = torch::randint(0, model->config().vocab_size, {rows, 1}, index);
+    std::vector<torch::Tensor> logits;
+    for (const DecodeAttention kernel : {DecodeAttention::flash, DecodeAttention::split_kv}) {
+      step.decode_attention = kernel;
+      logits.push_back(model->logits(model->slot_hidden(tokens, step, cache).select(1, 0)).to(torch::kFloat));
+    }
+    const torch::Tensor &flash = logits[0], &split_kv = logits[1];
+    const double gap = max_abs_diff(split_kv, flash);
+    INFO("max |split-KV - FlashAttention| logit " << gap << " of logits up to " << flash.abs().max().item<double>());
+    CHECK(gap <= 0.05 * flash.abs().max().item<double>());
+    // The same greedy token wherever FlashAttention's best two logits are further apart than the
+    // two kernels' logits can move them.
+    const auto top = flash.topk(2, -1);
+    const torch::Tensor clear = (std::get<0>(top).select(1, 0) - std::get<0>(top).select(1, 1)) > 2 * gap;
+    const torch::Tensor same = split_kv.argmax(-1).eq(std::get<1>(top).select(1, 0));
+    CHECK(same.logical_or(clear.logical_not()).all().item<bool>());
+    WARN((merged ? "merged: " : "separate: ") << clear.sum().item<int64_t>() << " of " << rows
+                                              << " rows with a clear greedy token");
+  }
+}
+
+TEST_CASE("fused_decoder: the engine with split-KV attention generates FlashAttention's greedy tokens", "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  HFDecoder model = split_kv_test_model();
+  std::vector<GenerationRequest> requests;
+  torch::manual_seed(9);
+  for (const int64_t length : {1, 5, 40, 90, 130, 170}) {
+    const torch::Tensor prompt = torch::randint(0, model->config().vocab_size, {length}, torch::kLong);
+    requests.push_back(GenerationRequest()
+                           .prompt(std::vector<int64_t>(prompt.data_ptr<int64_t>(), prompt.data_ptr<int64_t>() + length))
+                           .options(SamplingOptions().max_new(40).temp(0))
+                           .stream(length));
+  }
+  std::vector<std::vector<GenerationResult>> runs;
+  for (const DecodeAttention kernel : {DecodeAttention::flash, DecodeAttention::split_kv}) {
+    GenerationEngine engine(model, GenerationEngineOptions().slots(8).capacity(256).decode_attention(kernel));
+    for (const GenerationRequest& r : requests) engine.add(r);
+    runs.push_back(engine.run());
+  }
+  // Greedy tokens agree until a step where two tokens' logits are within the kernels' rounding of
+  // each other (rare on this model); log-probs agree closely up to there.
+  int64_t same = 0, compared = 0;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const GenerationResult &flash = runs[0][i], &split_kv = runs[1][i];
+    const size_t n = std::min(flash.tokens.size(), split_kv.tokens.size());
+    size_t agree = 0;
+    while (agree < n && flash.tokens[agree] == split_kv.tokens[agree]) ++agree;
+    for (size_t t = 0; t < agree; ++t) CHECK(std::abs(flash.logp[t] - split_kv.logp[t]) < 0.05);
+    same += int64_t(agree);
+    compared += int64_t(n);
+  }
+  WARN("split-KV and FlashAttention engines agree on " << same << " of " << compared << " greedy tokens");
+  CHECK(double(same) >= 0.9 * double(compared));
 }
 
 TEST_CASE("fused_decoder: the merged gate/up product equals the separate one", "[model][cuda]") {

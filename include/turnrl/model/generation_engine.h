@@ -46,6 +46,8 @@ struct GenerationEngineOptions {
   // With fused_kernels: q/k/v and gate/up through one GEMM each, from merged copies of their
   // weights that cost that memory once more (HFDecoderImpl::refresh_merged_projections).
   TORCH_ARG(bool, merged_projections) = true;
+  // With fused_kernels: the decode steps' attention kernel (kv_cache.h, SlotBatch::decode_attention).
+  TORCH_ARG(DecodeAttention, decode_attention) = DecodeAttention::split_kv;
 };
 
 // Throws turnrl::Error naming the field (engine.slots, engine.capacity, engine.prefill_tokens).

@@ -36,6 +36,12 @@ struct SlotKVCache {
   int64_t capacity() const { return keys.front().size(1); }
 };
 
+// The attention kernel of a decode call (one token a row) on the fused GPU path.
+enum class DecodeAttention {
+  split_kv,  // turnrl's split-KV kernel (src/model/decode_attention.cuh): each row's keys over several blocks
+  flash,     // FlashAttention's variable-length forward, as before split_kv (kept for comparisons)
+};
+
 // Where one forward call of tokens [B, T] over a SlotKVCache reads and writes. Row b's first
 // count[b] tokens are real: token t goes to position start[b] + t of slot[b] and attends to that
 // slot's positions 0 .. start[b] + t. The other tokens are padding (written to the scratch row,
@@ -54,6 +60,10 @@ struct SlotBatch {
   // Compute q/k/v and gate/up through the model's merged copies, one GEMM each
   // (HFDecoderImpl::refresh_merged_projections); calls without a gradient only.
   bool merged_projections = false;
+  // With fused_kernels, a call of one token a row in float16 or bfloat16: its attention kernel.
+  // split_kv takes head dims 64, 128, 256 and 1 to 8 query heads a key/value head; other
+  // shapes run FlashAttention's.
+  DecodeAttention decode_attention = DecodeAttention::split_kv;
 };
 
 }  // namespace turnrl

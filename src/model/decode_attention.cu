@@ -1,0 +1,343 @@
+#include "decode_attention.cuh"
+
+#include <algorithm>
+#include <cstring>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+namespace turnrl::decoder_kernels {
+namespace {
+
+constexpr int kThreads = 128;  // 4 warps a block
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxSplits = 16;
+// Query heads a key/value head, one template each: 2 for Qwen3-0.6B/1.7B, 4 for Qwen3-8B and
+// Llama-3.2-1B, 6 and 7 for Qwen2.5-1.5B/0.5B/7B. A thread keeps 16 G floats of query and
+// accumulator: 8 is about the most that fits without spills.
+constexpr int kMaxGroups = 8;
+constexpr int kKeysPerSplit = 64;  // the least share of a row's keys worth a block of its own
+constexpr int kKeysASplit = 640;   // decode_attention_splits(): about this many keys a split
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// Two values of a 32-bit word (the lower half first) as float32.
+template <typename T>
+__device__ __forceinline__ float2 pair_to_float2(uint32_t bits);
+template <>
+__device__ __forceinline__ float2 pair_to_float2<__half>(uint32_t bits) {
+  __half2 pair;
+  memcpy(&pair, &bits, sizeof pair);
+  return __half22float2(pair);
+}
+template <>
+__device__ __forceinline__ float2 pair_to_float2<__nv_bfloat16>(uint32_t bits) {
+  return make_float2(__uint_as_float(bits << 16), __uint_as_float(bits & 0xffff0000u));
+}
+
+// The 8 values of a 16-byte pack as float32.
+template <typename T>
+__device__ __forceinline__ void unpack(const uint4& pack, float (&x)[8]) {
+  const uint32_t words[4] = {pack.x, pack.y, pack.z, pack.w};
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const float2 pair = pair_to_float2<T>(words[w]);
+    x[2 * w] = pair.x;
+    x[2 * w + 1] = pair.y;
+  }
+}
+
+__device__ __forceinline__ void store(__half* to, float v) { *to = __float2half_rn(v); }
+__device__ __forceinline__ void store(__nv_bfloat16* to, float v) { *to = __float2bfloat16_rn(v); }
+
+// The factor that moves a partial softmax kept against its running max m to the common max
+// m_all >= m: 2^(m - m_all), and 0 for an empty one (m = -inf), where the plain formula gives
+// 2^(-inf + inf) = NaN when every part is empty.
+__device__ __forceinline__ float rescale(float m, float m_all) { return m == -INFINITY ? 0.0f : exp2f(m - m_all); }
+
+// Where query head i of key/value head j of a row lies among its heads: h = j * groups + i, or
+// i * kv_heads + j in group-major order.
+__device__ __forceinline__ int head_place(int i, int j, int groups, int kv_heads, bool group_major) {
+  return group_major ? i * kv_heads + j : j * groups + i;
+}
+
+// One block per (key/value head j, row b, split s); G = groups query heads share the head's keys.
+// A lane holds 8 consecutive values of a key (one 16-byte load): a key takes D / 8 lanes, and each
+// such lane group is its own online-softmax stream over keys lo + t, lo + t + streams, ... of the
+// split's range [lo, hi) (t: the stream's index in the block). Scores are kept in base 2 (q
+// scaled by scale * log2(e), exp2f). The next key's K and V are loaded before the current key's
+// math, so two keys a stream are in flight. At the end the streams merge, a warp's by shuffles,
+// the warps through shared memory; with one split the block writes the normalised output, else
+// its unnormalised partial (acc, max, sum) for merge_splits.
+template <typename T, int D, int G>
+__global__ void __launch_bounds__(kThreads)
+    decode_attention_blocks(const T* __restrict__ q, const T* __restrict__ keys, const T* __restrict__ values,
+                            const int32_t* __restrict__ key_offsets, const int32_t* __restrict__ keys_used,
+                            T* __restrict__ out, float* __restrict__ workspace, int heads, int kv_heads,
+                            bool group_major, float scale) {
+  constexpr int kLanes = D / 8;                  // lanes that hold one key
+  constexpr int kWarpStreams = 32 / kLanes;      // keys a warp reads at a time
+  constexpr int kStreams = kWarps * kWarpStreams;
+  static_assert(D % 8 == 0 && 32 % kLanes == 0, "a key spans 1, 2, 4, 8, 16 or 32 lanes");
+  __shared__ __align__(16) float shared_acc[kWarps][G][D];
+  __shared__ float shared_max[kWarps][G], shared_sum[kWarps][G];
+
+  const int j = blockIdx.x, row = blockIdx.y, split = blockIdx.z, splits = gridDim.z, rows = gridDim.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int part = lane % kLanes;  // values part * 8 .. part * 8 + 7 of each key
+  const int warp_stream = lane / kLanes;
+
+  // The split's share of the row's keys; the last splits may get fewer or none.
+  const int used = max(keys_used[row], 0);
+  const int chunk = (used + splits - 1) / splits;
+  const int lo = min(used, split * chunk), hi = min(used, lo + chunk);
+
+  float query[G][8];
+#pragma unroll
+  for (int i = 0; i < G; ++i) {
+    const int place = head_place(i, j, G, kv_heads, group_major);
+    unpack<T>(__ldg(reinterpret_cast<const uint4*>(q + (int64_t(row) * heads + place) * D + part * 8)), query[i]);
+#pragma unroll
+    for (int v = 0; v < 8; ++v) query[i][v] *= scale * kLog2e;
+  }
+  float max_score[G], sum[G], acc[G][8];
+#pragma unroll
+  for (int i = 0; i < G; ++i) {
+    max_score[i] = -INFINITY;
+    sum[i] = 0.0f;
+#pragma unroll
+    for (int v = 0; v < 8; ++v) acc[i][v] = 0.0f;
+  }
+
+  const int64_t key_stride = int64_t(kv_heads) * D;  // from one key of head j to the next
+  const int64_t first = (int64_t(key_offsets[row]) * kv_heads + j) * D + part * 8;
+  const T* key_base = keys + first;
+  const T* value_base = values + first;
+  const auto load = [&](const T* base, int key) {
+    return __ldg(reinterpret_cast<const uint4*>(base + int64_t(key) * key_stride));
+  };
+  // The loop runs alike in every lane of a warp (its bound is the warp's first key), so that the
+  // shuffles see all 32 lanes; a stream past the range's end computes a score it does not use.
+  int key = lo + warp * kWarpStreams + warp_stream;
+  bool next_valid = key < hi;
+  uint4 next_key = make_uint4(0, 0, 0, 0), next_value = make_uint4(0, 0, 0, 0);
+  if (next_valid) {
+    next_key = load(key_base, key);
+    next_value = load(value_base, key);
+  }
+  for (int warp_first = lo + warp * kWarpStreams; warp_first < hi; warp_first += kStreams) {
+    const uint4 key_pack = next_key, value_pack = next_value;
+    const bool valid = next_valid;
+    key += kStreams;
+    next_valid = key < hi;
+    if (next_valid) {
+      next_key = load(key_base, key);
+      next_value = load(value_base, key);
+    }
+    float k[8];
+    unpack<T>(key_pack, k);
+    float score[G];
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      score[i] = 0.0f;
+#pragma unroll
+      for (int v = 0; v < 8; ++v) score[i] = fmaf(query[i][v], k[v], score[i]);
+    }
+#pragma unroll
+    for (int offset = kLanes / 2; offset > 0; offset >>= 1)
+#pragma unroll
+      for (int i = 0; i < G; ++i) score[i] += __shfl_xor_sync(kFullMask, score[i], offset);
+    if (valid) {
+      float value[8];
+      unpack<T>(value_pack, value);
+#pragma unroll
+      for (int i = 0; i < G; ++i) {
+        // One exp2f a key: either the key raises the max (the old terms scale by 2^-diff, the key
+        // weighs 1) or it does not (the key weighs 2^diff). diff is +inf at the first key: the
+        // empty old terms scale by 0.
+        const float diff = score[i] - max_score[i];
+        const float e = exp2f(-fabsf(diff));
+        const bool raises = diff > 0.0f;
+        const float old_scale = raises ? e : 1.0f, p = raises ? 1.0f : e;
+        max_score[i] = raises ? score[i] : max_score[i];
+        sum[i] = fmaf(sum[i], old_scale, p);
+#pragma unroll
+        for (int v = 0; v < 8; ++v) acc[i][v] = fmaf(acc[i][v], old_scale, p * value[v]);
+      }
+    }
+  }
+
+  // The warp's streams into one: lane groups kLanes, 2 kLanes, ... apart hold the same values of
+  // different streams.
+#pragma unroll
+  for (int offset = kLanes; offset < 32; offset <<= 1) {
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      const float other_max = __shfl_xor_sync(kFullMask, max_score[i], offset);
+      const float other_sum = __shfl_xor_sync(kFullMask, sum[i], offset);
+      const float new_max = fmaxf(max_score[i], other_max);
+      const float mine = rescale(max_score[i], new_max), theirs = rescale(other_max, new_max);
+      sum[i] = sum[i] * mine + other_sum * theirs;
+#pragma unroll
+      for (int v = 0; v < 8; ++v) acc[i][v] = acc[i][v] * mine + __shfl_xor_sync(kFullMask, acc[i][v], offset) * theirs;
+      max_score[i] = new_max;
+    }
+  }
+  if (warp_stream == 0) {
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      float4* to = reinterpret_cast<float4*>(&shared_acc[warp][i][part * 8]);
+      to[0] = make_float4(acc[i][0], acc[i][1], acc[i][2], acc[i][3]);
+      to[1] = make_float4(acc[i][4], acc[i][5], acc[i][6], acc[i][7]);
+      if (part == 0) {
+        shared_max[warp][i] = max_score[i];
+        shared_sum[warp][i] = sum[i];
+      }
+    }
+  }
+  __syncthreads();
+
+  // The warps into the block's result, one output value a thread at a time.
+  for (int at = threadIdx.x; at < G * D; at += kThreads) {
+    const int i = at / D, d = at % D;
+    float block_max = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) block_max = fmaxf(block_max, shared_max[w][i]);
+    float block_sum = 0.0f, block_acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float factor = rescale(shared_max[w][i], block_max);
+      block_sum += shared_sum[w][i] * factor;
+      block_acc += shared_acc[w][i][d] * factor;
+    }
+    const int64_t output = int64_t(row) * heads + head_place(i, j, G, kv_heads, group_major);
+    if (splits == 1) {
+      store(out + output * D + d, block_sum > 0.0f ? block_acc / block_sum : 0.0f);
+    } else {
+      // Partials [splits][rows * heads][D], then maxima and sums [splits][rows * heads].
+      const int64_t outputs = int64_t(rows) * heads, partial = int64_t(split) * outputs + output;
+      workspace[partial * D + d] = block_acc;
+      if (d == 0) {
+        workspace[int64_t(splits) * outputs * D + partial] = block_max;
+        workspace[int64_t(splits) * outputs * (D + 1) + partial] = block_sum;
+      }
+    }
+  }
+}
+
+// One block of `dim` threads per output head (rows * heads of them): the splits' partials of
+// decode_attention_blocks merged and normalised, thread d writing value d.
+template <typename T>
+__global__ void merge_splits(const float* __restrict__ workspace, T* __restrict__ out, int64_t outputs, int dim,
+                             int splits) {
+  const int64_t output = blockIdx.x;
+  const int d = threadIdx.x;
+  const float* maxima = workspace + int64_t(splits) * outputs * dim;
+  const float* sums = maxima + int64_t(splits) * outputs;
+  float all_max = -INFINITY;
+  for (int s = 0; s < splits; ++s) all_max = fmaxf(all_max, maxima[s * outputs + output]);
+  float total = 0.0f, acc = 0.0f;
+  for (int s = 0; s < splits; ++s) {
+    const float factor = rescale(maxima[s * outputs + output], all_max);
+    total += sums[s * outputs + output] * factor;
+    acc += workspace[(s * outputs + output) * dim + d] * factor;
+  }
+  store(out + output * dim + d, total > 0.0f ? acc / total : 0.0f);
+}
+
+struct Problem {
+  const void *q, *keys, *values;
+  const int32_t *key_offsets, *keys_used;
+  void* out;
+  float* workspace;
+  int64_t rows, heads, kv_heads, dim;
+  bool group_major;
+  float scale;
+  int splits;
+  cudaStream_t stream;
+};
+
+template <typename T, int D, int G>
+cudaError_t launch(const Problem& p) {
+  const dim3 grid(unsigned(p.kv_heads), unsigned(p.rows), unsigned(p.splits));
+  decode_attention_blocks<T, D, G><<<grid, kThreads, 0, p.stream>>>(
+      static_cast<const T*>(p.q), static_cast<const T*>(p.keys), static_cast<const T*>(p.values), p.key_offsets,
+      p.keys_used, static_cast<T*>(p.out), p.workspace, int(p.heads), int(p.kv_heads), p.group_major, p.scale);
+  if (p.splits == 1) return cudaGetLastError();
+  const int64_t outputs = p.rows * p.heads;
+  merge_splits<T><<<unsigned(outputs), unsigned(D), 0, p.stream>>>(p.workspace, static_cast<T*>(p.out), outputs, D,
+                                                                    p.splits);
+  return cudaGetLastError();
+}
+
+template <typename T, int D>
+cudaError_t launch_for_groups(const Problem& p) {
+  switch (p.heads / p.kv_heads) {
+    case 1: return launch<T, D, 1>(p);
+    case 2: return launch<T, D, 2>(p);
+    case 3: return launch<T, D, 3>(p);
+    case 4: return launch<T, D, 4>(p);
+    case 5: return launch<T, D, 5>(p);
+    case 6: return launch<T, D, 6>(p);
+    case 7: return launch<T, D, 7>(p);
+    case 8: return launch<T, D, 8>(p);
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <typename T>
+cudaError_t launch_for_dim(const Problem& p) {
+  switch (p.dim) {
+    case 64: return launch_for_groups<T, 64>(p);
+    case 128: return launch_for_groups<T, 128>(p);
+    case 256: return launch_for_groups<T, 256>(p);
+  }
+  return cudaErrorInvalidValue;
+}
+
+bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool decode_attention_supports(DType dtype, int64_t dim, int64_t groups) {
+  return (dtype == DType::f16 || dtype == DType::bf16) && (dim == 64 || dim == 128 || dim == 256) && groups >= 1 &&
+         groups <= kMaxGroups;
+}
+
+int decode_attention_splits(int64_t rows, int64_t kv_heads, int64_t max_keys, int sm_count) {
+  const int64_t blocks = rows * kv_heads;
+  if (blocks < 1 || sm_count < 1) return 1;
+  // A split for about every kKeysASplit keys, and at least a block a SM. Measured on an H100 at
+  // Qwen3-0.6B's attention shape (engine_bench, 2026-12-06), us a layer by splits 1 / 2 / 3 / 4:
+  // B = 64, 384 keys 42.7 / 51.9 / 46.3 / 48.9; B = 64, 2048 keys 202.1 / 231.9 / 193.5 / 204.2;
+  // B = 256, 384 keys 150.3 / 153.4 / 156.5 / 157.6; B = 256, 2048 keys 773.4 / 730.8 / 725.8 /
+  // 721.9: this rule picks 1, 3, 1 and 3, each within 0.6 % of the fastest. Splitting short rows
+  // that already fill the GPU costs the merge and a second, partial wave of blocks.
+  int64_t splits = std::max<int64_t>((max_keys + kKeysASplit / 2) / kKeysASplit, 1);
+  splits = std::max<int64_t>(splits, (sm_count + blocks - 1) / blocks);
+  splits = std::min<int64_t>(splits, kMaxSplits);
+  splits = std::min<int64_t>(splits, (max_keys + kKeysPerSplit - 1) / kKeysPerSplit);
+  return int(std::max<int64_t>(splits, 1));
+}
+
+int64_t decode_attention_workspace_floats(int64_t rows, int64_t heads, int64_t dim, int splits) {
+  return splits > 1 ? int64_t(splits) * rows * heads * (dim + 2) : 0;
+}
+
+cudaError_t decode_attention(DType dtype, const void* q, const void* keys, const void* values,
+                             const int32_t* key_offsets, const int32_t* keys_used, void* out, float* workspace,
+                             int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim, bool group_major, float scale,
+                             int splits, cudaStream_t stream) {
+  if (kv_heads < 1 || heads % kv_heads != 0 || !decode_attention_supports(dtype, dim, heads / kv_heads))
+    return cudaErrorInvalidValue;
+  // Grid limits: kv_heads x rows x splits blocks, rows * heads merge blocks.
+  if (rows < 0 || rows > 65535 || kv_heads > 65535 || splits < 1 || splits > 65535) return cudaErrorInvalidValue;
+  if (rows == 0) return cudaSuccess;
+  if (!aligned(q) || !aligned(keys) || !aligned(values) || (splits > 1 && workspace == nullptr))
+    return cudaErrorInvalidValue;
+  const Problem p{q, keys, values, key_offsets, keys_used, out, workspace, rows, heads, kv_heads, dim, group_major,
+                  scale, splits, stream};
+  return dtype == DType::f16 ? launch_for_dim<__half>(p) : launch_for_dim<__nv_bfloat16>(p);
+}
+
+}  // namespace turnrl::decoder_kernels
