@@ -47,7 +47,9 @@ ChatPolicy make_hf_policy(const ModelConfig& model, torch::Device device) {
                              .prefill_tokens(model.engine.prefill_tokens)
                              .cuda_graphs(model.engine.cuda_graphs)
                              .fused_kernels(model.engine.fused_kernels)
-                             .merged_projections(model.engine.merged_projections));
+                             .merged_projections(model.engine.merged_projections)
+                             .decode_attention(model.engine.decode_attention == "flash" ? DecodeAttention::flash
+                                                                                         : DecodeAttention::split_kv));
   std::shared_ptr<const ChatTokenizer> tokenizer = load_chat_tokenizer(tokenizer_dir);
   const HFConfig& config = policy->config();
   // Qwen3's embedding has more rows (151,936) than the tokenizer has ids (151,669): padding rows

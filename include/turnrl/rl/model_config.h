@@ -31,6 +31,7 @@ struct GenerationEngineConfig {
   bool cuda_graphs = true;
   bool fused_kernels = true;
   bool merged_projections = true;
+  std::string decode_attention = "split_kv";  // split_kv | flash (kv_cache.h's DecodeAttention)
 };
 
 struct ModelConfig {
@@ -85,6 +86,9 @@ void describe(V& v, GenerationEngineConfig& o) {
   v.flag("merged_projections", o.merged_projections,
          "with fused_kernels: q/k/v and gate/up through one GEMM each, from merged copies of their weights (which "
          "cost that memory once more; false: one GEMM each)");
+  v.choice("decode_attention", o.decode_attention, {"split_kv", "flash"},
+           "with fused_kernels: a decode step's attention, split_kv (turnrl's kernel: a row's keys over several blocks) "
+           "| flash (FlashAttention's variable-length forward)");
 }
 
 template <typename V>
