@@ -186,8 +186,7 @@ void add_row_metrics(Metrics& m, const std::string& prefix, const std::string& s
 std::vector<TaskReport> summarize_each_task(const RolloutBatch& r, const TaskSet& tasks, const EvalConfig& e) {
   std::vector<TaskReport> out;
   for (const Task& task : tasks.tasks) {
-    TaskSet one = tasks;
-    one.tasks = {task};
+    const TaskSet one{{task}};
     TaskReport row{task.id, summarize_task_episodes(r, one, e).levels.back()};
     row.stats.level = task.level;
     out.push_back(std::move(row));
