@@ -12,9 +12,11 @@
 //     has seen (a comment line inside each function, so Triton's cache misses as well).
 // Usage: python_bench [--device cpu|cuda|auto] [--tasks FILE] [--candidates DIR] [--python EXE]
 //                     [--checks-only | --bench-only] [--filter PREFIX] [--evals N] [--quick]
-//                     [--no-network-isolation] [--new-candidates] [--correctness-trials N]
+//                     [--no-network-isolation] [--rlimits-only] [--new-candidates] [--correctness-trials N]
 //                     [--timing-trials N] [--workers-per-device N] [--exclusive auto|on|off]
 //                     [--retire-after N] [--no-replacement]
+// --rlimits-only: workers without namespaces (evaluator.sandbox: rlimits-only), where only Landlock
+//     keeps a candidate's native file writes inside the worker's folders (native_write_outside.py).
 // Defaults: cpu -> data/python_tasks/cpu.jsonl, cuda -> data/python_tasks/kernelbench_gpu.jsonl.
 #include <algorithm>
 #include <chrono>
@@ -34,7 +36,8 @@ namespace {
 
 struct Options {
   std::string device = "cpu", tasks, candidates, python = "python3", filter, exclusive = "auto";
-  bool checks = true, bench = true, quick = false, isolate_network = true, new_candidates = false, replacement = true;
+  bool checks = true, bench = true, quick = false, isolate_network = true, new_candidates = false, replacement = true,
+       rlimits_only = false;
   int evals = 16, correctness_trials = 5, timing_trials = 20, workers_per_device = 0, retire_after = 20;
 };
 
@@ -56,6 +59,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--filter") o.filter = value();
     else if (a == "--evals") o.evals = std::max(1, std::atoi(value().c_str()));
     else if (a == "--no-network-isolation") o.isolate_network = false;
+    else if (a == "--rlimits-only") o.rlimits_only = true;
     else if (a == "--new-candidates") o.new_candidates = true;
     else if (a == "--correctness-trials") o.correctness_trials = std::max(1, std::atoi(value().c_str()));
     else if (a == "--timing-trials") o.timing_trials = std::max(1, std::atoi(value().c_str()));
@@ -66,7 +70,7 @@ Options parse(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: python_bench [--device cpu|cuda|auto] [--tasks FILE] [--candidates DIR] [--python EXE] "
-                   "[--checks-only|--bench-only] [--filter PREFIX] [--evals N] [--quick] [--no-network-isolation] "
+                   "[--checks-only|--bench-only] [--filter PREFIX] [--evals N] [--quick] [--no-network-isolation] [--rlimits-only] "
                    "[--new-candidates] [--correctness-trials N] [--timing-trials N] [--workers-per-device N] "
                    "[--exclusive auto|on|off] [--retire-after N] [--no-replacement]\n");
       std::exit(2);
@@ -156,6 +160,7 @@ int main(int argc, char** argv) {
   base.executable = o.python;
   base.device = o.device;
   base.limits.isolate_network = o.isolate_network;
+  if (o.rlimits_only) base.limits.isolate(SandboxIsolation::rlimits_only);
   base.workers_per_device = o.workers_per_device;
   base.exclusive_measurement = o.exclusive;
   std::unique_ptr<PythonEvaluator> pool;

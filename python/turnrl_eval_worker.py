@@ -1952,11 +1952,24 @@ def _restrict_writes(libc, folders):
     return abi
 
 
+def _writable_folders():
+    """Where this worker may write once confined: its directory, $TMPDIR, and the compile caches the
+    caller chose to share (TRITON_CACHE_DIR, TORCH_EXTENSIONS_DIR: the sandbox makes them writable,
+    python_backend.h) where they exist."""
+    folders = [os.getcwd(), os.environ.get("TMPDIR") or "/tmp"]
+    for var in ("TRITON_CACHE_DIR", "TORCH_EXTENSIONS_DIR"):
+        path = os.environ.get(var)
+        if path and os.path.isdir(path) and path not in folders:
+            folders.append(path)
+    return folders
+
+
 def _confine(req):
-    """Installs the parent's candidate seccomp program (src/kernels/syscall_filter.h: no new processes or
-    threads, no programs, no sockets, signals only to this process) on every thread, and confines
-    file writes to the worker's own folders (_restrict_writes), before any candidate code runs.
-    Trusted: the audit hook would otherwise stop the ctypes calls."""
+    """Confines file writes to the worker's own folders (_restrict_writes) and, where the parent sends
+    one (CPU workers; CUDA workers keep the sandbox's tool profile, since Triton starts compilers),
+    installs its candidate seccomp program (src/kernels/syscall_filter.h: no new processes or threads,
+    no programs, no sockets, signals only to this process) on every thread, before any candidate code
+    runs. Trusted: the audit hook would otherwise stop the ctypes calls."""
     import ctypes
     program = bytes.fromhex(req["bpf"])
 
@@ -1971,9 +1984,9 @@ def _confine(req):
         if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
         # Before the filter, which does not list Landlock's calls.
-        _restrict_writes(libc, [os.getcwd(), os.environ.get("TMPDIR") or "/tmp"])
+        _restrict_writes(libc, _writable_folders())
         # seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog): every thread at once.
-        if libc.syscall(int(req["seccomp_syscall"]), 1, 1, ctypes.byref(prog)) != 0:
+        if program and libc.syscall(int(req["seccomp_syscall"]), 1, 1, ctypes.byref(prog)) != 0:
             raise OSError(ctypes.get_errno(), "seccomp(SECCOMP_SET_MODE_FILTER)")
     finally:
         _trusted[0] = False

@@ -763,21 +763,26 @@ void PythonEvaluator::Impl::start_worker(Slot& slot) {
                   json_string(reply.head()["python"].str()), json_string(reply.head()["torch"].str()),
                   json_string(reply.head()["triton"].str()), json_string(reply.head()["device"].str()),
                   json_string(reply.head()["device_name"].str()), slot.bandwidth);
-  if (device != "cpu") return;
-  // Before any candidate runs: the candidate seccomp profile (no fork, exec, threads,
-  // sockets; signals to the worker only), built here for the worker's own pid as it sees it. CUDA
-  // workers cannot have it: Triton builds every kernel's launcher with the C compiler.
-  auto filter = sandbox_detail::build_syscall_filter(sandbox_detail::FilterProfile::candidate,
-                                                     pid_t(reply.head()["pid"].integer()));
+  // Before any candidate runs, every worker confines its file writes to its own folders (Landlock,
+  // where the kernel has it: without namespaces it is what keeps a candidate's native code off the
+  // host's files). A CPU worker also installs the candidate seccomp profile (no fork, exec,
+  // threads, sockets; signals to the worker only), built here for the worker's own pid as it sees
+  // it. CUDA workers cannot have that profile: Triton builds every kernel's launcher with the C
+  // compiler, so they send no program ("bpf" empty) and keep the tool profile of the sandbox.
   std::string hex;
-  for (const sock_filter& f : filter.program)
-    for (size_t k = 0; k < sizeof f; ++k) hex += fmt::format("{:02x}", reinterpret_cast<const uint8_t*>(&f)[k]);
+  if (device == "cpu") {
+    auto filter = sandbox_detail::build_syscall_filter(sandbox_detail::FilterProfile::candidate,
+                                                       pid_t(reply.head()["pid"].integer()));
+    for (const sock_filter& f : filter.program)
+      for (size_t k = 0; k < sizeof f; ++k) hex += fmt::format("{:02x}", reinterpret_cast<const uint8_t*>(&f)[k]);
+  }
   Reply confined;
   if (!call(slot, "confine", fmt::format(R"("bpf": "{}", "seccomp_syscall": {})", hex, SYS_seccomp), confined, r) ||
       !confined.head()["confined"].truthy())
-    fail("python evaluator: the worker could not install the candidate seccomp profile: {}",
+    fail("python evaluator: the worker could not confine itself (file writes{}): {}",
+         device == "cpu" ? ", candidate seccomp profile" : "",
          r.message.empty() ? confined.head()["error"]["message"].str() : r.message);
-  slot.threads = slot.worker->thread_count();
+  if (device == "cpu") slot.threads = slot.worker->thread_count();
 }
 
 bool PythonEvaluator::Impl::measure(Slot& slot, const std::string& op, const char* side, const std::string& body,
