@@ -6,6 +6,7 @@
 // parent against what the kernel billed it (docs/evaluator.md, "What the parent trusts").
 #include <dirent.h>
 #include <dlfcn.h>
+#include <malloc.h>
 #include <signal.h>
 #if defined(__x86_64__)
 #include <xmmintrin.h>
@@ -521,6 +522,36 @@ void run_correctness(const WorkerRequest& req, const CpuTask& task, const Kernel
   }
 }
 
+// A fresh worker's first requests page-fault in everything the harness allocates (inputs, every
+// timed call's kept outputs, the reply), and where a page fault is dear (about 20 us on a
+// paravirtualised VM seen on 2026-12-07, against about 1 us on bare metal) that is a hundred
+// milliseconds of CPU billed to the first timing request, which the reported-time check
+// (check_billed_time) measures against a warm clean worker: honest candidates were flagged. So a
+// candidate worker's heap keeps what it frees (no mmap of blocks under 32 MiB, no trimming), and its
+// first correctness request, whose CPU time no check reads, faults in a reserve for the timing
+// requests to reuse. The clean worker never gets a correctness request: the reference's timing
+// keeps the allocator as PyTorch's CPU users have it (handle()).
+void keep_heap_warm() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  constexpr size_t kBlock = size_t(8) << 20, kBlocks = 4;  // 32 MiB in blocks under the mmap threshold
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  std::vector<void*> blocks;
+  for (size_t i = 0; i < kBlocks; ++i) {
+    void* p = std::malloc(kBlock);
+    if (!p) break;
+    // One call per block where the kernel has it (Linux >= 5.14), else a page fault per page.
+    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+    const uintptr_t from = (uintptr_t(p) + page - 1) & ~(page - 1), to = (uintptr_t(p) + kBlock) & ~(page - 1);
+    constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE
+    if (to <= from || madvise(reinterpret_cast<void*>(from), to - from, kPopulateWrite) != 0) std::memset(p, 0, kBlock);
+    blocks.push_back(p);
+  }
+  for (void* p : blocks) std::free(p);
+}
+
 // Warm-up calls, then timing_trials calls on inputs perturbed before each; every call is observed
 // the same way (poisoned outputs, guards, input bytes), and every timed call's outputs go back to
 // the parent, which checks a subset of its own choosing.
@@ -602,8 +633,12 @@ void handle(const WorkerRequest& req, WorkerReply& reply) {
   const turnrl_lib lib = library_for(task);
   const Kernel kernel = candidate_kernel(fn, &lib);
   try {
-    if (req.kind == RequestKind::timing) run_timing(req, task, kernel, true, reply);
-    else run_correctness(req, task, kernel, reply);
+    if (req.kind == RequestKind::timing) {
+      run_timing(req, task, kernel, true, reply);
+    } else {
+      keep_heap_warm();
+      run_correctness(req, task, kernel, reply);
+    }
   } catch (const std::bad_alloc&) {
     sandbox_child::report_out_of_memory();
   } catch (const std::exception& e) {
