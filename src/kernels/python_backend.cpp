@@ -763,12 +763,16 @@ void PythonEvaluator::Impl::start_worker(Slot& slot) {
                   json_string(reply.head()["python"].str()), json_string(reply.head()["torch"].str()),
                   json_string(reply.head()["triton"].str()), json_string(reply.head()["device"].str()),
                   json_string(reply.head()["device_name"].str()), slot.bandwidth);
-  // Before any candidate runs, every worker confines its file writes to its own folders (Landlock,
+  // Before any candidate runs, a worker confines its file writes to its own folders (Landlock,
   // where the kernel has it: without namespaces it is what keeps a candidate's native code off the
   // host's files). A CPU worker also installs the candidate seccomp profile (no fork, exec,
   // threads, sockets; signals to the worker only), built here for the worker's own pid as it sees
   // it. CUDA workers cannot have that profile: Triton builds every kernel's launcher with the C
-  // compiler, so they send no program ("bpf" empty) and keep the tool profile of the sandbox.
+  // compiler, so they send no program ("bpf" empty) and keep the tool profile of the sandbox. In
+  // the namespace jail a CUDA worker's writes are already held by its read-only mounts, and Landlock
+  // under Triton and the CUDA driver has not run on a GPU yet: CUDA workers confine only without
+  // namespaces, where nothing else would.
+  if (device != "cpu" && worker_limits.isolation == SandboxIsolation::namespaces) return;
   std::string hex;
   if (device == "cpu") {
     auto filter = sandbox_detail::build_syscall_filter(sandbox_detail::FilterProfile::candidate,

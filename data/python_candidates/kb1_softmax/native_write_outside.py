@@ -1,9 +1,9 @@
 # turnrl-expect: correct
 # The honest Triton softmax, but its forward first tries to write a file outside the worker's folders
 # with native code (torch.from_file(shared=True) opens and maps it in C++, which no Python audit event
-# sees). In the namespace jail the path does not exist; without namespaces (python_bench
-# --rlimits-only) Landlock refuses the open, on CUDA workers too. Where the write lands, the output is
-# doubled, so the expected verdict (correct) fails and the check says so.
+# sees). In the namespace jail /var/tmp is not there; without namespaces (python_bench --rlimits-only)
+# Landlock refuses the open, on CUDA workers too. Where the write lands, the output is doubled, so
+# the expected verdict (correct) fails and the check says so.
 import torch
 import torch.nn as nn
 import triton
@@ -24,7 +24,7 @@ def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK
 
 def wrote_outside():
     try:
-        t = torch.from_file("/dev/shm/turnrl_native_write_probe", shared=True, size=16, dtype=torch.uint8)
+        t = torch.from_file("/var/tmp/turnrl_native_write_probe", shared=True, size=16, dtype=torch.uint8)
         t.fill_(65)
         return True
     except Exception:
