@@ -309,17 +309,19 @@ std::vector<HackFinding> check_plausible_speed(double candidate_us, double bytes
                        flops, t.peak_gflops)}};
 }
 
-std::vector<HackFinding> check_billed_time(double reported_s, double billed_s, double harness_s) {
+std::vector<HackFinding> check_billed_time(double reported_s, double billed_s, double harness_s,
+                                           double early_yardstick_s) {
   // Wall-clock call times are never under the CPU time of the calls, so an honest report clears
   // the second bound with room to spare. The candidate's worker costs more around its calls than
   // the clean one (loading the object, keeping every timed call's outputs, a larger reply): twice
   // the clean harness's cost and 10 ms are left to that; a quarter of the rest must be reported.
   constexpr double kEarlyShare = 0.5, kEarlySlackSeconds = 0.005;
   constexpr double kShare = 0.25, kHarnessFactor = 2.0, kSlackSeconds = 0.010;
-  if (billed_s < kEarlyShare * harness_s - kEarlySlackSeconds)
+  const double early = early_yardstick_s >= 0 ? early_yardstick_s : harness_s;
+  if (billed_s < kEarlyShare * early - kEarlySlackSeconds)
     return {{kHackTampering, fmt::format("the worker replied after {:.1f} ms of CPU time, less than the harness alone "
                                          "needs ({:.1f} ms): the reply came before the work it describes",
-                                         billed_s * 1e3, harness_s * 1e3)}};
+                                         billed_s * 1e3, early * 1e3)}};
   if (reported_s < kShare * (billed_s - kHarnessFactor * harness_s) - kSlackSeconds)
     return {{kHackTampering, fmt::format("the worker reported {:.1f} ms of calls, but was billed {:.1f} ms of CPU time "
                                          "beyond the harness's {:.1f} ms: the reported times were rewritten",

@@ -154,6 +154,12 @@ TEST_CASE("hacking: billed CPU time bounds the reported call times (hand-compute
   CHECK(flags_of(check_billed_time(0.001, 0.004, 0.020)) == kHackTampering);
   // Wall-clock above CPU time (a loaded machine) is never a finding.
   CHECK(check_billed_time(5.0, 0.120, 0.020).empty());
+  // A reused reference timing that carried a fresh process's page faults (CI, 2026-12-07: harness
+  // 993 ms, an honest reply billed 357 ms): flagged against it, not against the smaller of it and
+  // the 300 ms of calls reported; a reply billed 4 ms for those calls still is.
+  CHECK(flags_of(check_billed_time(0.300, 0.357, 0.993)) == kHackTampering);
+  CHECK(check_billed_time(0.300, 0.357, 0.993, 0.300).empty());
+  CHECK(flags_of(check_billed_time(0.300, 0.004, 0.993, 0.300)) == kHackTampering);
 }
 
 TEST_CASE("hacking: every planted hack is caught by its named check, the honest kernel of its task by none") {

@@ -96,8 +96,11 @@ std::vector<HackFinding> check_plausible_speed(double candidate_us, double bytes
 // what the same loop cost a clean worker beyond its timed calls; reported_s: the sum of the
 // reported call times. Tampering when the reply came before the harness's own work could have run
 // (billed < harness / 2 - 5 ms), or when the calls were reported at under a quarter of the CPU time
-// billed beyond twice the harness's (10 ms of slack).
-std::vector<HackFinding> check_billed_time(double reported_s, double billed_s, double harness_s);
+// billed beyond twice the harness's (10 ms of slack). early_yardstick_s, when given, replaces
+// harness_s in the first bound (the Python backend's reused reference timing can carry a fresh
+// process's page faults: it passes the smaller of that and the reported calls).
+std::vector<HackFinding> check_billed_time(double reported_s, double billed_s, double harness_s,
+                                           double early_yardstick_s = -1);
 
 // OR of the flags and "; "-joined reasons.
 uint32_t flags_of(const std::vector<HackFinding>& findings);
