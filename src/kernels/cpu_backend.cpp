@@ -184,6 +184,19 @@ std::vector<double> timed_us(const std::vector<CallReport>& calls, const std::ve
 // per 8, at least 2, at most 8.
 int dense_call_count(int timed) { return std::clamp((timed + 7) / 8, 2, 8); }
 
+// What a candidate worker's timing request holds on its heap at its peak: the inputs and the copy
+// they are perturbed from, every timed call's kept outputs (densely sampled ones included), and
+// the reply that carries them (encoded, with its buffer's last doubling), with 16 MiB to spare.
+uint64_t timing_peak_heap_bytes(const ShapeSet& inputs, const std::vector<std::vector<int64_t>>& outputs,
+                                int timing_trials) {
+  if (timing_trials <= 0) return 0;
+  uint64_t input_bytes = 0, output_bytes = 0;
+  for (const Shape& s : inputs) input_bytes += uint64_t(numel(s)) * sizeof(float);
+  for (const auto& s : outputs) output_bytes += uint64_t(numel(s)) * sizeof(float);
+  const uint64_t kept = uint64_t(timing_trials + dense_call_count(timing_trials)) * output_bytes;
+  return 2 * input_bytes + 4 * kept + (uint64_t(16) << 20);
+}
+
 // `count` of the places 0..total-1, in order, drawn with a fresh seed: nothing the candidate can
 // see or predict (the densely sampled calls, the timed calls checked below).
 std::vector<int> unpredictable_places(int total, int count) {
@@ -489,6 +502,18 @@ bool CpuEvaluator::Impl::exchange(SandboxWorker& worker, WorkerRequest& wreq, Wo
   // Restarts happen here, before the billing starts, never inside the round trip.
   if (worker.calls_since_start() >= 4 * opt.max_evals_per_worker) worker.stop();
   if (!worker.running()) worker.start();
+  if (wreq.kind == RequestKind::timing && wreq.library.empty() && wreq.warm_heap_bytes > 0) {
+    // The clean worker gets no correctness request: a ping before the bill starts warms its heap
+    // for what the timing request will hold (keep_heap_warm in cpu_worker.cpp).
+    WorkerRequest warm, ping;
+    warm.kind = ping.kind = RequestKind::ping;
+    warm.warm_heap_bytes = wreq.warm_heap_bytes;
+    WorkerReply pong;
+    const auto got = eval_detail::checked_exchange(worker, warm, pong, ping, opt.message_chars, r, malformed_reply,
+                                                   [](const WorkerReply&) { return true; });
+    if (!got) return false;
+    if (!got->forged.empty()) return eval_detail::reject_forged_frame(worker, r, findings, got->forged);
+  }
   const double cpu_before = worker.billed_cpu_seconds();
   WorkerRequest ping;
   ping.kind = RequestKind::ping;
@@ -586,6 +611,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
     refs.push_back(reference_outputs(task, plan, reuse_seed));
     plan.output_shapes = shapes_of(refs.back());
   }
+  wreq.warm_heap_bytes = timing_peak_heap_bytes(shown, wreq.trials.front().output_shapes, req.timing_trials);
   WorkerReply reply;
   const bool replied = exchange(worker, wreq, reply, r, findings);
   // Observations from every trial that ran, even when a later one failed.
@@ -696,6 +722,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
   if (opt.time_reference) {
     WorkerRequest rreq = treq;
     rreq.library.clear();
+    rreq.warm_heap_bytes = wreq.warm_heap_bytes;
     EvalResult scratch;
     std::vector<HackFinding> none;
     if (!exchange(reference_worker, rreq, reference, scratch, none, &reference_billed)) {

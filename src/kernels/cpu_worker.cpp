@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <limits>
 #include <chrono>
 #include <cfenv>
 #include <cmath>
@@ -522,34 +523,41 @@ void run_correctness(const WorkerRequest& req, const CpuTask& task, const Kernel
   }
 }
 
-// A fresh worker's first requests page-fault in everything the harness allocates (inputs, every
-// timed call's kept outputs, the reply), and where a page fault is dear (about 20 us on a
-// paravirtualised VM seen on 2026-12-07, against about 1 us on bare metal) that is a hundred
-// milliseconds of CPU billed to a timing request, which the reported-time check (check_billed_time)
-// measures against the clean worker's harness cost: honest candidates were flagged, both ways (a
-// fresh candidate worker billed 116 ms against a warm clean one's 16; a clean worker whose glibc
-// heap mapped and unmapped its inputs on every request needed 41 ms against a warm candidate's 14).
-// So every worker's heap keeps what it frees (no mmap of blocks under 32 MiB, no trimming) and
-// faults in a 32 MiB reserve at start-up, before any request is billed: the candidate's harness and
-// the clean one's run on heaps in the same state, and the reference's own allocations (it
-// allocates its outputs on every call) come from a warm heap, as PyTorch's caching allocator gives
-// on GPUs, instead of swinging tenfold with the heap's history.
-void keep_heap_warm() {
-  constexpr size_t kBlock = size_t(8) << 20, kBlocks = 4;  // 32 MiB in blocks under the mmap threshold
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+// A fresh worker's requests page-fault in everything the harness allocates (inputs, every timed
+// call's kept outputs, the reply), and where a page fault is dear (about 20 us on a paravirtualised
+// VM seen on 2026-12-07, against about 1 us on bare metal) that is a hundred milliseconds of CPU
+// billed to a timing request, which the reported-time check (check_billed_time) measures against
+// the clean worker's harness cost: honest candidates were flagged, both ways (a fresh candidate
+// worker billed 116 ms against a warm clean one's 16; a clean worker whose glibc heap mapped and
+// unmapped its inputs on every request needed 41 ms against a warm candidate's 14; a candidate's
+// 25 kept outputs of 512 KiB and their reply outgrew a 32 MiB reserve: 2,100 faults, 116 ms).
+// So every worker's heap never maps blocks of its own and never gives memory back, it starts with
+// a warm reserve (faulted in before any request is billed), and a candidate's correctness request,
+// whose CPU time no check reads, faults in what the timing request after it holds at its peak
+// (WorkerRequest::warm_heap_bytes). Both harnesses then run on warm heaps, and the reference's own
+// output allocations come from one too, as PyTorch's caching allocator gives on GPUs.
+void keep_heap_warm(size_t bytes) {
+  static size_t warm = 0;
+  if (warm == 0) {
+    mallopt(M_MMAP_MAX, 0);  // every block from the heap, which keeps what it is given back
+    mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
+  }
+  if (bytes <= warm) return;
+  constexpr size_t kBlock = size_t(8) << 20;
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
   std::vector<void*> blocks;
-  for (size_t i = 0; i < kBlocks; ++i) {
+  size_t got = 0;
+  for (; got < bytes; got += kBlock) {
     void* p = std::malloc(kBlock);
-    if (!p) break;
+    if (!p) break;  // under the worker's memory limit: warm what fits
     // One call per block where the kernel has it (Linux >= 5.14), else a page fault per page.
-    const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
     const uintptr_t from = (uintptr_t(p) + page - 1) & ~(page - 1), to = (uintptr_t(p) + kBlock) & ~(page - 1);
     constexpr int kPopulateWrite = 23;  // MADV_POPULATE_WRITE
     if (to <= from || madvise(reinterpret_cast<void*>(from), to - from, kPopulateWrite) != 0) std::memset(p, 0, kBlock);
     blocks.push_back(p);
   }
   for (void* p : blocks) std::free(p);
+  warm = std::max(warm, got);
 }
 
 // Warm-up calls, then timing_trials calls on inputs perturbed before each; every call is observed
@@ -635,6 +643,7 @@ void handle(const WorkerRequest& req, WorkerReply& reply) {
     if (req.kind == RequestKind::timing) {
       run_timing(req, task, kernel, true, reply);
     } else {
+      keep_heap_warm(size_t(std::min<uint64_t>(req.warm_heap_bytes, uint64_t(1) << 40)));
       run_correctness(req, task, kernel, reply);
     }
   } catch (const std::bad_alloc&) {
@@ -722,8 +731,8 @@ int cpu_worker_main(int, char**) {
   dlopen("libmvec.so.1", RTLD_NOW | RTLD_GLOBAL);
   // Touch the reference path once so that its one-time set-up is not billed to the first call.
   at::softmax(at::ones({2, 2}), 1);
-  keep_heap_warm();
-  const double bandwidth = measure_bandwidth();
+  const double bandwidth = measure_bandwidth();  // its 128 MiB go back to the system before the heap is kept
+  keep_heap_warm(size_t(32) << 20);
   // The candidate profile first: the state every request is compared with is the confined one.
   sandbox_child::confine_candidate();
   const auto state_at_start = process_state();
@@ -734,7 +743,9 @@ int cpu_worker_main(int, char**) {
     try {
       const WorkerRequest req = decode<WorkerRequest>(request);
       reply.nonce = req.nonce;
-      if (req.kind != RequestKind::ping) {
+      if (req.kind == RequestKind::ping) {
+        keep_heap_warm(size_t(std::min<uint64_t>(req.warm_heap_bytes, uint64_t(1) << 40)));
+      } else {
         sandbox_child::arm_cpu_limit();
         reply.bandwidth_bytes_per_s = bandwidth;
         handle(req, reply);

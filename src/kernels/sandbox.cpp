@@ -56,14 +56,15 @@ constexpr const char* kCpuEnv = "TURNRL_SANDBOX_CPU_SECONDS";
 constexpr const char* kConfineEnv = "TURNRL_SANDBOX_CONFINE";
 constexpr const char* kLockdownEnv = "TURNRL_SANDBOX_LOCKDOWN";  // set (workers): confine_candidate() locks down
 
-std::string frame(char kind, const std::string& body) {
+std::string frame_header(char kind, size_t body_bytes) {
   std::string out(8, '\0');
-  uint64_t n = body.size() + 1;
-  for (int i = 0; i < 8; ++i) out[i] = char((n >> (8 * i)) & 0xff);
+  const uint64_t n = body_bytes + 1;
+  for (int i = 0; i < 8; ++i) out[size_t(i)] = char((n >> (8 * i)) & 0xff);
   out += kind;
-  out += body;
   return out;
 }
+
+std::string frame(char kind, const std::string& body) { return frame_header(kind, body.size()) + body; }
 
 // Library marks as the parent reads them: 'L', the edge ('E' entry, 'X' exit), the routine's id,
 // the worker thread's CPU clock in ns and CLOCK_MONOTONIC in ns (8 bytes each, little-endian), read
@@ -1091,8 +1092,11 @@ bool mark_library_entry(int routine) { return send_library_mark('E', routine); }
 bool mark_library_exit(int routine) { return send_library_mark('X', routine); }
 
 void write_reply(const std::string& reply) {
-  const std::string f = frame(kReply, reply);
-  if (!write_all(kChannelFd, f.data(), f.size())) _exit(3);
+  // The frame's header, then the body where it lies: a copy of a large reply (every timed call's
+  // outputs) would be heap the worker faults in while it is billed.
+  const std::string header = frame_header(kReply, reply.size());
+  if (!write_all(kChannelFd, header.data(), header.size()) || !write_all(kChannelFd, reply.data(), reply.size()))
+    _exit(3);
 }
 
 void confine_candidate(bool gpu_driver) {

@@ -41,6 +41,7 @@ class ByteWriter {
   template <typename T>
   void put(const std::vector<T>& v) { vec(v); }
   const std::string& data() const { return buf_; }
+  std::string take() { return std::move(buf_); }  // the bytes without a copy (a large reply's peak memory)
 
  private:
   std::string buf_;

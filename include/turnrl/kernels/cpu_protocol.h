@@ -60,15 +60,19 @@ struct WorkerRequest {
   // Timing only: every timed call is enclosed in two call marks (sandbox_child::mark_call), at which
   // the parent reads this worker's CPU clock from outside.
   uint8_t mark_calls = 0;
+  // Correctness and ping only: the heap the timing request that follows holds at its peak (inputs,
+  // every timed call's kept outputs, the reply), faulted in now, where no bill is read
+  // (keep_heap_warm; the clean worker, which gets no correctness request, gets a ping).
+  uint64_t warm_heap_bytes = 0;
   void write(Writer& w) const {
     w.put(kind), w.put(nonce), w.put(task), w.put(library), w.put(trials), w.put(warmup), w.put(timing_trials),
         w.put(timing_seed), w.put(timing_output_shapes), w.put(flush_caches), w.put(reusing_allocator),
-        w.put(mark_calls);
+        w.put(mark_calls), w.put(warm_heap_bytes);
   }
   void read(Reader& r) {
     r.get(kind), r.get(nonce), r.get(task), r.get(library), r.get(trials), r.get(warmup), r.get(timing_trials),
         r.get(timing_seed), r.get(timing_output_shapes), r.get(flush_caches), r.get(reusing_allocator),
-        r.get(mark_calls);
+        r.get(mark_calls), r.get(warm_heap_bytes);
   }
 };
 
@@ -135,7 +139,7 @@ template <typename T>
 std::string encode(const T& v) {
   Writer w;
   v.write(w);
-  return w.data();
+  return w.take();
 }
 // Throws turnrl::Error when s is short, or longer than one T.
 template <typename T>
