@@ -146,6 +146,11 @@ std::string malformed_reply(const WorkerRequest& req, const WorkerReply& reply) 
         !why.empty())
       return why;
   if (reply.lib_names.size() != reply.lib_stats.size()) return "library profile names and entries differ in number";
+  size_t call_floats = 0;
+  for (const auto& s : req.timing_output_shapes) call_floats += size_t(numel(s));
+  const size_t mirrored = req.library.empty() ? call_floats * reply.timed.size() : 0;
+  if (reply.mirrored_outputs.size() != mirrored)
+    return fmt::format("{} mirrored output values for {}", reply.mirrored_outputs.size(), mirrored);
   for (size_t k = 0; k < reply.lib_names.size(); ++k) {
     if (std::find(std::begin(cpu_detail::kLibraryRoutines), std::end(cpu_detail::kLibraryRoutines), reply.lib_names[k]) ==
         std::end(cpu_detail::kLibraryRoutines))

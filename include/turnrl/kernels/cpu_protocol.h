@@ -125,13 +125,18 @@ struct WorkerReply {
   std::vector<LibStat> lib_stats;
   double bandwidth_bytes_per_s = 0;      // the worker's measured copy bandwidth
   std::string state_change;              // process-wide state that differs from start-up ("" none)
+  // The clean worker's timing only: every timed call's outputs, copied out and sent as a
+  // candidate's worker copies and sends its own (in one buffer reserved before the calls, so the
+  // reference's allocations are not disturbed), so that its harness cost, the yardstick of the
+  // billed-time check, includes that work. The parent checks the size and reads nothing else.
+  std::vector<float> mirrored_outputs;
   void write(Writer& w) const {
     w.put(nonce), w.put(status), w.put(message), w.put(failed_trial), w.put(trials), w.put(timed), w.put(warmups),
-        w.put(lib_names), w.put(lib_stats), w.put(bandwidth_bytes_per_s), w.put(state_change);
+        w.put(lib_names), w.put(lib_stats), w.put(bandwidth_bytes_per_s), w.put(state_change), w.put(mirrored_outputs);
   }
   void read(Reader& r) {
     r.get(nonce), r.get(status), r.get(message), r.get(failed_trial), r.get(trials), r.get(timed), r.get(warmups),
-        r.get(lib_names), r.get(lib_stats), r.get(bandwidth_bytes_per_s), r.get(state_change);
+        r.get(lib_names), r.get(lib_stats), r.get(bandwidth_bytes_per_s), r.get(state_change), r.get(mirrored_outputs);
   }
 };
 
