@@ -146,9 +146,7 @@ std::string malformed_reply(const WorkerRequest& req, const WorkerReply& reply) 
         !why.empty())
       return why;
   if (reply.lib_names.size() != reply.lib_stats.size()) return "library profile names and entries differ in number";
-  size_t call_floats = 0;
-  for (const auto& s : req.timing_output_shapes) call_floats += size_t(numel(s));
-  const size_t mirrored = req.library.empty() ? call_floats * reply.timed.size() : 0;
+  const size_t mirrored = req.library.empty() ? size_t(total_numel(req.timing_output_shapes)) * reply.timed.size() : 0;
   if (reply.mirrored_outputs.size() != mirrored)
     return fmt::format("{} mirrored output values for {}", reply.mirrored_outputs.size(), mirrored);
   for (size_t k = 0; k < reply.lib_names.size(); ++k) {
@@ -195,9 +193,8 @@ int dense_call_count(int timed) { return std::clamp((timed + 7) / 8, 2, 8); }
 uint64_t timing_peak_heap_bytes(const ShapeSet& inputs, const std::vector<std::vector<int64_t>>& outputs,
                                 int timing_trials) {
   if (timing_trials <= 0) return 0;
-  uint64_t input_bytes = 0, output_bytes = 0;
-  for (const Shape& s : inputs) input_bytes += uint64_t(numel(s)) * sizeof(float);
-  for (const auto& s : outputs) output_bytes += uint64_t(numel(s)) * sizeof(float);
+  const uint64_t input_bytes = uint64_t(total_numel(inputs)) * sizeof(float);
+  const uint64_t output_bytes = uint64_t(total_numel(outputs)) * sizeof(float);
   const uint64_t kept = uint64_t(timing_trials + dense_call_count(timing_trials)) * output_bytes;
   return 2 * input_bytes + 4 * kept + (uint64_t(16) << 20);
 }
@@ -744,6 +741,7 @@ EvalResult CpuEvaluator::Impl::run(SandboxWorker& worker, SandboxWorker& referen
     // The laziness yardstick: the reference's operators alone (no page-faulting allocations), in
     // CPU time, on a few calls of the same inputs.
     rreq.reusing_allocator = 1;
+    rreq.warm_heap_bytes = 0;  // warmed for the larger request above
     rreq.warmup = 2;
     rreq.timing_trials = std::min(rreq.timing_trials, 5);
     WorkerReply operators;

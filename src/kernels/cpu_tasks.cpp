@@ -154,6 +154,12 @@ int64_t numel(const Shape& shape) {
   return n;
 }
 
+int64_t total_numel(const std::vector<Shape>& shapes) {
+  int64_t n = 0;
+  for (const Shape& s : shapes) n += numel(s);
+  return n;
+}
+
 void fill_input(const InputSpec& spec, float* data, int64_t n, uint64_t seed, int input_index) {
   uint64_t state = mix(seed, uint64_t(input_index) + 1);
   if (spec.distribution == InputSpec::uniform) {
@@ -252,10 +258,7 @@ ShapeSet random_shape_set(const std::vector<ShapeSet>& shape_sets, uint64_t seed
 }
 
 double bytes_moved(const ShapeSet& inputs, const std::vector<Shape>& outputs) {
-  double b = 0;
-  for (const auto& s : inputs) b += 4.0 * double(numel(s));
-  for (const auto& s : outputs) b += 4.0 * double(numel(s));
-  return b;
+  return 4.0 * (double(total_numel(inputs)) + double(total_numel(outputs)));
 }
 
 }  // namespace turnrl

@@ -20,14 +20,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <limits>
-#include <chrono>
 #include <cfenv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -534,9 +534,11 @@ void run_correctness(const WorkerRequest& req, const CpuTask& task, const Kernel
 // So every worker's heap never maps blocks of its own and never gives memory back, it starts with
 // a warm reserve (faulted in before any request is billed), and a candidate's correctness request,
 // whose CPU time no check reads, faults in what the timing request after it holds at its peak
-// (WorkerRequest::warm_heap_bytes). Both harnesses then run on warm heaps, and the reference's own
-// output allocations come from one too, as PyTorch's caching allocator gives on GPUs.
-void keep_heap_warm(size_t bytes) {
+// (WorkerRequest::warm_heap_bytes; the clean worker gets it on a ping before its bill starts). Both
+// harnesses then run on warm heaps, and the reference's own output allocations come from one too,
+// as PyTorch's caching allocator gives on GPUs. Asked for more than 1 TiB, it warms 1 TiB.
+void keep_heap_warm(uint64_t asked) {
+  const size_t bytes = size_t(std::min<uint64_t>(asked, uint64_t(1) << 40));
   static size_t warm = 0;
   if (warm == 0) {
     mallopt(M_MMAP_MAX, 0);  // every block from the heap, which keeps what it is given back
@@ -651,7 +653,7 @@ void handle(const WorkerRequest& req, WorkerReply& reply) {
     if (req.kind == RequestKind::timing) {
       run_timing(req, task, kernel, true, reply);
     } else {
-      keep_heap_warm(size_t(std::min<uint64_t>(req.warm_heap_bytes, uint64_t(1) << 40)));
+      keep_heap_warm(req.warm_heap_bytes);
       run_correctness(req, task, kernel, reply);
     }
   } catch (const std::bad_alloc&) {
@@ -740,7 +742,7 @@ int cpu_worker_main(int, char**) {
   // Touch the reference path once so that its one-time set-up is not billed to the first call.
   at::softmax(at::ones({2, 2}), 1);
   const double bandwidth = measure_bandwidth();  // its 128 MiB go back to the system before the heap is kept
-  keep_heap_warm(size_t(32) << 20);
+  keep_heap_warm(uint64_t(32) << 20);
   // The candidate profile first: the state every request is compared with is the confined one.
   sandbox_child::confine_candidate();
   const auto state_at_start = process_state();
@@ -752,7 +754,7 @@ int cpu_worker_main(int, char**) {
       const WorkerRequest req = decode<WorkerRequest>(request);
       reply.nonce = req.nonce;
       if (req.kind == RequestKind::ping) {
-        keep_heap_warm(size_t(std::min<uint64_t>(req.warm_heap_bytes, uint64_t(1) << 40)));
+        keep_heap_warm(req.warm_heap_bytes);
       } else {
         sandbox_child::arm_cpu_limit();
         reply.bandwidth_bytes_per_s = bandwidth;

@@ -313,7 +313,8 @@ std::vector<HackFinding> check_billed_time(double reported_s, double billed_s, d
                                            double early_yardstick_s) {
   // Wall-clock call times are never under the CPU time of the calls, so an honest report clears
   // the second bound with room to spare. The candidate's worker costs more around its calls than
-  // the clean one (loading the object, keeping every timed call's outputs, a larger reply): twice
+  // the clean one (loading the object, marking its calls, and where the clean one does not mirror
+  // them, keeping every timed call's outputs and a larger reply): twice
   // the clean harness's cost and 10 ms are left to that; a quarter of the rest must be reported.
   constexpr double kEarlyShare = 0.5, kEarlySlackSeconds = 0.005;
   constexpr double kShare = 0.25, kHarnessFactor = 2.0, kSlackSeconds = 0.010;

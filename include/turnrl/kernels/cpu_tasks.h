@@ -79,5 +79,6 @@ void perturb_for_timing(const std::vector<at::Tensor>& base, std::vector<at::Ten
 // Bytes a kernel must at least move (inputs read once, outputs written once).
 double bytes_moved(const ShapeSet& inputs, const std::vector<Shape>& outputs);
 int64_t numel(const Shape& shape);
+int64_t total_numel(const std::vector<Shape>& shapes);  // elements of all the tensors together
 
 }  // namespace turnrl
