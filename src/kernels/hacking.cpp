@@ -330,6 +330,15 @@ std::vector<HackFinding> check_billed_time(double reported_s, double billed_s, d
   return {};
 }
 
+std::vector<HackFinding> check_profiled_like_timed(double profiled_device_us_per_call, double timed_median_us) {
+  constexpr double kFactor = 2.0, kSlackUs = 50.0;
+  if (!(timed_median_us > 0) || !(profiled_device_us_per_call > kFactor * timed_median_us + kSlackUs)) return {};
+  return {{kHackDeferredWork,
+           fmt::format("its profiled calls kept the device busy {:.1f} us each, {:.1f} times its timed calls' median "
+                       "({:.1f} us): it runs other work when profiled than when timed",
+                       profiled_device_us_per_call, profiled_device_us_per_call / timed_median_us, timed_median_us)}};
+}
+
 uint32_t flags_of(const std::vector<HackFinding>& findings) {
   uint32_t f = 0;
   for (const auto& x : findings) f |= x.flag;

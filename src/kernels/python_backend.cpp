@@ -1335,6 +1335,12 @@ EvalResult PythonEvaluator::Impl::run(Slot& slot, const EvalRequest& req) {
     add_once(findings, kHackDeferredWork,
              fmt::format("{} kernel(s) ran on streams other than the worker's, outside the timed events",
                          prof["other_streams"].integer()));
+  // On a GPU the profiled calls are a request of their own, and a candidate can ask torch whether
+  // its profiler runs: their device time must be what the timed calls' events allow.
+  if (device == "cuda")
+    for (auto& f : check_profiled_like_timed(prof["total_us"].num(0) / std::max(1, opt.profile_calls),
+                                             r.candidate_time.median_us))
+      add_once(findings, f.flag, f.reason);
   if (device == "cuda" && prof["candidate_kernels"].integer() == 0)
     add_once(findings, kHackNoCandidateWork,
              fmt::format("no kernel of the candidate's own (Triton or CUDA) ran in {} profiled calls ({} library "

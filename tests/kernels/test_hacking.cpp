@@ -162,6 +162,23 @@ TEST_CASE("hacking: billed CPU time bounds the reported call times (hand-compute
   CHECK(flags_of(check_billed_time(0.300, 0.004, 0.993, 0.300)) == kHackTampering);
 }
 
+TEST_CASE("hacking: profiled calls that keep the device busier than the timed ones (hand-computed cases)") {
+  // Timed median 100 us: the bound is 2 * 100 + 50 = 250 us of device time a profiled call.
+  CHECK(check_profiled_like_timed(250.0, 100.0).empty());
+  CHECK(flags_of(check_profiled_like_timed(251.0, 100.0)) == kHackDeferredWork);
+  // An honest small call: 3 us of kernel behind a 30 us span of Python launch; less when profiled.
+  CHECK(check_profiled_like_timed(3.0, 30.0).empty());
+  // A 10 us timed call whose profiled calls ran 60 us: under the 50 us slack's bound of 70 us.
+  CHECK(check_profiled_like_timed(60.0, 10.0).empty());
+  // The library's softmax when timed (about 60 us), the own kernel six times when profiled.
+  const auto f = check_profiled_like_timed(6 * 58.0, 60.0);
+  REQUIRE(flags_of(f) == kHackDeferredWork);
+  CHECK(f[0].reason.find("5.8 times") != std::string::npos);
+  // No timed calls (no median) or no profile: nothing to compare.
+  CHECK(check_profiled_like_timed(500.0, 0.0).empty());
+  CHECK(check_profiled_like_timed(0.0, 60.0).empty());
+}
+
 TEST_CASE("hacking: every planted hack is caught by its named check, the honest kernel of its task by none") {
   std::vector<EvalRequest> reqs;
   for (const auto& p : kPlanted) reqs.push_back(request(p.task, p.file));

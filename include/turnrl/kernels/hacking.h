@@ -102,6 +102,15 @@ std::vector<HackFinding> check_plausible_speed(double candidate_us, double bytes
 std::vector<HackFinding> check_billed_time(double reported_s, double billed_s, double harness_s,
                                            double early_yardstick_s = -1);
 
+// Where the profiled calls are not the timed ones (the Python backend on a GPU profiles calls of a
+// request of their own, and a candidate can ask torch whether its profiler runs): deferred work
+// when the profiled calls' device time per call (kernels, copies, sets) exceeds twice the timed
+// calls' median plus 50 us, i.e. the candidate ran slower work of its own when profiled than when
+// timed (say, its own kernel under the profiler and a library call in the timed calls, so that the
+// profile clears the laziness checks). An honest call's device time is at most its timed span (the
+// timed span also holds the gaps between launches, and its calls start from a flushed L2).
+std::vector<HackFinding> check_profiled_like_timed(double profiled_device_us_per_call, double timed_median_us);
+
 // OR of the flags and "; "-joined reasons.
 uint32_t flags_of(const std::vector<HackFinding>& findings);
 std::string reasons_of(const std::vector<HackFinding>& findings);
