@@ -768,11 +768,12 @@ void PythonEvaluator::Impl::start_worker(Slot& slot) {
   // host's files). A CPU worker also installs the candidate seccomp profile (no fork, exec,
   // threads, sockets; signals to the worker only), built here for the worker's own pid as it sees
   // it. CUDA workers cannot have that profile: Triton builds every kernel's launcher with the C
-  // compiler, so they send no program ("bpf" empty) and keep the tool profile of the sandbox. In
-  // the namespace jail a CUDA worker's writes are already held by its read-only mounts, and Landlock
-  // under Triton and the CUDA driver has not run on a GPU yet: CUDA workers confine only without
-  // namespaces, where nothing else would.
-  if (device != "cpu" && worker_limits.isolation == SandboxIsolation::namespaces) return;
+  // compiler, so they send no program ("bpf" empty) and keep the tool profile of the sandbox. Every
+  // worker confines its writes, in the namespace jail too: its read-only mounts hold the host's
+  // files there, but not /proc/self/mem, through which native code in a candidate (a load_inline
+  // extension) could rewrite the checker's code; Landlock refuses opening it for writing. It holds
+  // for the thread that runs candidate code and what that thread starts, not for the threads the
+  // CUDA driver started before.
   std::string hex;
   if (device == "cpu") {
     auto filter = sandbox_detail::build_syscall_filter(sandbox_detail::FilterProfile::candidate,
