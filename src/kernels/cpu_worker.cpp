@@ -574,9 +574,9 @@ void run_timing(const WorkerRequest& req, const CpuTask& task, const Kernel& ker
   std::vector<Output> outs = make_outputs(req.timing_output_shapes);
   auto ptrs = in.ptrs();
   auto sizes = in.sizes();
-  size_t call_floats = 0;
-  for (const Output& o : outs) call_floats += size_t(o.n);
-  if (!keep_outputs) reply.mirrored_outputs.reserve(call_floats * size_t(std::max(0, req.timing_trials)));
+  if (!keep_outputs)  // the size the parent expects (malformed_reply), from the same shapes
+    reply.mirrored_outputs.reserve(size_t(total_numel(req.timing_output_shapes)) *
+                                   size_t(std::max(0, req.timing_trials)));
   for (int w = 0; w < req.warmup; ++w) {
     CallReport rep = observed_call(kernel, in, outs, req.flush_caches);
     rep.outputs.clear();
