@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
             fmt::format("{} B={}, {} engine", c.shape, c.batch,
                         !fused ? "plain" : attention == DecodeAttention::flash ? "fused (FlashAttention)" : "fused")
                 .c_str(),
-            run, args.device);
+            run, args.device, 30);
       return seconds;
     };
     const double engine_seconds = time_engine(true, DecodeAttention::split_kv);

@@ -21,10 +21,12 @@ class DecodeGraphs {
  public:
   DecodeGraphs();
   ~DecodeGraphs();
-  // The output of `step` for `inputs`, replayed from the graph captured for `key` (captured from
-  // `step` on the key's first call; later calls must pass inputs of the same shapes): a static
-  // buffer, valid until the key's next call.
-  torch::Tensor run(const std::vector<int64_t>& key, const std::vector<torch::Tensor>& inputs, const DecodeStep& step);
+  // The output of `step` for `inputs`, replayed on device `on` from the graph captured for `key`
+  // (captured from `step` on the key's first call; later calls must pass inputs of the same shapes
+  // and dtypes, on `on` or in host memory, best pinned): a static buffer, valid until the key's
+  // next call.
+  torch::Tensor run(const std::vector<int64_t>& key, const std::vector<torch::Tensor>& inputs, torch::Device on,
+                    const DecodeStep& step);
 
  private:
   struct Graph;

@@ -16,14 +16,15 @@ DecodeGraphs::DecodeGraphs() = default;
 DecodeGraphs::~DecodeGraphs() = default;
 
 torch::Tensor DecodeGraphs::run(const std::vector<int64_t>& key, const std::vector<torch::Tensor>& inputs,
-                                const DecodeStep& step) {
+                                torch::Device on, const DecodeStep& step) {
   auto found = graphs_.find(key);
   if (found == graphs_.end()) {
     auto g = std::make_unique<Graph>();
     // Zero inputs make every row idle (count 0): idle rows write only to the cache's scratch row,
     // so warm-up and capture leave every sequence untouched.
-    for (const torch::Tensor& t : inputs) g->inputs.push_back(torch::zeros_like(t));
-    const int device = inputs.front().device().index();
+    for (const torch::Tensor& t : inputs)
+      g->inputs.push_back(torch::zeros(t.sizes(), torch::TensorOptions(t.scalar_type()).device(on)));
+    const int device = on.index();
     const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, device);
     c10::cuda::getCurrentCUDAStream(device).synchronize();
     {
@@ -40,7 +41,9 @@ torch::Tensor DecodeGraphs::run(const std::vector<int64_t>& key, const std::vect
     found = graphs_.emplace(key, std::move(g)).first;
   }
   Graph& g = *found->second;
-  for (size_t i = 0; i < inputs.size(); ++i) g.inputs[i].copy_(inputs[i]);
+  // From pinned host memory: one asynchronous transfer straight into the static buffer, no copy
+  // kernel (the host allocator keeps the pinned block until the transfer is done).
+  for (size_t i = 0; i < inputs.size(); ++i) g.inputs[i].copy_(inputs[i], /*non_blocking=*/inputs[i].is_pinned());
   g.graph.replay();
   return g.output;
 }

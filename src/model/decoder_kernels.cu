@@ -3,6 +3,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <initializer_list>
+#include <type_traits>
+
 namespace turnrl::decoder_kernels {
 namespace {
 
@@ -65,6 +68,52 @@ __global__ void rms_norm_rows(const T* x, const T* delta, T* sum, const T* weigh
   const T* s = delta != nullptr ? sum + row * dim : xr;
   for (int64_t i = threadIdx.x; i < dim; i += blockDim.x)
     out[row * dim + i] = from_float<T>(to_float(weight[i]) * rounded<T>(to_float(s[i]) * scale));
+}
+
+// 16 bytes of T: the unit of the packed kernels' loads and stores.
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int size = int(16 / sizeof(T));
+  T v[size];
+};
+
+// rms_norm_rows for rows of packs: thread i holds pack i of its row in registers from load to
+// store (one 16-byte load of x, delta and weight each, issued together), where the scalar kernel
+// loops over 2-byte loads and reads the sum back. The same roundings, per value, as rms_norm_rows.
+// One block a row, blockDim.x >= dim / Pack<T>::size, rounded up to whole warps.
+template <typename T>
+__global__ void rms_norm_packed_rows(const T* x, const T* delta, T* sum, const T* weight, T* out, float* rstd,
+                                     int64_t dim, float eps) {
+  constexpr int P = Pack<T>::size;
+  const int64_t row = blockIdx.x, packs = dim / P, i = threadIdx.x;
+  const bool mine = i < packs;
+  Pack<T> xv{}, dv{}, wv{};
+  if (mine) {
+    xv = reinterpret_cast<const Pack<T>*>(x + row * dim)[i];
+    if (delta != nullptr) dv = reinterpret_cast<const Pack<T>*>(delta + row * dim)[i];
+    wv = reinterpret_cast<const Pack<T>*>(weight)[i];
+  }
+  float s[P];
+  float squares = 0.0f;
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    s[k] = to_float(xv.v[k]);
+    if (delta != nullptr) s[k] = rounded<T>(s[k] + to_float(dv.v[k]));
+    squares += s[k] * s[k];
+  }
+  if (mine && delta != nullptr) {
+    Pack<T> sv;
+#pragma unroll
+    for (int k = 0; k < P; ++k) sv.v[k] = from_float<T>(s[k]);
+    reinterpret_cast<Pack<T>*>(sum + row * dim)[i] = sv;
+  }
+  const float scale = rsqrtf(block_sum(squares) / float(dim) + eps);
+  if (rstd != nullptr && threadIdx.x == 0) rstd[row] = scale;
+  if (!mine) return;
+  Pack<T> ov;
+#pragma unroll
+  for (int k = 0; k < P; ++k) ov.v[k] = from_float<T>(to_float(wv.v[k]) * rounded<T>(s[k] * scale));
+  reinterpret_cast<Pack<T>*>(out + row * dim)[i] = ov;
 }
 
 // The pair (a, b) = (x_i, x_{i + dim / 2}) of one head's vector, RMS-normalised with `weight`
@@ -151,6 +200,129 @@ __global__ void silu_mul_values(const T* gate, const T* up, T* out, int64_t n, i
     const int64_t at = stride == width ? i : (i / width) * stride + i % width;
     const float g = to_float(gate[at]);
     out[i] = from_float<T>(rounded<T>(g / (1.0f + expf(-g))) * to_float(up[at]));
+  }
+}
+
+// norm_rotate_pair for one head's vector held by one warp: lane l holds the pairs (i, i + half) for
+// i = l + 32 j, j < J (half = 32 J), and the norm's sum is the warp's, in a fixed order, without a
+// block barrier. norm_rotary and qkv_rotary_store both take it where half is 32, 64 or 128, so
+// their roundings stay equal to the bit.
+template <typename T, int J>
+__device__ __forceinline__ void warp_norm_rotate(float (&a)[J], float (&b)[J], const float (&c)[J], const float (&s)[J],
+                                                 const T* weight, int lane, float eps, float* rstd) {
+  constexpr int half = 32 * J;
+  if (weight != nullptr) {
+    float squares = 0.0f;
+#pragma unroll
+    for (int j = 0; j < J; ++j) squares = __fmaf_rn(b[j], b[j], __fmaf_rn(a[j], a[j], squares));
+    for (int offset = 16; offset > 0; offset >>= 1) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
+    const float scale = rsqrtf(squares / float(2 * half) + eps);
+    if (rstd != nullptr && lane == 0) *rstd = scale;
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int i = lane + 32 * j;
+      a[j] = rounded<T>(to_float(weight[i]) * rounded<T>(a[j] * scale));
+      b[j] = rounded<T>(to_float(weight[i + half]) * rounded<T>(b[j] * scale));
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const float rotated_a = rounded<T>(__fmul_rn(a[j], c[j])) - rounded<T>(__fmul_rn(b[j], s[j]));
+    b[j] = rounded<T>(__fmul_rn(b[j], c[j])) + rounded<T>(__fmul_rn(a[j], s[j]));
+    a[j] = rotated_a;
+  }
+}
+
+// Loads one head's pairs and its token's angles as warp_norm_rotate holds them.
+template <typename T, int J>
+__device__ __forceinline__ void load_head_pairs(const T* x, const T* cos, const T* sin, int lane, float (&a)[J],
+                                                float (&b)[J], float (&c)[J], float (&s)[J]) {
+  constexpr int half = 32 * J;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int i = lane + 32 * j;
+    a[j] = to_float(x[i]);
+    b[j] = to_float(x[i + half]);
+    c[j] = to_float(cos[i]);
+    s[j] = to_float(sin[i]);
+  }
+}
+
+template <typename T, int J>
+__device__ __forceinline__ void store_head_pairs(T* to, int lane, const float (&a)[J], const float (&b)[J]) {
+  constexpr int half = 32 * J;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    to[lane + 32 * j] = from_float<T>(a[j]);
+    to[lane + 32 * j + half] = from_float<T>(b[j]);
+  }
+}
+
+constexpr int kHeadWarps = 4;  // heads (one a warp) in a block of the warp-per-head kernels
+
+// norm_rotary_heads with one warp a (token, head) row (head_dim = 64 J).
+template <typename T, int J>
+__global__ void norm_rotary_warps(const T* x, const T* weight, const T* cos, const T* sin, T* out, float* rstd,
+                                  int64_t rows, int64_t heads, float eps) {
+  constexpr int64_t half = 32 * J, dim = 2 * half;
+  const int64_t row = int64_t(blockIdx.x) * kHeadWarps + threadIdx.x / 32;
+  if (row >= rows) return;  // the whole warp
+  const int lane = threadIdx.x % 32;
+  const int64_t token = row / heads;
+  float a[J], b[J], c[J], s[J];
+  load_head_pairs<T, J>(x + row * dim, cos + token * half, sin + token * half, lane, a, b, c, s);
+  warp_norm_rotate<T, J>(a, b, c, s, weight, lane, eps, rstd != nullptr ? rstd + row : nullptr);
+  store_head_pairs<T, J>(out + row * dim, lane, a, b);
+}
+
+// qkv_rotary_store_heads with one warp a (token, head of the merged row) (head_dim = 64 J).
+template <typename T, int J>
+__global__ void qkv_rotary_store_warps(const T* qkv, const T* q_weight, const T* k_weight, const T* cos, const T* sin,
+                                       T* q_out, T* keys, T* values, const int64_t* write_index, int64_t rows,
+                                       int64_t heads, int64_t kv_heads, float eps, bool group_major) {
+  constexpr int64_t half = 32 * J, dim = 2 * half;
+  const int64_t all = heads + 2 * kv_heads, at = int64_t(blockIdx.x) * kHeadWarps + threadIdx.x / 32;
+  if (at >= rows) return;  // the whole warp
+  const int64_t token = at / all, head = at % all;
+  const int lane = threadIdx.x % 32;
+  const T* x = qkv + at * dim;
+  if (head >= heads + kv_heads) {  // a value head, copied as it is
+    T* to = values + (write_index[token] * kv_heads + head - heads - kv_heads) * dim;
+#pragma unroll
+    for (int j = 0; j < 2 * J; ++j) to[lane + 32 * j] = x[lane + 32 * j];
+    return;
+  }
+  const bool query = head < heads;
+  float a[J], b[J], c[J], s[J];
+  load_head_pairs<T, J>(x, cos + token * half, sin + token * half, lane, a, b, c, s);
+  warp_norm_rotate<T, J>(a, b, c, s, query ? q_weight : k_weight, lane, eps, nullptr);
+  T* to;
+  if (query) {  // group-major place as in qkv_rotary_store_heads
+    const int64_t groups = heads / kv_heads;
+    const int64_t place = group_major ? (head % groups) * kv_heads + head / groups : head;
+    to = q_out + (token * heads + place) * dim;
+  } else {
+    to = keys + (write_index[token] * kv_heads + head - heads) * dim;
+  }
+  store_head_pairs<T, J>(to, lane, a, b);
+}
+
+// silu_mul_values a pack of values a thread (n, width and stride counted in packs).
+template <typename T>
+__global__ void silu_mul_packs(const T* gate, const T* up, T* out, int64_t n, int64_t width, int64_t stride) {
+  using V = Pack<T>;
+  const V* g_packs = reinterpret_cast<const V*>(gate);
+  const V* u_packs = reinterpret_cast<const V*>(up);
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t at = stride == width ? i : (i / width) * stride + i % width;
+    const V g = g_packs[at], u = u_packs[at];
+    V o;
+#pragma unroll
+    for (int k = 0; k < V::size; ++k) {
+      const float x = to_float(g.v[k]);
+      o.v[k] = from_float<T>(rounded<T>(x / (1.0f + expf(-x))) * to_float(u.v[k]));
+    }
+    reinterpret_cast<V*>(out)[i] = o;
   }
 }
 
@@ -343,61 +515,56 @@ __device__ __forceinline__ void load_pack(const T* x, int64_t i, float (&out)[P]
   }
 }
 
+// Threads of a sampler block: a row's block is alone on its SM at small batches (one row a block),
+// so the whole SM's warps share the row's arithmetic.
+constexpr int kSampleThreads = 1024;
+
 // One token per row of logits [rows, vocab] from softmax(logits / temperature) at uniform[row]
 // (the inverse CDF: the first token whose running probability reaches u times the total, with
 // positive probability), or the first argmax where temperature is 0; logp[row] is the token's
 // log-prob, (z - max) - log(sum exp(z - max)) with z = logit / temperature (1 for greedy rows), as
-// log_softmax computes it. One block of kRowThreads a row, reading packs of P tokens (P divides
-// vocab; load_pack): one pass for the maximum and the sum, then each warp's share of the
-// probability mass over a contiguous range of packs, then the warp whose range holds the target
-// scans it 32 packs at a time (a scan over the lanes' pack sums, then inside the lane's pack).
+// log_softmax computes it. One block of kSampleThreads a row, reading packs of P tokens (P divides
+// vocab; load_pack), in three passes:
+// 1. the largest logit and its first index: compares only (z's maximum is the largest logit's z,
+//    as a correctly rounded division by t > 0 keeps the order);
+// 2. each warp's mass sum exp(z - max) over a contiguous range of packs; their sum is the total;
+// 3. the warp whose range holds u * total scans it 32 packs at a time (a scan over the lanes' pack
+//    masses, then inside the lane's pack).
+// The masses are unnormalised, so the division and the exponential are taken once a token in
+// pass 2 (and again only over the chosen warp's range), not in every pass.
 template <typename T, int P>
 __global__ void sample_rows_unfiltered(const T* logits, const float* temperature, const double* uniform,
                                        int64_t* token, float* logp, int64_t vocab) {
-  __shared__ SoftmaxStats partial[kRowThreads / 32];
-  __shared__ ArgMax best[kRowThreads / 32];
-  __shared__ float warp_mass[kRowThreads / 32];
-  __shared__ float shared_max, shared_log_sum;
+  __shared__ ArgMax best[kSampleThreads / 32];
+  __shared__ float warp_mass[kSampleThreads / 32];
+  __shared__ float shared_max;
   const int64_t row = blockIdx.x, packs = vocab / P;
   const T* x = logits + row * vocab;
   const bool greedy = temperature[row] == 0.0f;
   const float t = greedy ? 1.0f : temperature[row];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = int(blockDim.x / 32);
-  SoftmaxStats stats;
   ArgMax arg;
-#pragma unroll 2
+#pragma unroll 4
   for (int64_t i = threadIdx.x; i < packs; i += blockDim.x) {
     float v[P];
     load_pack<T, P>(x, i, v);
 #pragma unroll
-    for (int k = 0; k < P; ++k) {
-      const float z = __fdiv_rn(v[k], t);
-      stats.add(z);
-      arg.merge(z, i * P + k);
-    }
+    for (int k = 0; k < P; ++k) arg.merge(v[k], i * P + k);
   }
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    stats.merge(shuffle_down(stats, offset));
+  for (int offset = 16; offset > 0; offset >>= 1)
     arg.merge(__shfl_down_sync(0xffffffffu, arg.value, offset), __shfl_down_sync(0xffffffffu, arg.index, offset));
-  }
-  if (lane == 0) partial[warp] = stats, best[warp] = arg;
+  if (lane == 0) best[warp] = arg;
   __syncthreads();
   if (threadIdx.x == 0) {
-    SoftmaxStats total = partial[0];
     ArgMax top = best[0];
-    for (int w = 1; w < warps; ++w) total.merge(partial[w]), top.merge(best[w].value, best[w].index);
-    shared_max = total.max;
-    shared_log_sum = logf(total.sum);
-    if (greedy) {
-      token[row] = top.index;
-      logp[row] = (top.value - total.max) - shared_log_sum;
-    }
+    for (int w = 1; w < warps; ++w) top.merge(best[w].value, best[w].index);
+    best[0] = top;
+    shared_max = __fdiv_rn(top.value, t);
   }
-  if (greedy) return;  // uniform across the block
   __syncthreads();
-  const float max = shared_max, log_sum = shared_log_sum;
-  const auto prob = [&](float value) { return expf((__fdiv_rn(value, t) - max) - log_sum); };
-  // Each warp's mass over its contiguous range of packs.
+  const float max = shared_max;
+  const auto weight = [&](float value) { return expf(__fdiv_rn(value, t) - max); };
+  // Pass 2: each warp's mass over its contiguous range of packs.
   const int64_t span = (packs + warps - 1) / warps, begin = warp * span, end = begin + span < packs ? begin + span : packs;
   float mass = 0.0f;
 #pragma unroll 2
@@ -405,14 +572,23 @@ __global__ void sample_rows_unfiltered(const T* logits, const float* temperature
     float v[P];
     load_pack<T, P>(x, i, v);
 #pragma unroll
-    for (int k = 0; k < P; ++k) mass += prob(v[k]);
+    for (int k = 0; k < P; ++k) mass += weight(v[k]);
   }
   for (int offset = 16; offset > 0; offset >>= 1) mass += __shfl_down_sync(0xffffffffu, mass, offset);
   if (lane == 0) warp_mass[warp] = mass;
   __syncthreads();
-  // Every thread finds the same warp: the first whose running total reaches the target.
+  // Every thread finds the same total and the same warp: the first whose running total reaches
+  // the target.
   float running = 0.0f, total = 0.0f;
   for (int w = 0; w < warps; ++w) total += warp_mass[w];
+  const float log_sum = logf(total);
+  if (greedy) {
+    if (threadIdx.x == 0) {
+      token[row] = best[0].index;
+      logp[row] = (best[0].value - max) - log_sum;
+    }
+    return;  // uniform across the block
+  }
   const float target = float(uniform[row]) * total;
   int chosen = -1;
   for (int w = 0; w < warps && chosen < 0; ++w) {
@@ -437,7 +613,7 @@ __global__ void sample_rows_unfiltered(const T* logits, const float* temperature
     if (i < end) {
       load_pack<T, P>(x, i, p);
 #pragma unroll
-      for (int k = 0; k < P; ++k) own += p[k] = prob(p[k]);
+      for (int k = 0; k < P; ++k) own += p[k] = weight(p[k]);
     } else {
 #pragma unroll
       for (int k = 0; k < P; ++k) p[k] = 0.0f;
@@ -490,10 +666,27 @@ int threads_for(int64_t work) {
 
 unsigned blocks_of(int64_t rows, int64_t per_block) { return unsigned((rows + per_block - 1) / per_block); }
 
+// n threads rounded up to whole warps.
+int64_t whole_warps(int64_t n) { return (n + 31) / 32 * 32; }
+
+// Whether every pointer (null ones aside) starts 16-byte aligned, as the packed kernels' loads need.
+bool aligned16(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
 template <typename T>
 cudaError_t rms_norm_typed(const void* x, const void* delta, void* sum, const void* weight, void* out, float* rstd,
                            int64_t rows, int64_t dim, float eps, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
+  constexpr int P = Pack<T>::size;
+  if (dim % P == 0 && dim / P <= 1024 && aligned16({x, delta, sum, weight, out})) {
+    rms_norm_packed_rows<T><<<unsigned(rows), unsigned(whole_warps(dim / P)), 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(delta), static_cast<T*>(sum), static_cast<const T*>(weight),
+        static_cast<T*>(out), rstd, dim, eps);
+    return cudaGetLastError();
+  }
   rms_norm_rows<T><<<unsigned(rows), threads_for(dim / 4), 0, stream>>>(
       static_cast<const T*>(x), static_cast<const T*>(delta), static_cast<T*>(sum), static_cast<const T*>(weight),
       static_cast<T*>(out), rstd, dim, eps);
@@ -516,6 +709,20 @@ template <typename T>
 cudaError_t norm_rotary_typed(const void* x, const void* weight, const void* cos, const void* sin, void* out,
                               float* rstd, int64_t tokens, int64_t heads, int64_t dim, float eps, cudaStream_t stream) {
   if (tokens * heads == 0) return cudaSuccess;
+  const int64_t rows = tokens * heads;
+  const auto warps = [&](auto pairs) {
+    constexpr int J = decltype(pairs)::value;
+    norm_rotary_warps<T, J><<<blocks_of(rows, kHeadWarps), 32 * kHeadWarps, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(cos), static_cast<const T*>(sin),
+        static_cast<T*>(out), rstd, rows, heads, eps);
+    return cudaGetLastError();
+  };
+  switch (dim) {
+    case 64: return warps(std::integral_constant<int, 1>());
+    case 128: return warps(std::integral_constant<int, 2>());
+    case 256: return warps(std::integral_constant<int, 4>());
+    default: break;
+  }
   norm_rotary_heads<T><<<unsigned(tokens * heads), threads_for(dim / 2), 0, stream>>>(
       static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(cos), static_cast<const T*>(sin),
       static_cast<T*>(out), rstd, heads, dim, eps);
@@ -539,6 +746,13 @@ cudaError_t silu_mul_typed(const void* gate, const void* up, void* out, int64_t 
                            cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   const int threads = 256;
+  constexpr int P = Pack<T>::size;
+  if (width % P == 0 && stride % P == 0 && aligned16({gate, up, out})) {
+    const int64_t packs = n / P, blocks = (packs + threads - 1) / threads;
+    silu_mul_packs<T><<<unsigned(blocks < 65535 ? blocks : 65535), threads, 0, stream>>>(
+        static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), packs, width / P, stride / P);
+    return cudaGetLastError();
+  }
   const int64_t blocks = (n + threads - 1) / threads;
   silu_mul_values<T><<<unsigned(blocks < 65535 ? blocks : 65535), threads, 0, stream>>>(
       static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n, width, stride);
@@ -552,6 +766,22 @@ cudaError_t qkv_rotary_store_typed(const void* qkv, const void* q_weight, const 
                                    bool group_major, cudaStream_t stream) {
   if (tokens == 0) return cudaSuccess;
   if (kv_heads < 1 || heads % kv_heads != 0) return cudaErrorInvalidValue;
+  const int64_t rows = tokens * (heads + 2 * kv_heads);
+  const auto warps = [&](auto pairs) {
+    constexpr int J = decltype(pairs)::value;
+    qkv_rotary_store_warps<T, J><<<blocks_of(rows, kHeadWarps), 32 * kHeadWarps, 0, stream>>>(
+        static_cast<const T*>(qkv), static_cast<const T*>(q_weight), static_cast<const T*>(k_weight),
+        static_cast<const T*>(cos), static_cast<const T*>(sin), static_cast<T*>(q_out), static_cast<T*>(keys),
+        static_cast<T*>(values), write_index, rows, heads, kv_heads, eps, group_major);
+    return cudaGetLastError();
+  };
+  // The same head widths as norm_rotary's warp kernel, so that both round alike.
+  switch (dim) {
+    case 64: return warps(std::integral_constant<int, 1>());
+    case 128: return warps(std::integral_constant<int, 2>());
+    case 256: return warps(std::integral_constant<int, 4>());
+    default: break;
+  }
   qkv_rotary_store_heads<T><<<unsigned(tokens * (heads + 2 * kv_heads)), threads_for(dim / 2), 0, stream>>>(
       static_cast<const T*>(qkv), static_cast<const T*>(q_weight), static_cast<const T*>(k_weight),
       static_cast<const T*>(cos), static_cast<const T*>(sin), static_cast<T*>(q_out), static_cast<T*>(keys),
@@ -581,9 +811,9 @@ cudaError_t sample_unfiltered_typed(const void* logits, const float* temperature
   constexpr int kPack = int(16 / sizeof(T));
   const auto* x = static_cast<const T*>(logits);
   if (vocab % kPack == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0)
-    sample_rows_unfiltered<T, kPack><<<unsigned(rows), kRowThreads, 0, stream>>>(x, temperature, uniform, token, logp, vocab);
+    sample_rows_unfiltered<T, kPack><<<unsigned(rows), kSampleThreads, 0, stream>>>(x, temperature, uniform, token, logp, vocab);
   else
-    sample_rows_unfiltered<T, 1><<<unsigned(rows), kRowThreads, 0, stream>>>(x, temperature, uniform, token, logp, vocab);
+    sample_rows_unfiltered<T, 1><<<unsigned(rows), kSampleThreads, 0, stream>>>(x, temperature, uniform, token, logp, vocab);
   return cudaGetLastError();
 }
 

@@ -311,7 +311,7 @@ struct GenerationEngine::State {
 #ifdef TURNRL_WITH_CUDA
     if (graphs) {
       const int64_t width = bucket_for(read_width, 64, options.capacity());
-      logits = graphs->run({kLogitsGraph, rows, width}, {inputs}, [this, width](const std::vector<torch::Tensor>& in) {
+      logits = graphs->run({kLogitsGraph, rows, width}, {inputs}, device, [this, width](const std::vector<torch::Tensor>& in) {
         return decode_logits(in[0][0], in[0][1], in[0][2], width);
       });
       ++stats.graph_replays;
@@ -354,10 +354,13 @@ struct GenerationEngine::State {
     ++stats.graph_replays;
     const int64_t width = bucket_for(read_width, 64, options.capacity());
     decode.insert(decode.end(), sampling.values.begin(), sampling.values.end());
-    const torch::Tensor inputs = torch::tensor(decode, torch::kLong).view({3 + kSamplingFields, rows}).to(device);
+    // In pinned memory: the graph's input buffer takes it in one asynchronous transfer.
+    const torch::Tensor inputs =
+        torch::empty({3 + kSamplingFields, rows}, torch::TensorOptions(torch::kLong).pinned_memory(true));
+    std::memcpy(inputs.data_ptr<int64_t>(), decode.data(), decode.size() * sizeof(int64_t));
     const bool filtered = sampling.filtered;
     const torch::Tensor drawn = graphs->run(
-        {filtered ? kSampleFilteredGraph : kSampleGraph, rows, width}, {inputs},
+        {filtered ? kSampleFilteredGraph : kSampleGraph, rows, width}, {inputs}, device,
         [this, width, filtered](const std::vector<torch::Tensor>& in) {
           const torch::Tensor& x = in[0];
           return draw_packed(decode_logits(x[0], x[1], x[2], width), x.narrow(0, 3, kSamplingFields), filtered, true);

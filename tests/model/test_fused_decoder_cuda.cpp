@@ -39,8 +39,11 @@ TEST_CASE("fused_decoder: norms, rotary and the gated product round as the plain
   for (const torch::Dtype dtype : kDtypes) {
     INFO(c10::toString(dtype));
     const auto options = torch::TensorOptions(dtype).device(torch::kCUDA);
-    // Odd row counts and widths that are not a multiple of the block: 3 rows of 1000, 64 of 2048.
-    for (const auto& [rows, dim] : std::vector<std::pair<int64_t, int64_t>>{{3, 1000}, {64, 2048}, {1, 32}}) {
+    // Odd row counts and widths that are not a multiple of the block: 3 rows of 1000, 64 of 2048
+    // (the kernel of 16-byte packs); 5 of 1001 and 2 of 8200 (more packs than a block's threads):
+    // the scalar kernel.
+    for (const auto& [rows, dim] :
+         std::vector<std::pair<int64_t, int64_t>>{{3, 1000}, {64, 2048}, {1, 32}, {5, 1001}, {2, 8200}}) {
       const torch::Tensor x = torch::randn({rows, 1, dim}, options) * 3;
       const torch::Tensor delta = torch::randn({rows, 1, dim}, options);
       const torch::Tensor weight = torch::randn({dim}, options);
@@ -50,7 +53,8 @@ TEST_CASE("fused_decoder: norms, rotary and the gated product round as the plain
       CHECK(torch::equal(sum, x + delta));
       CHECK(relative_error(normed, turnrl::detail::rms_norm(x + delta, weight, 1e-6)) <= two_roundings(dtype));
     }
-    for (const int64_t head_dim : {int64_t(64), int64_t(128)}) {
+    // 64 and 128: a warp a head; 96: a block a head.
+    for (const int64_t head_dim : {int64_t(64), int64_t(128), int64_t(96)}) {
       const int64_t batch = 5, length = 3, heads = 4;
       const torch::Tensor x = torch::randn({batch, length, heads, head_dim}, options);
       const torch::Tensor weight = torch::rand({head_dim}, options) + 0.5;
@@ -71,8 +75,11 @@ TEST_CASE("fused_decoder: norms, rotary and the gated product round as the plain
         else CHECK(torch::equal(fused, plain.contiguous()));
       }
     }
-    const torch::Tensor gate = torch::randn({7, 3000}, options) * 4, up = torch::randn({7, 3000}, options);
-    CHECK(relative_error(turnrl::detail::fused_silu_mul(gate, up), torch::silu(gate) * up) <= two_roundings(dtype));
+    // 16-byte packs (3000 values a row), and one value at a time (3001).
+    for (const int64_t width : {int64_t(3000), int64_t(3001)}) {
+      const torch::Tensor gate = torch::randn({7, width}, options) * 4, up = torch::randn({7, width}, options);
+      CHECK(relative_error(turnrl::detail::fused_silu_mul(gate, up), torch::silu(gate) * up) <= two_roundings(dtype));
+    }
   }
 }
 
