@@ -12,6 +12,8 @@
 // with FlashAttention's decode attention (GenerationEngineOptions::decode_attention).
 // --profile: after the first case's timings, one more run of each engine under the profiler, and
 //       the kernels that took the most time (device_profile.h).
+// On a GPU each case also times the fused engine with its kernels launched plainly instead of as
+// programmatic dependent launches (decoder_kernels::set_dependent_launch), in the same run.
 // Roofline: every decode step reads the weights once (the embedding table only where the head
 // is tied to it) and each sequence's cached keys and values (mean context P + N/2), at the
 // device-to-device copy bandwidth measured in the same run. Sampling at temperature 1, no stop
@@ -31,6 +33,7 @@
 #include <cuda_runtime.h>
 
 #include "model/decode_attention.cuh"
+#include "model/decoder_kernels.cuh"
 #include "model/fused_decoder.h"
 #endif
 #include "device_profile.h"
@@ -278,6 +281,16 @@ int main(int argc, char** argv) {
       return seconds;
     };
     const double engine_seconds = time_engine(true, DecodeAttention::split_kv);
+    // The same engine with the decoder's kernels launched plainly, not as programmatic dependent
+    // launches (dependent_launch.cuh): what those save, measured in the same run.
+    double plain_launch_seconds = 0;
+#ifdef TURNRL_WITH_CUDA
+    if (gpu) {
+      decoder_kernels::set_dependent_launch(false);
+      plain_launch_seconds = time_engine(true, DecodeAttention::split_kv);
+      decoder_kernels::set_dependent_launch(true);
+    }
+#endif
     const bool with_flash = gpu && c.batch == 64;
     const double flash_seconds = with_flash ? time_engine(true, DecodeAttention::flash) : 0;
     const double plain_seconds = gpu ? time_engine(false, DecodeAttention::split_kv) : engine_seconds;
@@ -308,6 +321,9 @@ int main(int argc, char** argv) {
                 with_flash ? fmt::format("{:.0f}", flash_rate).c_str() : "-", plain_rate, roofline,
                 100 * engine_rate / roofline, c.with_baseline ? fmt::format("{:.0f}", sampler_rate).c_str() : "-",
                 c.with_baseline ? fmt::format("{:.2f}", engine_rate / sampler_rate).c_str() : "-");
+    if (plain_launch_seconds > 0)
+      std::printf("%-11s %5ld   fused with plain launches: %.0f tok/s (dependent launches: %.3fx)\n", c.shape.c_str(),
+                  long(c.batch), generated / plain_launch_seconds, plain_launch_seconds / engine_seconds);
     std::printf("RESULT shape=%s batch=%ld prompt=%ld new=%ld engine_tok_s=%.1f flash_attention_tok_s=%.1f "
                 "plain_tok_s=%.1f roofline_tok_s=%.1f copy_GBps=%.1f\n",
                 c.shape.c_str(), long(c.batch), long(c.prompt), long(c.new_tokens), engine_rate, flash_rate,

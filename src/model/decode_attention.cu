@@ -1,4 +1,5 @@
 #include "decode_attention.cuh"
+#include "dependent_launch.cuh"
 
 #include <algorithm>
 #include <cstring>
@@ -75,6 +76,8 @@ __global__ void __launch_bounds__(kThreads)
                             const int32_t* __restrict__ key_offsets, const int32_t* __restrict__ keys_used,
                             T* __restrict__ out, float* __restrict__ workspace, int heads, int kv_heads,
                             bool group_major, float scale) {
+  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
+  allow_next_grid();
   constexpr int kLanes = D / 8;                  // lanes that hold one key
   constexpr int kWarpStreams = 32 / kLanes;      // keys a warp reads at a time
   constexpr int kStreams = kWarps * kWarpStreams;
@@ -230,6 +233,8 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 __global__ void merge_splits(const float* __restrict__ workspace, T* __restrict__ out, int64_t outputs, int dim,
                              int splits) {
+  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
+  allow_next_grid();
   const int64_t output = blockIdx.x;
   const int d = threadIdx.x;
   const float* maxima = workspace + int64_t(splits) * outputs * dim;
@@ -260,14 +265,14 @@ struct Problem {
 template <typename T, int D, int G>
 cudaError_t launch(const Problem& p) {
   const dim3 grid(unsigned(p.kv_heads), unsigned(p.rows), unsigned(p.splits));
-  decode_attention_blocks<T, D, G><<<grid, kThreads, 0, p.stream>>>(
-      static_cast<const T*>(p.q), static_cast<const T*>(p.keys), static_cast<const T*>(p.values), p.key_offsets,
-      p.keys_used, static_cast<T*>(p.out), p.workspace, int(p.heads), int(p.kv_heads), p.group_major, p.scale);
-  if (p.splits == 1) return cudaGetLastError();
+  const cudaError_t launched = launch_dependent(
+      decode_attention_blocks<T, D, G>, grid, dim3(kThreads), 0, p.stream, static_cast<const T*>(p.q),
+      static_cast<const T*>(p.keys), static_cast<const T*>(p.values), p.key_offsets, p.keys_used, static_cast<T*>(p.out),
+      p.workspace, int(p.heads), int(p.kv_heads), p.group_major, p.scale);
+  if (p.splits == 1 || launched != cudaSuccess) return launched;
   const int64_t outputs = p.rows * p.heads;
-  merge_splits<T><<<unsigned(outputs), unsigned(D), 0, p.stream>>>(p.workspace, static_cast<T*>(p.out), outputs, D,
-                                                                    p.splits);
-  return cudaGetLastError();
+  return launch_dependent(merge_splits<T>, dim3(unsigned(outputs)), dim3(unsigned(D)), 0, p.stream, p.workspace,
+                          static_cast<T*>(p.out), outputs, D, p.splits);
 }
 
 template <typename T, int D>

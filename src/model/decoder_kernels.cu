@@ -1,8 +1,10 @@
 #include "decoder_kernels.cuh"
+#include "dependent_launch.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <atomic>
 #include <initializer_list>
 #include <type_traits>
 
@@ -51,6 +53,8 @@ __device__ float block_sum(float v) {
 template <typename T>
 __global__ void rms_norm_rows(const T* x, const T* delta, T* sum, const T* weight, T* out, float* rstd, int64_t dim,
                               float eps) {
+  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
+  allow_next_grid();
   const int64_t row = blockIdx.x;
   const T* xr = x + row * dim;
   float squares = 0.0f;
@@ -84,6 +88,8 @@ struct alignas(16) Pack {
 template <typename T>
 __global__ void rms_norm_packed_rows(const T* x, const T* delta, T* sum, const T* weight, T* out, float* rstd,
                                      int64_t dim, float eps) {
+  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
+  allow_next_grid();
   constexpr int P = Pack<T>::size;
   const int64_t row = blockIdx.x, packs = dim / P, i = threadIdx.x;
   const bool mine = i < packs;
@@ -142,6 +148,8 @@ __device__ __forceinline__ void norm_rotate_pair(float& a, float& b, const T* we
 template <typename T>
 __global__ void norm_rotary_heads(const T* x, const T* weight, const T* cos, const T* sin, T* out, float* rstd,
                                   int64_t heads, int64_t dim, float eps) {
+  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
+  allow_next_grid();
   const int64_t row = blockIdx.x, token = row / heads, half = dim / 2;
   const int64_t i = threadIdx.x;
   const bool mine = i < half;
@@ -161,6 +169,8 @@ template <typename T>
 __global__ void qkv_rotary_store_heads(const T* qkv, const T* q_weight, const T* k_weight, const T* cos, const T* sin,
                                        T* q_out, T* keys, T* values, const int64_t* write_index, int64_t heads,
                                        int64_t kv_heads, int64_t dim, float eps, bool group_major) {
+  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
+  allow_next_grid();
   const int64_t all = heads + 2 * kv_heads, token = blockIdx.x / all, head = blockIdx.x % all, half = dim / 2;
   const int64_t i = threadIdx.x;
   const bool mine = i < half;
@@ -196,6 +206,8 @@ __global__ void qkv_rotary_store_heads(const T* qkv, const T* q_weight, const T*
 // for one merged [rows, 2 * width] projection).
 template <typename T>
 __global__ void silu_mul_values(const T* gate, const T* up, T* out, int64_t n, int64_t width, int64_t stride) {
+  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
+  allow_next_grid();
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t at = stride == width ? i : (i / width) * stride + i % width;
     const float g = to_float(gate[at]);
@@ -264,6 +276,8 @@ constexpr int kHeadWarps = 4;  // heads (one a warp) in a block of the warp-per-
 template <typename T, int J>
 __global__ void norm_rotary_warps(const T* x, const T* weight, const T* cos, const T* sin, T* out, float* rstd,
                                   int64_t rows, int64_t heads, float eps) {
+  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
+  allow_next_grid();
   constexpr int64_t half = 32 * J, dim = 2 * half;
   const int64_t row = int64_t(blockIdx.x) * kHeadWarps + threadIdx.x / 32;
   if (row >= rows) return;  // the whole warp
@@ -280,6 +294,8 @@ template <typename T, int J>
 __global__ void qkv_rotary_store_warps(const T* qkv, const T* q_weight, const T* k_weight, const T* cos, const T* sin,
                                        T* q_out, T* keys, T* values, const int64_t* write_index, int64_t rows,
                                        int64_t heads, int64_t kv_heads, float eps, bool group_major) {
+  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
+  allow_next_grid();
   constexpr int64_t half = 32 * J, dim = 2 * half;
   const int64_t all = heads + 2 * kv_heads, at = int64_t(blockIdx.x) * kHeadWarps + threadIdx.x / 32;
   if (at >= rows) return;  // the whole warp
@@ -310,6 +326,8 @@ __global__ void qkv_rotary_store_warps(const T* qkv, const T* q_weight, const T*
 // silu_mul_values a pack of values a thread (n, width and stride counted in packs).
 template <typename T>
 __global__ void silu_mul_packs(const T* gate, const T* up, T* out, int64_t n, int64_t width, int64_t stride) {
+  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
+  allow_next_grid();
   using V = Pack<T>;
   const V* g_packs = reinterpret_cast<const V*>(gate);
   const V* u_packs = reinterpret_cast<const V*>(up);
@@ -535,6 +553,8 @@ constexpr int kSampleThreads = 1024;
 template <typename T, int P>
 __global__ void sample_rows_unfiltered(const T* logits, const float* temperature, const double* uniform,
                                        int64_t* token, float* logp, int64_t vocab) {
+  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
+  allow_next_grid();
   __shared__ ArgMax best[kSampleThreads / 32];
   __shared__ float warp_mass[kSampleThreads / 32];
   __shared__ float shared_max;
@@ -682,15 +702,13 @@ cudaError_t rms_norm_typed(const void* x, const void* delta, void* sum, const vo
   if (rows == 0) return cudaSuccess;
   constexpr int P = Pack<T>::size;
   if (dim % P == 0 && dim / P <= 1024 && aligned16({x, delta, sum, weight, out})) {
-    rms_norm_packed_rows<T><<<unsigned(rows), unsigned(whole_warps(dim / P)), 0, stream>>>(
+    return launch_dependent(rms_norm_packed_rows<T>, dim3(unsigned(rows)), dim3(unsigned(whole_warps(dim / P))), 0, stream,
         static_cast<const T*>(x), static_cast<const T*>(delta), static_cast<T*>(sum), static_cast<const T*>(weight),
         static_cast<T*>(out), rstd, dim, eps);
-    return cudaGetLastError();
   }
-  rms_norm_rows<T><<<unsigned(rows), threads_for(dim / 4), 0, stream>>>(
+  return launch_dependent(rms_norm_rows<T>, dim3(unsigned(rows)), dim3(threads_for(dim / 4)), 0, stream,
       static_cast<const T*>(x), static_cast<const T*>(delta), static_cast<T*>(sum), static_cast<const T*>(weight),
       static_cast<T*>(out), rstd, dim, eps);
-  return cudaGetLastError();
 }
 
 template <typename T>
@@ -712,10 +730,9 @@ cudaError_t norm_rotary_typed(const void* x, const void* weight, const void* cos
   const int64_t rows = tokens * heads;
   const auto warps = [&](auto pairs) {
     constexpr int J = decltype(pairs)::value;
-    norm_rotary_warps<T, J><<<blocks_of(rows, kHeadWarps), 32 * kHeadWarps, 0, stream>>>(
+    return launch_dependent(norm_rotary_warps<T, J>, dim3(blocks_of(rows, kHeadWarps)), dim3(32 * kHeadWarps), 0, stream,
         static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(cos), static_cast<const T*>(sin),
         static_cast<T*>(out), rstd, rows, heads, eps);
-    return cudaGetLastError();
   };
   switch (dim) {
     case 64: return warps(std::integral_constant<int, 1>());
@@ -723,10 +740,9 @@ cudaError_t norm_rotary_typed(const void* x, const void* weight, const void* cos
     case 256: return warps(std::integral_constant<int, 4>());
     default: break;
   }
-  norm_rotary_heads<T><<<unsigned(tokens * heads), threads_for(dim / 2), 0, stream>>>(
+  return launch_dependent(norm_rotary_heads<T>, dim3(unsigned(tokens * heads)), dim3(threads_for(dim / 2)), 0, stream,
       static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(cos), static_cast<const T*>(sin),
       static_cast<T*>(out), rstd, heads, dim, eps);
-  return cudaGetLastError();
 }
 
 template <typename T>
@@ -749,14 +765,12 @@ cudaError_t silu_mul_typed(const void* gate, const void* up, void* out, int64_t 
   constexpr int P = Pack<T>::size;
   if (width % P == 0 && stride % P == 0 && aligned16({gate, up, out})) {
     const int64_t packs = n / P, blocks = (packs + threads - 1) / threads;
-    silu_mul_packs<T><<<unsigned(blocks < 65535 ? blocks : 65535), threads, 0, stream>>>(
+    return launch_dependent(silu_mul_packs<T>, dim3(unsigned(blocks < 65535 ? blocks : 65535)), dim3(threads), 0, stream,
         static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), packs, width / P, stride / P);
-    return cudaGetLastError();
   }
   const int64_t blocks = (n + threads - 1) / threads;
-  silu_mul_values<T><<<unsigned(blocks < 65535 ? blocks : 65535), threads, 0, stream>>>(
+  return launch_dependent(silu_mul_values<T>, dim3(unsigned(blocks < 65535 ? blocks : 65535)), dim3(threads), 0, stream,
       static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n, width, stride);
-  return cudaGetLastError();
 }
 
 template <typename T>
@@ -769,11 +783,10 @@ cudaError_t qkv_rotary_store_typed(const void* qkv, const void* q_weight, const 
   const int64_t rows = tokens * (heads + 2 * kv_heads);
   const auto warps = [&](auto pairs) {
     constexpr int J = decltype(pairs)::value;
-    qkv_rotary_store_warps<T, J><<<blocks_of(rows, kHeadWarps), 32 * kHeadWarps, 0, stream>>>(
+    return launch_dependent(qkv_rotary_store_warps<T, J>, dim3(blocks_of(rows, kHeadWarps)), dim3(32 * kHeadWarps), 0, stream,
         static_cast<const T*>(qkv), static_cast<const T*>(q_weight), static_cast<const T*>(k_weight),
         static_cast<const T*>(cos), static_cast<const T*>(sin), static_cast<T*>(q_out), static_cast<T*>(keys),
         static_cast<T*>(values), write_index, rows, heads, kv_heads, eps, group_major);
-    return cudaGetLastError();
   };
   // The same head widths as norm_rotary's warp kernel, so that both round alike.
   switch (dim) {
@@ -782,11 +795,10 @@ cudaError_t qkv_rotary_store_typed(const void* qkv, const void* q_weight, const 
     case 256: return warps(std::integral_constant<int, 4>());
     default: break;
   }
-  qkv_rotary_store_heads<T><<<unsigned(tokens * (heads + 2 * kv_heads)), threads_for(dim / 2), 0, stream>>>(
+  return launch_dependent(qkv_rotary_store_heads<T>, dim3(unsigned(tokens * (heads + 2 * kv_heads))), dim3(threads_for(dim / 2)), 0, stream,
       static_cast<const T*>(qkv), static_cast<const T*>(q_weight), static_cast<const T*>(k_weight),
       static_cast<const T*>(cos), static_cast<const T*>(sin), static_cast<T*>(q_out), static_cast<T*>(keys),
       static_cast<T*>(values), write_index, heads, kv_heads, dim, eps, group_major);
-  return cudaGetLastError();
 }
 
 template <typename T>
@@ -811,10 +823,10 @@ cudaError_t sample_unfiltered_typed(const void* logits, const float* temperature
   constexpr int kPack = int(16 / sizeof(T));
   const auto* x = static_cast<const T*>(logits);
   if (vocab % kPack == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0)
-    sample_rows_unfiltered<T, kPack><<<unsigned(rows), kSampleThreads, 0, stream>>>(x, temperature, uniform, token, logp, vocab);
-  else
-    sample_rows_unfiltered<T, 1><<<unsigned(rows), kSampleThreads, 0, stream>>>(x, temperature, uniform, token, logp, vocab);
-  return cudaGetLastError();
+    return launch_dependent(sample_rows_unfiltered<T, kPack>, dim3(unsigned(rows)), dim3(kSampleThreads), 0, stream, x,
+                            temperature, uniform, token, logp, vocab);
+  return launch_dependent(sample_rows_unfiltered<T, 1>, dim3(unsigned(rows)), dim3(kSampleThreads), 0, stream, x,
+                          temperature, uniform, token, logp, vocab);
 }
 
 template <typename T>
@@ -850,6 +862,13 @@ cudaError_t by_dtype(DType dtype, F&& f) {
 }
 
 }  // namespace
+
+namespace {
+std::atomic<bool> dependent_launch_on{true};
+}  // namespace
+
+void set_dependent_launch(bool on) { dependent_launch_on = on; }
+bool dependent_launch_enabled() { return dependent_launch_on; }
 
 cudaError_t rms_norm(DType dtype, const void* x, const void* delta, void* sum, const void* weight, void* out,
                      float* rstd, int64_t rows, int64_t dim, float eps, cudaStream_t stream) {

@@ -13,6 +13,12 @@ namespace turnrl::decoder_kernels {
 
 enum class DType { f32, f16, bf16 };
 
+// Whether the decoder's kernels (these and decode_attention.cuh's) are launched as programmatic
+// dependent launches on GPUs that take them (dependent_launch.cuh): on by default; off launches
+// them plainly, for a benchmark's comparison. Process-wide.
+void set_dependent_launch(bool on);
+bool dependent_launch_enabled();
+
 // out[r] = weight * to_dtype(s[r] * rsqrt(mean(s[r]^2) + eps)) over rows of `dim`, where
 // s = x, or s = to_dtype(x + delta) written to `sum` when delta is not null (a residual add).
 // rstd (float32 [rows], may be null) receives each row's rsqrt(mean(s^2) + eps) for the backward.

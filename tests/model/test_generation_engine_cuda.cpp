@@ -1,8 +1,10 @@
 // The generation engine on the GPU: decode steps replayed from CUDA graphs equal eager ones, the
 // GPU equals the CPU, replayed graphs serve parameters updated in place, and a bf16 model's
-// recorded log-probs match its forward_logp. Without a GPU each case says so and checks nothing.
+// recorded log-probs match its forward_logp, and the kernels as programmatic dependent launches
+// decode what plain launches decode. Without a GPU each case says so and checks nothing.
 #include <catch2/catch.hpp>
 
+#include "model/decoder_kernels.cuh"
 #include "model/generation_requests.h"
 #include "model/hf_fixtures.h"
 
@@ -51,6 +53,29 @@ TEST_CASE("generation_engine: CUDA graph replay equals eager decoding and the CP
         check_same(graphed[i], on_cpu[i]);
       }
     }
+}
+
+TEST_CASE("generation_engine: the fused kernels as programmatic dependent launches decode what plain launches do",
+          "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  for (const std::string& family : hf_families()) {
+    INFO(family);
+    auto gpu = load_fixture(family);
+    gpu->to(torch::kCUDA);
+    const std::vector<GenerationRequest> requests = mixed_requests();
+    decoder_kernels::set_dependent_launch(false);
+    const auto plain = run_all(gpu->model(), requests, true, true);
+    decoder_kernels::set_dependent_launch(true);
+    const auto dependent = run_all(gpu->model(), requests, true, true);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      INFO("request " << i);
+      CHECK(dependent[i].tokens == plain[i].tokens);
+      CHECK(dependent[i].logp == plain[i].logp);  // the same kernels in the same order: equal bits
+    }
+  }
 }
 
 TEST_CASE("generation_engine: bf16 on the GPU records the log-probs forward_logp recomputes", "[model][cuda]") {

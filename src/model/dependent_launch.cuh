@@ -1,0 +1,71 @@
+#pragma once
+// Programmatic dependent launch (compute capability 9.0 on) for the decoder's own kernels: a kernel
+// launched by launch_dependent() may be scheduled before the kernel ahead of it in the stream has
+// finished, and waits inside, in wait_for_previous_grid(), until that kernel has completed and its
+// writes are visible. What it saves is the gap between two kernels of a decode step (the grid's
+// launch and its blocks' start-up), about a microsecond each, 10 of them a layer. Every kernel
+// launched this way calls wait_for_previous_grid() before it touches memory, so it computes what a
+// plain launch computes; allow_next_grid() right after lets the next such kernel be scheduled in
+// turn (it still waits for this one to complete). Older GPUs get a plain launch, and both calls
+// compile to nothing there.
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "decoder_kernels.cuh"
+
+namespace turnrl::decoder_kernels {
+
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void allow_next_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// Whether the current device takes programmatic dependent launches (compute capability >= 9.0),
+// asked once a device, and they are on (set_dependent_launch, decoder_kernels.cuh).
+inline bool dependent_launch_supported() {
+  if (!dependent_launch_enabled()) return false;
+  constexpr int kDevices = 64;
+  static int known[kDevices] = {};  // 0 unknown, 1 no, 2 yes
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) return false;
+  if (known[device] == 0) {
+    int major = 0;
+    known[device] = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                            major >= 9
+                        ? 2
+                        : 1;
+  }
+  return known[device] == 2;
+}
+
+// kernel<<<grid, block, shared, stream>>>(args...), as a programmatic dependent launch where the
+// device takes one. The kernel must call wait_for_previous_grid() first.
+template <typename... Params, typename... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
+                             Args&&... args) {
+  if (!dependent_launch_supported()) {
+    kernel<<<grid, block, shared, stream>>>(std::forward<Args>(args)...);
+    return cudaGetLastError();
+  }
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(std::forward<Args>(args))...);
+}
+
+}  // namespace turnrl::decoder_kernels
