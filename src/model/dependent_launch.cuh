@@ -28,10 +28,19 @@ __device__ __forceinline__ void allow_next_grid() {
 #endif
 }
 
-// Whether the current device takes programmatic dependent launches (compute capability >= 9.0),
-// asked once a device, and they are on (set_dependent_launch, decoder_kernels.cuh).
+// Whether the current device takes programmatic dependent launches (compute capability >= 9.0,
+// and a runtime and driver of CUDA 12.3 or later, which capture them into graphs), asked once a
+// device, and they are on (set_dependent_launch, decoder_kernels.cuh).
 inline bool dependent_launch_supported() {
+#if CUDART_VERSION < 12030
+  return false;
+#else
   if (!dependent_launch_enabled()) return false;
+  static const bool driver_takes_them = [] {
+    int version = 0;
+    return cudaDriverGetVersion(&version) == cudaSuccess && version >= 12030;
+  }();
+  if (!driver_takes_them) return false;
   constexpr int kDevices = 64;
   static int known[kDevices] = {};  // 0 unknown, 1 no, 2 yes
   int device = 0;
@@ -44,6 +53,7 @@ inline bool dependent_launch_supported() {
                         : 1;
   }
   return known[device] == 2;
+#endif
 }
 
 // kernel<<<grid, block, shared, stream>>>(args...), as a programmatic dependent launch where the
@@ -55,6 +65,7 @@ cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, s
     kernel<<<grid, block, shared, stream>>>(std::forward<Args>(args)...);
     return cudaGetLastError();
   }
+#if CUDART_VERSION >= 12030
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
@@ -66,6 +77,9 @@ cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, s
   config.attrs = attribute;
   config.numAttrs = 1;
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(std::forward<Args>(args))...);
+#else
+  return cudaErrorNotSupported;  // not reached: unsupported above
+#endif
 }
 
 }  // namespace turnrl::decoder_kernels
