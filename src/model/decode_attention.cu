@@ -76,8 +76,7 @@ __global__ void __launch_bounds__(kThreads)
                             const int32_t* __restrict__ key_offsets, const int32_t* __restrict__ keys_used,
                             T* __restrict__ out, float* __restrict__ workspace, int heads, int kv_heads,
                             bool group_major, float scale) {
-  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
-  allow_next_grid();
+  start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   constexpr int kLanes = D / 8;                  // lanes that hold one key
   constexpr int kWarpStreams = 32 / kLanes;      // keys a warp reads at a time
   constexpr int kStreams = kWarps * kWarpStreams;
@@ -233,8 +232,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 __global__ void merge_splits(const float* __restrict__ workspace, T* __restrict__ out, int64_t outputs, int dim,
                              int splits) {
-  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
-  allow_next_grid();
+  start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   const int64_t output = blockIdx.x;
   const int d = threadIdx.x;
   const float* maxima = workspace + int64_t(splits) * outputs * dim;

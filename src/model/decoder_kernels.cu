@@ -53,8 +53,7 @@ __device__ float block_sum(float v) {
 template <typename T>
 __global__ void rms_norm_rows(const T* x, const T* delta, T* sum, const T* weight, T* out, float* rstd, int64_t dim,
                               float eps) {
-  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
-  allow_next_grid();
+  start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   const int64_t row = blockIdx.x;
   const T* xr = x + row * dim;
   float squares = 0.0f;
@@ -88,8 +87,7 @@ struct alignas(16) Pack {
 template <typename T>
 __global__ void rms_norm_packed_rows(const T* x, const T* delta, T* sum, const T* weight, T* out, float* rstd,
                                      int64_t dim, float eps) {
-  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
-  allow_next_grid();
+  start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   constexpr int P = Pack<T>::size;
   const int64_t row = blockIdx.x, packs = dim / P, i = threadIdx.x;
   const bool mine = i < packs;
@@ -148,8 +146,7 @@ __device__ __forceinline__ void norm_rotate_pair(float& a, float& b, const T* we
 template <typename T>
 __global__ void norm_rotary_heads(const T* x, const T* weight, const T* cos, const T* sin, T* out, float* rstd,
                                   int64_t heads, int64_t dim, float eps) {
-  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
-  allow_next_grid();
+  start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   const int64_t row = blockIdx.x, token = row / heads, half = dim / 2;
   const int64_t i = threadIdx.x;
   const bool mine = i < half;
@@ -169,8 +166,7 @@ template <typename T>
 __global__ void qkv_rotary_store_heads(const T* qkv, const T* q_weight, const T* k_weight, const T* cos, const T* sin,
                                        T* q_out, T* keys, T* values, const int64_t* write_index, int64_t heads,
                                        int64_t kv_heads, int64_t dim, float eps, bool group_major) {
-  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
-  allow_next_grid();
+  start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   const int64_t all = heads + 2 * kv_heads, token = blockIdx.x / all, head = blockIdx.x % all, half = dim / 2;
   const int64_t i = threadIdx.x;
   const bool mine = i < half;
@@ -206,8 +202,7 @@ __global__ void qkv_rotary_store_heads(const T* qkv, const T* q_weight, const T*
 // for one merged [rows, 2 * width] projection).
 template <typename T>
 __global__ void silu_mul_values(const T* gate, const T* up, T* out, int64_t n, int64_t width, int64_t stride) {
-  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
-  allow_next_grid();
+  start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t at = stride == width ? i : (i / width) * stride + i % width;
     const float g = to_float(gate[at]);
@@ -276,8 +271,7 @@ constexpr int kHeadWarps = 4;  // heads (one a warp) in a block of the warp-per-
 template <typename T, int J>
 __global__ void norm_rotary_warps(const T* x, const T* weight, const T* cos, const T* sin, T* out, float* rstd,
                                   int64_t rows, int64_t heads, float eps) {
-  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
-  allow_next_grid();
+  start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   constexpr int64_t half = 32 * J, dim = 2 * half;
   const int64_t row = int64_t(blockIdx.x) * kHeadWarps + threadIdx.x / 32;
   if (row >= rows) return;  // the whole warp
@@ -294,8 +288,7 @@ template <typename T, int J>
 __global__ void qkv_rotary_store_warps(const T* qkv, const T* q_weight, const T* k_weight, const T* cos, const T* sin,
                                        T* q_out, T* keys, T* values, const int64_t* write_index, int64_t rows,
                                        int64_t heads, int64_t kv_heads, float eps, bool group_major) {
-  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
-  allow_next_grid();
+  start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   constexpr int64_t half = 32 * J, dim = 2 * half;
   const int64_t all = heads + 2 * kv_heads, at = int64_t(blockIdx.x) * kHeadWarps + threadIdx.x / 32;
   if (at >= rows) return;  // the whole warp
@@ -326,8 +319,7 @@ __global__ void qkv_rotary_store_warps(const T* qkv, const T* q_weight, const T*
 // silu_mul_values a pack of values a thread (n, width and stride counted in packs).
 template <typename T>
 __global__ void silu_mul_packs(const T* gate, const T* up, T* out, int64_t n, int64_t width, int64_t stride) {
-  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
-  allow_next_grid();
+  start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   using V = Pack<T>;
   const V* g_packs = reinterpret_cast<const V*>(gate);
   const V* u_packs = reinterpret_cast<const V*>(up);
@@ -525,11 +517,10 @@ __device__ __forceinline__ void load_pack(const T* x, int64_t i, float (&out)[P]
   if constexpr (P == 1) {
     out[0] = to_float(x[i]);
   } else {
-    static_assert(P * sizeof(T) == 16, "a pack is one 16-byte load");
-    const uint4 raw = reinterpret_cast<const uint4*>(x)[i];
-    const T* v = reinterpret_cast<const T*>(&raw);
+    static_assert(P == Pack<T>::size, "a pack is one 16-byte load");
+    const Pack<T> pack = reinterpret_cast<const Pack<T>*>(x)[i];
 #pragma unroll
-    for (int k = 0; k < P; ++k) out[k] = to_float(v[k]);
+    for (int k = 0; k < P; ++k) out[k] = to_float(pack.v[k]);
   }
 }
 
@@ -553,8 +544,7 @@ constexpr int kSampleThreads = 1024;
 template <typename T, int P>
 __global__ void sample_rows_unfiltered(const T* logits, const float* temperature, const double* uniform,
                                        int64_t* token, float* logp, int64_t vocab) {
-  wait_for_previous_grid();  // launch_dependent(): nothing before this touches memory
-  allow_next_grid();
+  start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   __shared__ ArgMax best[kSampleThreads / 32];
   __shared__ float warp_mass[kSampleThreads / 32];
   __shared__ float shared_max;
@@ -689,6 +679,22 @@ unsigned blocks_of(int64_t rows, int64_t per_block) { return unsigned((rows + pe
 // n threads rounded up to whole warps.
 int64_t whole_warps(int64_t n) { return (n + 31) / 32 * 32; }
 
+// Whether a head of `dim` values is one warp's in norm_rotary's and qkv_rotary_store's warp kernels
+// (dim = 64 J, J = 1, 2 or 4). Both take the warp kernel for exactly these widths, so their
+// roundings stay equal to the bit; other widths take the block-a-head kernels.
+bool warp_head_width(int64_t dim) { return dim == 64 || dim == 128 || dim == 256; }
+
+// f(std::integral_constant<int, J>()) for a warp_head_width dim = 64 J.
+template <typename F>
+cudaError_t by_head_pairs(int64_t dim, F&& f) {
+  switch (dim) {
+    case 64: return f(std::integral_constant<int, 1>());
+    case 128: return f(std::integral_constant<int, 2>());
+    case 256: return f(std::integral_constant<int, 4>());
+  }
+  return cudaErrorInvalidValue;
+}
+
 // Whether every pointer (null ones aside) starts 16-byte aligned, as the packed kernels' loads need.
 bool aligned16(std::initializer_list<const void*> pointers) {
   for (const void* p : pointers)
@@ -728,18 +734,14 @@ cudaError_t norm_rotary_typed(const void* x, const void* weight, const void* cos
                               float* rstd, int64_t tokens, int64_t heads, int64_t dim, float eps, cudaStream_t stream) {
   if (tokens * heads == 0) return cudaSuccess;
   const int64_t rows = tokens * heads;
-  const auto warps = [&](auto pairs) {
-    constexpr int J = decltype(pairs)::value;
-    return launch_dependent(norm_rotary_warps<T, J>, dim3(blocks_of(rows, kHeadWarps)), dim3(32 * kHeadWarps), 0, stream,
-        static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(cos), static_cast<const T*>(sin),
-        static_cast<T*>(out), rstd, rows, heads, eps);
-  };
-  switch (dim) {
-    case 64: return warps(std::integral_constant<int, 1>());
-    case 128: return warps(std::integral_constant<int, 2>());
-    case 256: return warps(std::integral_constant<int, 4>());
-    default: break;
-  }
+  if (warp_head_width(dim))
+    return by_head_pairs(dim, [&](auto pairs) {
+      constexpr int J = decltype(pairs)::value;
+      return launch_dependent(norm_rotary_warps<T, J>, dim3(blocks_of(rows, kHeadWarps)), dim3(32 * kHeadWarps), 0,
+                              stream, static_cast<const T*>(x), static_cast<const T*>(weight),
+                              static_cast<const T*>(cos), static_cast<const T*>(sin), static_cast<T*>(out), rstd, rows,
+                              heads, eps);
+    });
   return launch_dependent(norm_rotary_heads<T>, dim3(unsigned(tokens * heads)), dim3(threads_for(dim / 2)), 0, stream,
       static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(cos), static_cast<const T*>(sin),
       static_cast<T*>(out), rstd, heads, dim, eps);
@@ -781,20 +783,15 @@ cudaError_t qkv_rotary_store_typed(const void* qkv, const void* q_weight, const 
   if (tokens == 0) return cudaSuccess;
   if (kv_heads < 1 || heads % kv_heads != 0) return cudaErrorInvalidValue;
   const int64_t rows = tokens * (heads + 2 * kv_heads);
-  const auto warps = [&](auto pairs) {
-    constexpr int J = decltype(pairs)::value;
-    return launch_dependent(qkv_rotary_store_warps<T, J>, dim3(blocks_of(rows, kHeadWarps)), dim3(32 * kHeadWarps), 0, stream,
-        static_cast<const T*>(qkv), static_cast<const T*>(q_weight), static_cast<const T*>(k_weight),
-        static_cast<const T*>(cos), static_cast<const T*>(sin), static_cast<T*>(q_out), static_cast<T*>(keys),
-        static_cast<T*>(values), write_index, rows, heads, kv_heads, eps, group_major);
-  };
-  // The same head widths as norm_rotary's warp kernel, so that both round alike.
-  switch (dim) {
-    case 64: return warps(std::integral_constant<int, 1>());
-    case 128: return warps(std::integral_constant<int, 2>());
-    case 256: return warps(std::integral_constant<int, 4>());
-    default: break;
-  }
+  if (warp_head_width(dim))
+    return by_head_pairs(dim, [&](auto pairs) {
+      constexpr int J = decltype(pairs)::value;
+      return launch_dependent(qkv_rotary_store_warps<T, J>, dim3(blocks_of(rows, kHeadWarps)), dim3(32 * kHeadWarps), 0,
+                              stream, static_cast<const T*>(qkv), static_cast<const T*>(q_weight),
+                              static_cast<const T*>(k_weight), static_cast<const T*>(cos), static_cast<const T*>(sin),
+                              static_cast<T*>(q_out), static_cast<T*>(keys), static_cast<T*>(values), write_index, rows,
+                              heads, kv_heads, eps, group_major);
+    });
   return launch_dependent(qkv_rotary_store_heads<T>, dim3(unsigned(tokens * (heads + 2 * kv_heads))), dim3(threads_for(dim / 2)), 0, stream,
       static_cast<const T*>(qkv), static_cast<const T*>(q_weight), static_cast<const T*>(k_weight),
       static_cast<const T*>(cos), static_cast<const T*>(sin), static_cast<T*>(q_out), static_cast<T*>(keys),
@@ -820,9 +817,9 @@ cudaError_t sample_unfiltered_typed(const void* logits, const float* temperature
   if (vocab < 1) return cudaErrorInvalidValue;
   // 16-byte packs where every row starts 16-byte aligned (Qwen3's 151,936 and Llama-3's 128,256
   // entries do), one token at a time otherwise.
-  constexpr int kPack = int(16 / sizeof(T));
+  constexpr int kPack = Pack<T>::size;
   const auto* x = static_cast<const T*>(logits);
-  if (vocab % kPack == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0)
+  if (vocab % kPack == 0 && aligned16({x}))
     return launch_dependent(sample_rows_unfiltered<T, kPack>, dim3(unsigned(rows)), dim3(kSampleThreads), 0, stream, x,
                             temperature, uniform, token, logp, vocab);
   return launch_dependent(sample_rows_unfiltered<T, 1>, dim3(unsigned(rows)), dim3(kSampleThreads), 0, stream, x,

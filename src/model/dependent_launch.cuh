@@ -28,6 +28,13 @@ __device__ __forceinline__ void allow_next_grid() {
 #endif
 }
 
+// The first statement of every kernel launch_dependent() launches: waits for the kernel ahead,
+// then lets the next one be scheduled.
+__device__ __forceinline__ void start_after_previous_grid() {
+  wait_for_previous_grid();
+  allow_next_grid();
+}
+
 // Whether the current device takes programmatic dependent launches (compute capability >= 9.0,
 // and a runtime and driver of CUDA 12.3 or later, which capture them into graphs), asked once a
 // device, and they are on (set_dependent_launch, decoder_kernels.cuh).
@@ -57,7 +64,8 @@ inline bool dependent_launch_supported() {
 }
 
 // kernel<<<grid, block, shared, stream>>>(args...), as a programmatic dependent launch where the
-// device takes one. The kernel must call wait_for_previous_grid() first.
+// device takes one. The kernel must call start_after_previous_grid() (or wait_for_previous_grid())
+// first.
 template <typename... Params, typename... Args>
 cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
                              Args&&... args) {
