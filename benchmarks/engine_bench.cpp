@@ -10,7 +10,8 @@
 // decode attention by FlashAttention's variable-length kernel against the split-KV kernel
 // (B = 64 and 256, 384 and 2048 keys a row). At B = 64 the GPU table also times the fused engine
 // with FlashAttention's decode attention (GenerationEngineOptions::decode_attention).
-// --profile: after the first case's timings, one more run of each engine under the profiler, and
+// --profile: after each case's timings, one more run of the shipped engine under the profiler (and
+//       in the first case of each other engine), and
 //       the kernels that took the most time (device_profile.h).
 // On a GPU each case also times the fused engine with its kernels launched plainly instead of as
 // programmatic dependent launches (decoder_kernels::set_dependent_launch), in the same run.
@@ -254,7 +255,8 @@ int main(int argc, char** argv) {
 
     // The engine with its fused GPU path (model.engine.fused_kernels), at B = 64 also with
     // FlashAttention's decode attention in place of the split-KV kernel, then with plain LibTorch ops.
-    const auto time_engine = [&](bool fused, DecodeAttention attention) {
+    // --profile: the engine as shipped in every case, the others in the first case only.
+    const auto time_engine = [&](bool fused, DecodeAttention attention, bool profile) {
       GenerationEngine engine(model, GenerationEngineOptions()
                                          .slots(c.batch)
                                          .capacity(c.prompt + c.new_tokens)
@@ -272,7 +274,7 @@ int main(int argc, char** argv) {
       };
       seconds_of(run, args.device);  // warm-up: captures the decode graphs
       const double seconds = seconds_of(run, args.device);
-      if (args.profile && &c == &cases.front())
+      if (args.profile && (profile || &c == &cases.front()))
         bench::print_device_profile(
             fmt::format("{} B={}, {} engine", c.shape, c.batch,
                         !fused ? "plain" : attention == DecodeAttention::flash ? "fused (FlashAttention)" : "fused")
@@ -280,20 +282,20 @@ int main(int argc, char** argv) {
             run, args.device, 30);
       return seconds;
     };
-    const double engine_seconds = time_engine(true, DecodeAttention::split_kv);
+    const double engine_seconds = time_engine(true, DecodeAttention::split_kv, true);
     // The same engine with the decoder's kernels launched plainly, not as programmatic dependent
     // launches (dependent_launch.cuh): what those save, measured in the same run.
     double plain_launch_seconds = 0;
 #ifdef TURNRL_WITH_CUDA
     if (gpu) {
       decoder_kernels::set_dependent_launch(false);
-      plain_launch_seconds = time_engine(true, DecodeAttention::split_kv);
+      plain_launch_seconds = time_engine(true, DecodeAttention::split_kv, false);
       decoder_kernels::set_dependent_launch(true);
     }
 #endif
     const bool with_flash = gpu && c.batch == 64;
-    const double flash_seconds = with_flash ? time_engine(true, DecodeAttention::flash) : 0;
-    const double plain_seconds = gpu ? time_engine(false, DecodeAttention::split_kv) : engine_seconds;
+    const double flash_seconds = with_flash ? time_engine(true, DecodeAttention::flash, false) : 0;
+    const double plain_seconds = gpu ? time_engine(false, DecodeAttention::split_kv, false) : engine_seconds;
     double sampler_seconds = 0;
     if (c.with_baseline) {
       BatchCacheNextToken next(model, c.prompt + c.new_tokens);

@@ -7,7 +7,10 @@ Every timing replays one CUDA graph of the projection over 28 distinct weight co
 decode step reads 28 layers), so the weights come from HBM and not from L2; the figure is the
 time a call in the graph, and its weight bytes over that time.
 
-    python3 benchmarks/device/decode_gemm_probe.py [--quick]
+    python3 benchmarks/device/decode_gemm_probe.py [--quick] [--tunable]
+
+"read us" is one kernel that only reads the same weight bytes (the floor for a kernel launched
+after the previous one ends); "tuned us" is cuBLAS after TunableOp picked its algorithm.
 """
 import argparse
 
@@ -40,6 +43,19 @@ def skinny_gemm(x, w, y, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, 
         tl.store(y + rm[:, None] * N + rn[None, :], acc.to(y.dtype.element_ty), mask=rm[:, None] < M)
     else:
         tl.atomic_add(y + rm[:, None] * N + rn[None, :], acc, mask=rm[:, None] < M)
+
+
+@triton.jit
+def read_rows(w, out, numel, BLOCK: tl.constexpr):
+    # Streams its share of w and keeps a sum, so that the loads are not dropped: the time one
+    # kernel needs only to read the bytes a projection's weights hold.
+    start = tl.program_id(0) * BLOCK
+    step = tl.num_programs(0) * BLOCK
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for offset in range(start, numel, step):
+        idx = offset + tl.arange(0, BLOCK)
+        acc += tl.load(w + idx, mask=idx < numel, other=0.0).to(tl.float32)
+    tl.store(out + tl.program_id(0), tl.sum(acc, 0))
 
 
 def graph_time_us(fn, calls):
@@ -78,6 +94,8 @@ def copy_bandwidth():
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--tunable", action="store_true",
+                        help="also time cuBLAS through PyTorch's TunableOp (each shape's GEMM algorithms timed, best kept)")
     args = parser.parse_args()
     torch.manual_seed(0)
     layers = 28
@@ -88,8 +106,9 @@ def main():
                for st in (3, 5) for wp in (4,)]
     if args.quick:
         configs = [(32, 128, 1, 4, 4), (64, 128, 1, 4, 4), (16, 256, 1, 4, 4), (32, 128, 2, 4, 4)]
-    print(f"{'shape':12} {'proj':8} {'M':>4} {'N':>6} {'K':>6} | {'cuBLAS us':>9} {'GB/s':>6} | "
-          f"{'Triton us':>9} {'GB/s':>6} {'config (BN, BK, splitK, stages, warps)':>40}")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    print(f"{'shape':12} {'proj':8} {'M':>4} {'N':>6} {'K':>6} | {'read us':>7} | {'cuBLAS us':>9} {'GB/s':>6} | "
+          f"{'tuned us':>8} | {'Triton us':>9} {'GB/s':>6} {'config (BN, BK, splitK, stages, warps)':>40}")
     for shape, (hidden, inter, heads, kv_heads, dim) in SHAPES.items():
         projections = {
             "qkv": (hidden, (heads + 2 * kv_heads) * dim),
@@ -98,7 +117,7 @@ def main():
             "down": (inter, hidden),
         }
         for m in (64, 256):
-            total_cublas = total_triton = 0.0
+            total_cublas = total_triton = total_read = total_tuned = 0.0
             for name, (k, n) in projections.items():
                 weights = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(layers)]
                 x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
@@ -109,6 +128,17 @@ def main():
                         torch.matmul(x, w.t(), out=o)
 
                 cublas_us = graph_time_us(cublas, layers)
+                sums = torch.empty(4 * sms, device="cuda", dtype=torch.float32)
+                read_us = graph_time_us(lambda: [read_rows[(4 * sms,)](w, sums, w.numel(), BLOCK=2048) for w in weights],
+                                        layers)
+                tuned_us = float("nan")
+                if args.tunable:
+                    torch.cuda.tunable.enable(True)
+                    torch.cuda.tunable.tuning_enable(True)
+                    try:
+                        tuned_us = graph_time_us(cublas, layers)  # its eager warm-up calls tune the shape
+                    finally:
+                        torch.cuda.tunable.enable(False)
                 reference = torch.nn.functional.linear(x, weights[0])
                 best = (float("inf"), None)
                 for bn, bk, sk, st, wp in configs:
@@ -136,11 +166,14 @@ def main():
                         best = (us, (bn, bk, sk, st, wp))
                 bytes_ = n * k * 2
                 total_cublas += cublas_us
+                total_read += read_us
+                total_tuned += tuned_us
                 total_triton += best[0]
-                print(f"{shape:12} {name:8} {m:4} {n:6} {k:6} | {cublas_us:9.2f} {bytes_ / cublas_us / 1e3:6.0f} | "
-                      f"{best[0]:9.2f} {bytes_ / best[0] / 1e3:6.0f} {str(best[1]):>40}")
+                print(f"{shape:12} {name:8} {m:4} {n:6} {k:6} | {read_us:7.2f} | {cublas_us:9.2f} "
+                      f"{bytes_ / cublas_us / 1e3:6.0f} | {tuned_us:8.2f} | {best[0]:9.2f} {bytes_ / best[0] / 1e3:6.0f} {str(best[1]):>40}")
                 del weights, outs
-            print(f"{shape:12} {'layer':8} {m:4} {'':6} {'':6} | {total_cublas:9.2f} {'':6} | {total_triton:9.2f}")
+            print(f"{shape:12} {'layer':8} {m:4} {'':6} {'':6} | {total_read:7.2f} | {total_cublas:9.2f} {'':6} | "
+                  f"{total_tuned:8.2f} | {total_triton:9.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -39,8 +39,11 @@ def tokens_per_second(model, batch, prompt, new, device, static):
                   eos_token_id=None, pad_token_id=0)
     if static:
         kwargs["cache_implementation"] = "static"
+    # The static cache is compiled for its length, so it is warmed with the timed length (a shorter
+    # warm-up would time the recompilation); the dynamic cache compiles nothing, so 8 tokens warm it.
+    warm = kwargs if static else dict(kwargs, max_new_tokens=8, min_new_tokens=8)
     with torch.no_grad():
-        model.generate(ids, attention_mask=mask, **dict(kwargs, max_new_tokens=8, min_new_tokens=8))
+        model.generate(ids, attention_mask=mask, **warm)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         out = model.generate(ids, attention_mask=mask, **kwargs)
@@ -54,6 +57,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--static-only", action="store_true", help="time only the static cache")
+    parser.add_argument("--cases", default="", help="shape:B[,shape:B...] to time, e.g. qwen3-1.7b:64 (default: engine_bench's)")
     parser.add_argument("--turnrl", default=os.path.join(os.environ.get("OUT", "/tmp/turnrl-device-out"), "engine_bench.txt"))
     args = parser.parse_args()
     if args.device != "cuda":
@@ -67,6 +72,14 @@ def main():
                 r = dict(kv.split("=") for kv in line.split()[1:])
                 turnrl[(r["shape"], int(r["batch"]), int(r["prompt"]), int(r["new"]))] = r
     cases = sorted(turnrl) or [("qwen3-0.6b", 64, 256, 64 if args.quick else 256)]
+    if args.cases:
+        wanted = []
+        for case in args.cases.split(","):
+            shape, _, batch = case.partition(":")
+            if shape not in SHAPES or not batch.isdigit():
+                parser.error(f"--cases: '{case}' is not shape:B with shape one of {', '.join(SHAPES)}")
+            wanted.append((shape, int(batch), 256, 64 if args.quick else 256))
+        cases = wanted
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}")
     rows = []
     model, model_shape = None, None
@@ -75,7 +88,7 @@ def main():
             model = None
             torch.cuda.empty_cache()
             model, model_shape = build(shape, args.device), shape
-        hf = tokens_per_second(model, batch, prompt, new, args.device, static=False)
+        hf = float("nan") if args.static_only else tokens_per_second(model, batch, prompt, new, args.device, static=False)
         hf_static = tokens_per_second(model, batch, prompt, new, args.device, static=True)
         print(f"{shape} B={batch} P={prompt} N={new}: transformers {hf:.0f} tok/s, static cache {hf_static:.0f} tok/s",
               flush=True)
