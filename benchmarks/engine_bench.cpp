@@ -33,7 +33,11 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime.h>
 
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+
 #include "model/decode_attention.cuh"
+#include "model/decode_gemm.cuh"
 #include "model/decoder_kernels.cuh"
 #include "model/fused_decoder.h"
 #endif
@@ -162,6 +166,78 @@ double event_seconds(const std::function<void()>& fn) {
   return double(ms) / 1e3 / kReps;
 }
 
+// Seconds per replay of one CUDA graph of fn() (captured on a side stream after two warm-up calls):
+// the mean of 20 replays between two CUDA events, after 3 warm-up replays.
+double graph_seconds(const std::function<void()>& fn) {
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+  c10::cuda::getCurrentCUDAStream().synchronize();
+  at::cuda::CUDAGraph graph;
+  {
+    c10::cuda::CUDAStreamGuard guard(side);
+    for (int i = 0; i < 2; ++i) fn();
+    graph.capture_begin();
+    fn();
+    graph.capture_end();
+  }
+  side.synchronize();
+  return event_seconds([&] { graph.replay(); });
+}
+
+// The decode step's projections at B = 64 rows, each over 28 distinct weight copies in one CUDA
+// graph (a decode step reads 28 layers, so the weights come from HBM, not L2): cuBLAS through
+// linear() (baseline) against decode_linear (decode_gemm.cuh), with and without dependent
+// launches (in a chain of GEMMs each call's first weight loads overlap the call ahead; in the
+// engine, the norm or attention kernel ahead). GB/s: the weight bytes over the time a call.
+void print_decode_gemm_timing(double copy_bandwidth, const torch::Device& device) {
+  namespace d = turnrl::detail;
+  namespace dk = turnrl::decoder_kernels;
+  const auto options = torch::TensorOptions(torch::kBFloat16).device(device);
+  int sm_count = 0;
+  cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device.index() < 0 ? 0 : device.index());
+  if (!dk::decode_linear_supported(dk::DType::bf16, 64, 1024, 1024)) {
+    std::printf("\ndecode_linear: not on this GPU (needs compute capability 9.0); the engine uses cuBLAS\n");
+    return;
+  }
+  std::printf("\ndecode projections at B = 64 (bf16, 28 distinct weights a graph), us a call; copy bandwidth %.0f GB/s\n",
+              copy_bandwidth / 1e9);
+  std::printf("%-11s %-8s %6s %6s | %9s %6s | %9s %6s %9s | %6s | %10s\n", "shape", "proj", "N", "K", "cuBLAS us",
+              "GB/s", "kernel us", "GB/s", "no PDL us", "ratio", "cols/split");
+  constexpr int kLayers = 28;
+  const std::vector<std::pair<const char*, std::array<int64_t, 2>>> shapes = {{"qwen3-0.6b", {1024, 3072}},
+                                                                              {"qwen3-1.7b", {2048, 6144}}};
+  for (const auto& [shape, dims] : shapes) {
+    const int64_t hidden = dims[0], intermediate = dims[1], q = 16 * 128, kv = 8 * 128;
+    const std::vector<std::tuple<const char*, int64_t, int64_t>> projections = {
+        {"qkv", q + 2 * kv, hidden}, {"o", hidden, q}, {"gate_up", 2 * intermediate, hidden}, {"down", hidden, intermediate}};
+    double layer_cublas = 0, layer_kernel = 0;
+    for (const auto& [name, n, k] : projections) {
+      std::vector<torch::Tensor> weights;
+      for (int i = 0; i < kLayers; ++i) weights.push_back(torch::randn({n, k}, options) * 0.02);
+      const torch::Tensor x = torch::randn({64, k}, options);
+      const auto chain = [&](bool kernel) {
+        return [&, kernel] {
+          for (const torch::Tensor& w : weights) (void)(kernel ? d::decode_linear(x, w, {}) : at::linear(x, w));
+        };
+      };
+      const double cublas_s = graph_seconds(chain(false)) / kLayers;
+      const double kernel_s = graph_seconds(chain(true)) / kLayers;
+      dk::set_dependent_launch(false);
+      const double plain_s = graph_seconds(chain(true)) / kLayers;
+      dk::set_dependent_launch(true);
+      const dk::DecodeGemmTiling tiling = dk::decode_gemm_tiling(n, k, sm_count);
+      const double bytes = double(n * k) * 2;
+      layer_cublas += cublas_s;
+      layer_kernel += kernel_s;
+      std::printf("%-11s %-8s %6ld %6ld | %9.2f %6.0f | %9.2f %6.0f %9.2f | %6.2f | %6d/%d\n", shape, name, long(n),
+                  long(k), cublas_s * 1e6, bytes / cublas_s / 1e9, kernel_s * 1e6, bytes / kernel_s / 1e9,
+                  plain_s * 1e6, cublas_s / kernel_s, tiling.cols, tiling.splits);
+    }
+    std::printf("%-11s %-8s %6s %6s | %9.2f %6s | %9.2f %6s %9s | %6.2f |\n", shape, "layer", "", "", layer_cublas * 1e6,
+                "", layer_kernel * 1e6, "", "", layer_cublas / layer_kernel);
+  }
+  std::printf("ratio > 1: decode_linear is faster than cuBLAS.\n\n");
+}
+
 // One layer's decode attention at Qwen3-0.6B's attention shape (16 query heads, 8 key/value heads,
 // head_dim 128, bf16), every row reading `keys` keys of its own slot of the cache: FlashAttention's
 // variable-length forward as the engine called it before the split-KV kernel (group-major heads;
@@ -236,6 +312,7 @@ int main(int argc, char** argv) {
   print_inverse_cdf_timing(first.batch, first_config.vocab_size, args.device);
 #ifdef TURNRL_WITH_CUDA
   if (gpu) print_decode_attention_timing(bandwidth, args.device);
+  if (gpu) print_decode_gemm_timing(bandwidth, args.device);
 #endif
   std::printf("%-11s %5s %5s %5s | %12s %12s %12s | %12s %6s | %12s %6s\n", "shape", "B", "P", "N", "fused tok/s",
               "flash tok/s", "plain tok/s", "roofline", "share", "old sampler", "ratio");
@@ -293,6 +370,15 @@ int main(int argc, char** argv) {
       decoder_kernels::set_dependent_launch(true);
     }
 #endif
+    // And with cuBLAS for the projections in place of decode_linear (decode_gemm.cuh).
+    double cublas_seconds = 0;
+#ifdef TURNRL_WITH_CUDA
+    if (gpu && c.batch <= 64) {
+      decoder_kernels::set_decode_gemm(false);
+      cublas_seconds = time_engine(true, DecodeAttention::split_kv, false);
+      decoder_kernels::set_decode_gemm(true);
+    }
+#endif
     const bool with_flash = gpu && c.batch == 64;
     const double flash_seconds = with_flash ? time_engine(true, DecodeAttention::flash, false) : 0;
     const double plain_seconds = gpu ? time_engine(false, DecodeAttention::split_kv, false) : engine_seconds;
@@ -326,6 +412,9 @@ int main(int argc, char** argv) {
     if (plain_launch_seconds > 0)
       std::printf("%-11s %5ld   fused with plain launches: %.0f tok/s (dependent launches: %.3fx)\n", c.shape.c_str(),
                   long(c.batch), generated / plain_launch_seconds, plain_launch_seconds / engine_seconds);
+    if (cublas_seconds > 0)
+      std::printf("%-11s %5ld   fused with cuBLAS projections: %.0f tok/s (decode_linear: %.3fx)\n", c.shape.c_str(),
+                  long(c.batch), generated / cublas_seconds, cublas_seconds / engine_seconds);
     std::printf("RESULT shape=%s batch=%ld prompt=%ld new=%ld engine_tok_s=%.1f flash_attention_tok_s=%.1f "
                 "plain_tok_s=%.1f roofline_tok_s=%.1f copy_GBps=%.1f\n",
                 c.shape.c_str(), long(c.batch), long(c.prompt), long(c.new_tokens), engine_rate, flash_rate,

@@ -4,8 +4,9 @@
 // finished, and waits inside, in wait_for_previous_grid(), until that kernel has completed and its
 // writes are visible. What it saves is the gap between two kernels of a decode step (the grid's
 // launch and its blocks' start-up), about a microsecond each, 10 of them a layer. Every kernel
-// launched this way calls wait_for_previous_grid() before it touches memory, so it computes what a
-// plain launch computes; allow_next_grid() right after lets the next such kernel be scheduled in
+// launched this way calls wait_for_previous_grid() before it touches memory that the kernel ahead
+// may write (decode_gemm.cu reads its weights before, nothing else), so it computes what a plain
+// launch computes; allow_next_grid() right after lets the next such kernel be scheduled in
 // turn (it still waits for this one to complete). Older GPUs get a plain launch, and both calls
 // compile to nothing there.
 #include <cuda_runtime.h>
@@ -63,31 +64,54 @@ inline bool dependent_launch_supported() {
 #endif
 }
 
-// kernel<<<grid, block, shared, stream>>>(args...), as a programmatic dependent launch where the
+// kernel<<<grid, block, shared, stream>>>(args...) in thread-block clusters of `cluster` blocks
+// along x (1: none; the grid's x a multiple of it), as a programmatic dependent launch where the
 // device takes one. The kernel must call start_after_previous_grid() (or wait_for_previous_grid())
-// first.
+// before it reads what the kernel ahead writes. Clusters need CUDA 12.3 here (else
+// cudaErrorNotSupported) and a GPU of compute capability 9.0.
 template <typename... Params, typename... Args>
-cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
-                             Args&&... args) {
-  if (!dependent_launch_supported()) {
+cudaError_t launch_dependent_cluster(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared,
+                                     cudaStream_t stream, unsigned cluster, Args&&... args) {
+  const bool dependent = dependent_launch_supported();
+  if (!dependent && cluster <= 1) {
     kernel<<<grid, block, shared, stream>>>(std::forward<Args>(args)...);
     return cudaGetLastError();
   }
 #if CUDART_VERSION >= 12030
-  cudaLaunchAttribute attribute[1];
-  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attribute[2];
+  unsigned attributes = 0;
+  if (dependent) {
+    attribute[attributes].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute[attributes].val.programmaticStreamSerializationAllowed = 1;
+    ++attributes;
+  }
+  if (cluster > 1) {
+    attribute[attributes].id = cudaLaunchAttributeClusterDimension;
+    attribute[attributes].val.clusterDim.x = cluster;
+    attribute[attributes].val.clusterDim.y = 1;
+    attribute[attributes].val.clusterDim.z = 1;
+    ++attributes;
+  }
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = shared;
   config.stream = stream;
   config.attrs = attribute;
-  config.numAttrs = 1;
+  config.numAttrs = attributes;
   return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(std::forward<Args>(args))...);
 #else
-  return cudaErrorNotSupported;  // not reached: unsupported above
+  return cudaErrorNotSupported;
 #endif
+}
+
+// kernel<<<grid, block, shared, stream>>>(args...), as a programmatic dependent launch where the
+// device takes one. The kernel must call start_after_previous_grid() (or wait_for_previous_grid())
+// first.
+template <typename... Params, typename... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
+                             Args&&... args) {
+  return launch_dependent_cluster(kernel, grid, block, shared, stream, 1, std::forward<Args>(args)...);
 }
 
 }  // namespace turnrl::decoder_kernels

@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "decode_attention.cuh"
+#include "decode_gemm.cuh"
 #include "decoder_kernels.cuh"
 #include "turnrl/core/error.h"
 
@@ -431,6 +432,28 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
   const torch::Tensor queries = q.view({rows, length, heads, dim}).transpose(1, 2);
   result.out = grouped_attention(queries, k, v, layout.attend).transpose(1, 2).reshape({rows, length, -1});
   return result;
+}
+
+torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  const auto type = weight.scalar_type();
+  const int64_t in_features = weight.size(1), out_features = weight.size(0);
+  const bool recorded = torch::GradMode::is_enabled() &&
+                        (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+  const bool takes = !recorded && x.is_cuda() && (type == torch::kHalf || type == torch::kBFloat16) &&
+                     x.scalar_type() == type && x.dim() >= 1 && x.size(-1) == in_features && weight.is_contiguous() &&
+                     (!bias.defined() || (bias.scalar_type() == type && bias.is_contiguous())) &&
+                     dk::decode_linear_supported(kernel_dtype(weight), x.numel() / in_features, out_features,
+                                                 in_features);
+  const torch::Tensor input = takes ? x.contiguous() : x;
+  const auto aligned = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
+  if (!takes || !aligned(input) || !aligned(weight)) return at::linear(x, weight, bias);
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes.back() = out_features;
+  torch::Tensor out = torch::empty(sizes, x.options());
+  check(dk::decode_linear(kernel_dtype(weight), input.data_ptr(), weight.data_ptr(), data_or_null(bias), out.data_ptr(),
+                          input.numel() / in_features, out_features, in_features, {}, stream_of(input)),
+        "decode_linear");
+  return out;
 }
 
 torch::Tensor fused_silu_mul_merged(const torch::Tensor& gate_up) {

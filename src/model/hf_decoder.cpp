@@ -151,13 +151,14 @@ struct HFLayer : torch::nn::Module {
     if (slots) {
       // One kernel norms, rotates and stores what the q/k/v projections give (as one tensor).
       const torch::Tensor qkv = merged && qkv_merged.ready()
-                                    ? qkv_merged(h)
+                                    ? decode_linear(h, qkv_merged.weight(), qkv_merged.bias())
                                     : torch::cat({projections.at("q_proj")(h), projections.at("k_proj")(h),
                                                   projections.at("v_proj")(h)},
                                                  -1);
       const SlotAttention a = fused_slot_attention(*slots, index, qkv, config.num_attention_heads, q_norm, k_norm, cos,
                                                    sin, eps, merged && o_group_major.ready());
-      o = a.group_major ? o_group_major(a.out) : projections.at("o_proj")(a.out);
+      o = a.group_major ? decode_linear(a.out, o_group_major.weight(), o_group_major.bias())
+                        : projections.at("o_proj")(a.out);
     } else {
       const torch::Tensor q = fused_norm_rotary(
           projections.at("q_proj")(h).view({batch, length, config.num_attention_heads, dim}), q_norm, cos, sin, eps);
@@ -170,10 +171,12 @@ struct HFLayer : torch::nn::Module {
           attention(q.transpose(1, 2), keys, values, attend).transpose(1, 2).reshape({batch, length, -1}));
     }
     const auto [residual, m] = add_and_norm(x, o, post_norm);
-    const torch::Tensor gated = merged && gate_up_merged.ready()
-                                    ? fused_silu_mul_merged(gate_up_merged(m))
-                                    : fused_silu_mul(projections.at("gate_proj")(m), projections.at("up_proj")(m));
-    return {residual, projections.at("down_proj")(gated)};
+    const torch::Tensor gated =
+        merged && gate_up_merged.ready()
+            ? fused_silu_mul_merged(decode_linear(m, gate_up_merged.weight(), gate_up_merged.bias()))
+            : fused_silu_mul(projections.at("gate_proj")(m), projections.at("up_proj")(m));
+    LoraLinear& down = projections.at("down_proj");
+    return {residual, merged && !down->has_adapter() ? decode_linear(gated, down->weight, down->bias) : down(gated)};
   }
 
   // {x + delta, rms_norm(x + delta, weight)} (delta may be undefined: {x, rms_norm(x)}), in one

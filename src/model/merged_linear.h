@@ -27,6 +27,7 @@ class MergedLinear {
   void clear();
   bool ready() const { return weight_.defined(); }
   const torch::Tensor& weight() const { return weight_; }
+  const torch::Tensor& bias() const { return bias_; }  // undefined where no part has one
   // How many times the copy was allocated or freed: a CUDA graph captured reading it is stale
   // once this changed (GenerationEngine drops its graphs then).
   int64_t placements() const { return placements_; }
