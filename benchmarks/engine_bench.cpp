@@ -183,8 +183,8 @@ double graph_seconds(const std::function<void()>& fn) {
   return event_seconds([&] { graph.replay(); });
 }
 
-// The decode step's projections at B = 64 rows, each over 28 distinct weight copies in one CUDA
-// graph (a decode step reads 28 layers, so the weights come from HBM, not L2): cuBLAS through
+// The decode step's projections at B = 64 and 256 rows, each over 28 distinct weight copies in one
+// CUDA graph (a decode step reads 28 layers, so the weights come from HBM, not L2): cuBLAS through
 // linear() (baseline) against decode_linear (decode_gemm.cuh), with and without dependent
 // launches (in a chain of GEMMs each call's first weight loads overlap the call ahead; in the
 // engine, the norm or attention kernel ahead). GB/s: the weight bytes over the time a call.
@@ -198,10 +198,10 @@ void print_decode_gemm_timing(double copy_bandwidth, const torch::Device& device
     std::printf("\ndecode_linear: not on this GPU (needs compute capability 9.0); the engine uses cuBLAS\n");
     return;
   }
-  std::printf("\ndecode projections at B = 64 (bf16, 28 distinct weights a graph), us a call; copy bandwidth %.0f GB/s\n",
+  std::printf("\ndecode projections (bf16, 28 distinct weights a graph), us a call; copy bandwidth %.0f GB/s\n",
               copy_bandwidth / 1e9);
-  std::printf("%-11s %-8s %6s %6s | %9s %6s | %9s %6s %9s | %6s | %10s\n", "shape", "proj", "N", "K", "cuBLAS us",
-              "GB/s", "kernel us", "GB/s", "no PDL us", "ratio", "cols/split");
+  std::printf("%-11s %4s %-8s %6s %6s | %9s %6s | %9s %6s %9s | %6s | %10s\n", "shape", "B", "proj", "N", "K",
+              "cuBLAS us", "GB/s", "kernel us", "GB/s", "no PDL us", "ratio", "cols/split");
   constexpr int kLayers = 28;
   const std::vector<std::pair<const char*, std::array<int64_t, 2>>> shapes = {{"qwen3-0.6b", {1024, 3072}},
                                                                               {"qwen3-1.7b", {2048, 6144}}};
@@ -209,31 +209,33 @@ void print_decode_gemm_timing(double copy_bandwidth, const torch::Device& device
     const int64_t hidden = dims[0], intermediate = dims[1], q = 16 * 128, kv = 8 * 128;
     const std::vector<std::tuple<const char*, int64_t, int64_t>> projections = {
         {"qkv", q + 2 * kv, hidden}, {"o", hidden, q}, {"gate_up", 2 * intermediate, hidden}, {"down", hidden, intermediate}};
-    double layer_cublas = 0, layer_kernel = 0;
-    for (const auto& [name, n, k] : projections) {
-      std::vector<torch::Tensor> weights;
-      for (int i = 0; i < kLayers; ++i) weights.push_back(torch::randn({n, k}, options) * 0.02);
-      const torch::Tensor x = torch::randn({64, k}, options);
-      const auto chain = [&](bool kernel) {
-        return [&, kernel] {
-          for (const torch::Tensor& w : weights) (void)(kernel ? d::decode_linear(x, w, {}) : at::linear(x, w));
+    for (const int64_t rows : {int64_t(64), int64_t(256)}) {
+      double layer_cublas = 0, layer_kernel = 0;
+      for (const auto& [name, n, k] : projections) {
+        std::vector<torch::Tensor> weights;
+        for (int i = 0; i < kLayers; ++i) weights.push_back(torch::randn({n, k}, options) * 0.02);
+        const torch::Tensor x = torch::randn({rows, k}, options);
+        const auto chain = [&](bool kernel) {
+          return [&, kernel] {
+            for (const torch::Tensor& w : weights) (void)(kernel ? d::decode_linear(x, w, {}) : at::linear(x, w));
+          };
         };
-      };
-      const double cublas_s = graph_seconds(chain(false)) / kLayers;
-      const double kernel_s = graph_seconds(chain(true)) / kLayers;
-      dk::set_dependent_launch(false);
-      const double plain_s = graph_seconds(chain(true)) / kLayers;
-      dk::set_dependent_launch(true);
-      const dk::DecodeGemmTiling tiling = dk::decode_gemm_tiling(n, k, sm_count);
-      const double bytes = double(n * k) * 2;
-      layer_cublas += cublas_s;
-      layer_kernel += kernel_s;
-      std::printf("%-11s %-8s %6ld %6ld | %9.2f %6.0f | %9.2f %6.0f %9.2f | %6.2f | %6d/%d\n", shape, name, long(n),
-                  long(k), cublas_s * 1e6, bytes / cublas_s / 1e9, kernel_s * 1e6, bytes / kernel_s / 1e9,
-                  plain_s * 1e6, cublas_s / kernel_s, tiling.cols, tiling.splits);
+        const double cublas_s = graph_seconds(chain(false)) / kLayers;
+        const double kernel_s = graph_seconds(chain(true)) / kLayers;
+        dk::set_dependent_launch(false);
+        const double plain_s = graph_seconds(chain(true)) / kLayers;
+        dk::set_dependent_launch(true);
+        const dk::DecodeGemmTiling tiling = dk::decode_gemm_tiling(rows, n, k, sm_count);
+        const double bytes = double(n * k) * 2;
+        layer_cublas += cublas_s;
+        layer_kernel += kernel_s;
+        std::printf("%-11s %4ld %-8s %6ld %6ld | %9.2f %6.0f | %9.2f %6.0f %9.2f | %6.2f | %6d/%d\n", shape, long(rows),
+                    name, long(n), long(k), cublas_s * 1e6, bytes / cublas_s / 1e9, kernel_s * 1e6,
+                    bytes / kernel_s / 1e9, plain_s * 1e6, cublas_s / kernel_s, tiling.cols, tiling.splits);
+      }
+      std::printf("%-11s %4ld %-8s %6s %6s | %9.2f %6s | %9.2f %6s %9s | %6.2f |\n", shape, long(rows), "layer", "", "",
+                  layer_cublas * 1e6, "", layer_kernel * 1e6, "", "", layer_cublas / layer_kernel);
     }
-    std::printf("%-11s %-8s %6s %6s | %9.2f %6s | %9.2f %6s %9s | %6.2f |\n", shape, "layer", "", "", layer_cublas * 1e6,
-                "", layer_kernel * 1e6, "", "", layer_cublas / layer_kernel);
   }
   std::printf("ratio > 1: decode_linear is faster than cuBLAS.\n\n");
 }
@@ -373,7 +375,7 @@ int main(int argc, char** argv) {
     // And with cuBLAS for the projections in place of decode_linear (decode_gemm.cuh).
     double cublas_seconds = 0;
 #ifdef TURNRL_WITH_CUDA
-    if (gpu && c.batch <= 64) {
+    if (gpu) {
       decoder_kernels::set_decode_gemm(false);
       cublas_seconds = time_engine(true, DecodeAttention::split_kv, false);
       decoder_kernels::set_decode_gemm(true);
