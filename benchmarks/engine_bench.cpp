@@ -183,7 +183,7 @@ double graph_seconds(const std::function<void()>& fn) {
   return event_seconds([&] { graph.replay(); });
 }
 
-// The decode step's projections at B = 64 and 256 rows, each over 28 distinct weight copies in one
+// The decode step's projections at B = 16 and 64 rows (decode_linear takes at most 64), each over 28 distinct weight copies in one
 // CUDA graph (a decode step reads 28 layers, so the weights come from HBM, not L2): cuBLAS through
 // linear() (baseline) against decode_linear (decode_gemm.cuh), with and without dependent
 // launches (in a chain of GEMMs each call's first weight loads overlap the call ahead; in the
@@ -209,7 +209,7 @@ void print_decode_gemm_timing(double copy_bandwidth, const torch::Device& device
     const int64_t hidden = dims[0], intermediate = dims[1], q = 16 * 128, kv = 8 * 128;
     const std::vector<std::tuple<const char*, int64_t, int64_t>> projections = {
         {"qkv", q + 2 * kv, hidden}, {"o", hidden, q}, {"gate_up", 2 * intermediate, hidden}, {"down", hidden, intermediate}};
-    for (const int64_t rows : {int64_t(64), int64_t(256)}) {
+    for (const int64_t rows : {int64_t(16), int64_t(64)}) {
       double layer_cublas = 0, layer_kernel = 0;
       for (const auto& [name, n, k] : projections) {
         std::vector<torch::Tensor> weights;
@@ -225,7 +225,7 @@ void print_decode_gemm_timing(double copy_bandwidth, const torch::Device& device
         dk::set_dependent_launch(false);
         const double plain_s = graph_seconds(chain(true)) / kLayers;
         dk::set_dependent_launch(true);
-        const dk::DecodeGemmTiling tiling = dk::decode_gemm_tiling(rows, n, k, sm_count);
+        const dk::DecodeGemmTiling tiling = dk::decode_gemm_tiling(n, k, sm_count);
         const double bytes = double(n * k) * 2;
         layer_cublas += cublas_s;
         layer_kernel += kernel_s;
@@ -375,7 +375,7 @@ int main(int argc, char** argv) {
     // And with cuBLAS for the projections in place of decode_linear (decode_gemm.cuh).
     double cublas_seconds = 0;
 #ifdef TURNRL_WITH_CUDA
-    if (gpu) {
+    if (gpu && c.batch <= 64) {
       decoder_kernels::set_decode_gemm(false);
       cublas_seconds = time_engine(true, DecodeAttention::split_kv, false);
       decoder_kernels::set_decode_gemm(true);

@@ -1,6 +1,6 @@
 // decode_linear (decode_gemm.cuh): a skinny GEMM for the decode step's projections on Hopper.
 //
-// A block computes 64 rows of x (rows past the last are zeros) by `Cols` outputs over its
+// A block computes 64 rows (all of x; rows past the last are zeros) by `Cols` outputs over its
 // split's share of the inputs, in steps of 64 inputs: each step's weight tile [Cols, 64] and
 // activation tile [64, 64] come into shared memory by cp.async, kStages steps ahead, and four
 // warps multiply them with mma.sync (m16n8k16, float32 accumulators), each warp a quarter of the
@@ -9,8 +9,7 @@
 //
 // Before it waits for the kernel ahead (a programmatic dependent launch), a block already issues
 // the loads of its first weight tiles: weights are not that kernel's output, and at these sizes the
-// time of a projection is mostly the time its weights take to arrive. Blocks of other rows of the
-// same outputs read the same weights, mostly from L2.
+// time of a projection is mostly the time its weights take to arrive.
 //
 // The `splits` blocks of the same outputs form a thread-block cluster. Each leaves its float32
 // partial tile in its shared memory; after the cluster's barrier each block sums a share of the
@@ -33,10 +32,12 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kRows = 64;      // rows a block computes
-constexpr int kMaxRows = 256;  // the most decode_linear takes: up to four blocks of rows
+constexpr int kRows = 64;      // rows a block computes: the most decode_linear takes
 constexpr int kDepth = 64;     // inputs a pipeline step
-constexpr int kStages = 4;     // pipeline steps in shared memory
+// Pipeline steps in shared memory (128 KB at 64 columns, 192 KB at 128: one block a SM). A split
+// is mostly 4 to 12 steps, so nearly all of a block's weights are requested at once: at this size
+// what bounds a projection is the bytes in flight a SM.
+constexpr int kStages = 8;
 constexpr int kThreads = 128;  // four warps
 constexpr int kMaxSplits = 8;  // the portable cluster size
 
@@ -114,8 +115,8 @@ __device__ __forceinline__ void store4(__half* out, float4 v) {
 
 #endif
 
-// grid (splits, out_features / Cols, blocks of 64 rows), clusters of `splits` blocks along x;
-// `steps`: the pipeline steps of a split (in_features / 64 / splits).
+// grid (splits, out_features / Cols), clusters of `splits` blocks along x; `steps`: the pipeline
+// steps of a split (in_features / 64 / splits).
 template <typename T, int Cols>
 __global__ void __launch_bounds__(kThreads) decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ weight,
                                                                  const T* __restrict__ bias, T* __restrict__ out,
@@ -127,10 +128,6 @@ __global__ void __launch_bounds__(kThreads) decode_linear_kernel(const T* __rest
   extern __shared__ __align__(128) unsigned char shared[];
   const int split = blockIdx.x, splits = gridDim.x;
   const int first_col = blockIdx.y * Cols;
-  // This block's rows of x and out.
-  x += int64_t(blockIdx.z) * kRows * in_features;
-  out += int64_t(blockIdx.z) * kRows * out_features;
-  rows = min(rows - int(blockIdx.z) * kRows, kRows);
   const int first_input = split * steps * kDepth;
   const int thread = threadIdx.x, lane = thread & 31, warp = thread >> 5;
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
@@ -269,8 +266,7 @@ cudaError_t launch(const void* x, const void* weight, const void* bias, void* ou
     asked[device] = true;
   }
   const int steps = in_features / kDepth / splits;
-  const int row_blocks = (rows + kRows - 1) / kRows;
-  return launch_dependent_cluster(kernel, dim3(splits, out_features / Cols, row_blocks), dim3(kThreads), kShared, stream,
+  return launch_dependent_cluster(kernel, dim3(splits, out_features / Cols), dim3(kThreads), kShared, stream,
                                   unsigned(splits), static_cast<const T*>(x), static_cast<const T*>(weight),
                                   static_cast<const T*>(bias), static_cast<T*>(out), rows, out_features, in_features,
                                   steps);
@@ -285,10 +281,9 @@ std::atomic<bool> decode_gemm_on{true};
 void set_decode_gemm(bool on) { decode_gemm_on = on; }
 bool decode_gemm_enabled() { return decode_gemm_on; }
 
-DecodeGemmTiling decode_gemm_tiling(int64_t rows, int64_t out_features, int64_t in_features, int sm_count) {
+DecodeGemmTiling decode_gemm_tiling(int64_t out_features, int64_t in_features, int sm_count) {
   DecodeGemmTiling best;
-  if (rows < 1 || in_features <= 0 || in_features % kDepth != 0 || out_features <= 0 || sm_count < 1) return best;
-  const int64_t row_blocks = (rows + kRows - 1) / kRows;
+  if (in_features <= 0 || in_features % kDepth != 0 || out_features <= 0 || sm_count < 1) return best;
   const int64_t depth_steps = in_features / kDepth;
   int64_t best_bytes = 0;
   for (const int cols : {128, 64}) {
@@ -296,9 +291,8 @@ DecodeGemmTiling decode_gemm_tiling(int64_t rows, int64_t out_features, int64_t 
     for (int splits = 1; splits <= kMaxSplits; splits *= 2) {
       if (depth_steps % splits != 0) continue;
       // Blocks spread evenly over the SMs: the busiest SM reads ceil(blocks / SMs) blocks'
-      // weights (from HBM or, for the other row blocks of the same tile, from L2). Among
-      // equals, fewer splits (less to sum) win, then wider blocks.
-      const int64_t blocks = row_blocks * (out_features / cols) * splits;
+      // weights. Among equals, fewer splits (less to sum) win, then wider blocks.
+      const int64_t blocks = out_features / cols * splits;
       const int64_t busiest = (blocks + sm_count - 1) / sm_count * cols * (depth_steps / splits);
       if (best.cols == 0 || busiest < best_bytes || (busiest == best_bytes && splits < best.splits)) {
         best = {cols, splits};
@@ -314,7 +308,7 @@ bool decode_linear_supported(DType dtype, int64_t rows, int64_t out_features, in
   return false;
 #else
   if (!decode_gemm_enabled() || (dtype != DType::f16 && dtype != DType::bf16)) return false;
-  if (rows < 1 || rows > kMaxRows || in_features % kDepth != 0 || out_features % 64 != 0) return false;
+  if (rows < 1 || rows > kRows || in_features % kDepth != 0 || out_features % 64 != 0) return false;
   if (in_features <= 0 || out_features <= 0 || in_features > (1 << 30) || out_features / 64 > 65535) return false;
   int device = 0, major = 0;
   return cudaGetDevice(&device) == cudaSuccess &&
@@ -332,7 +326,7 @@ cudaError_t decode_linear(DType dtype, const void* x, const void* weight, const 
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
       return cudaErrorInvalidDevice;
-    tiling = decode_gemm_tiling(rows, out_features, in_features, sm_count);
+    tiling = decode_gemm_tiling(out_features, in_features, sm_count);
   }
   const int64_t depth_steps = in_features / kDepth;
   if ((tiling.cols != 64 && tiling.cols != 128) || out_features % tiling.cols != 0 || tiling.splits < 1 ||

@@ -1,6 +1,6 @@
 #pragma once
 // The decode step's projections at rollout batch sizes on Hopper: out = x W^T (+ bias) for at most
-// 256 rows of x, the regime where a GEMM reads its weights once and does little else. There cuBLAS
+// 64 rows of x, the regime where a GEMM reads its weights once and does little else. There cuBLAS
 // takes 1.5-2.5x the weight bytes' time at the copy bandwidth (benchmarks/device/
 // decode_gemm_probe.py), because each call starts from an idle GPU: its grid's launch, then the
 // first loads' latency, then the split-K reduce as another kernel. This kernel starts streaming its
@@ -16,21 +16,19 @@
 
 namespace turnrl::decoder_kernels {
 
-// The tiling decode_linear picks: a block computes 64 rows of `cols` outputs over 1/splits of the
-// inputs, and the `splits` blocks of the same outputs and rows form one cluster that sums their
-// partials.
+// The tiling decode_linear picks: a block computes all rows of `cols` outputs over 1/splits of the
+// inputs, and the `splits` blocks of the same outputs form one cluster that sums their partials.
 struct DecodeGemmTiling {
   int cols = 0;    // 64 or 128
   int splits = 0;  // 1, 2, 4 or 8; divides in_features / 64
 };
 
-// The tiling for `rows` rows through a projection of in_features -> out_features on a GPU of
-// sm_count SMs: the one whose busiest SM reads the fewest weight bytes (blocks are spread evenly
+// The tiling for a projection of in_features -> out_features on a GPU of sm_count SMs: the one whose busiest SM reads the fewest weight bytes (blocks are spread evenly
 // over the SMs), then the fewest splits; {0, 0} where the shapes do not fit (out_features or
 // in_features not a multiple of 64).
-DecodeGemmTiling decode_gemm_tiling(int64_t rows, int64_t out_features, int64_t in_features, int sm_count);
+DecodeGemmTiling decode_gemm_tiling(int64_t out_features, int64_t in_features, int sm_count);
 
-// Whether decode_linear takes the problem on the current device: float16 or bfloat16, 1 to 256
+// Whether decode_linear takes the problem on the current device: float16 or bfloat16, 1 to 64
 // rows, in_features and out_features multiples of 64, a GPU of compute capability 9.0 or later
 // (thread-block clusters) with a CUDA 12.3 runtime or later, and the kernel on (set_decode_gemm).
 bool decode_linear_supported(DType dtype, int64_t rows, int64_t out_features, int64_t in_features);

@@ -100,7 +100,7 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
                                    const torch::Tensor& sin, double eps, bool group_major);
 
 // x W^T + b (b may be undefined) for the engine's forward calls: decode_linear (decode_gemm.cuh)
-// where it takes the problem (at most 256 rows, float16 or bfloat16, compute capability 9.0, no
+// where it takes the problem (at most 64 rows, float16 or bfloat16, compute capability 9.0, no
 // gradient to record), torch's linear() otherwise. decode_linear reads W and b before the kernel
 // ahead of it has finished, so they must not be that kernel's output (the engine's weights are
 // written between steps, never inside one).
