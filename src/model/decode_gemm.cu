@@ -274,7 +274,7 @@ cudaError_t launch(const void* x, const void* weight, const void* bias, void* ou
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-std::atomic<bool> decode_gemm_on{true};
+std::atomic<bool> decode_gemm_on{false};  // decode_gemm.cuh: not yet faster than cuBLAS
 
 }  // namespace
 

@@ -41,8 +41,10 @@ bool decode_linear_supported(DType dtype, int64_t rows, int64_t out_features, in
 cudaError_t decode_linear(DType dtype, const void* x, const void* weight, const void* bias, void* out, int64_t rows,
                           int64_t out_features, int64_t in_features, DecodeGemmTiling tiling, cudaStream_t stream);
 
-// Whether the fused decode path uses decode_linear where it takes the shapes (on by default) or
-// cuBLAS everywhere, for a benchmark's comparison. Process-wide.
+// Whether the fused decode path uses decode_linear where it takes the shapes, or cuBLAS
+// everywhere. Off by default: on an H100 its first form (four pipeline steps) took 0.63-1.13x
+// cuBLAS's time a projection and made the engine 5.6 % slower at Qwen3-0.6B B = 64 (docs/
+// benchmarks.md); this form (eight steps) is not measured yet. engine_bench times both. Process-wide.
 void set_decode_gemm(bool on);
 bool decode_gemm_enabled();
 

@@ -2,6 +2,7 @@
 // a float64 product of the same inputs: every tiling it has, 1 to 64 rows, float16 and bfloat16,
 // with and without a bias; the rows past the problem left alone, the same bits every call, what
 // it does not take going to linear(); and the bf16 engine with it against the engine with cuBLAS.
+// The kernel is off by default (decode_gemm.cuh); each case turns it on for its own scope.
 // Without a GPU of compute capability 9.0 each case says so and checks nothing.
 #include <catch2/catch.hpp>
 
@@ -27,6 +28,13 @@ bool on_hopper() {
 
 dk::DType kernel_dtype(torch::Dtype dtype) { return dtype == torch::kHalf ? dk::DType::f16 : dk::DType::bf16; }
 
+// decode_linear on (it is off by default: decode_gemm.cuh) for a scope, then as it was.
+struct DecodeGemmOn {
+  const bool was = dk::decode_gemm_enabled();
+  DecodeGemmOn() { dk::set_decode_gemm(true); }
+  ~DecodeGemmOn() { dk::set_decode_gemm(was); }
+};
+
 // One rounding to the dtype: half its unit in the last place, relative.
 double unit_roundoff(torch::Dtype dtype) { return dtype == torch::kHalf ? 1.0 / 2048 : 1.0 / 256; }
 
@@ -37,6 +45,7 @@ TEST_CASE("decode_gemm: every tiling equals a float64 product within one roundin
     WARN("needs a GPU of compute capability 9.0: skipped");
     return;
   }
+  const DecodeGemmOn on_here;
   torch::manual_seed(11);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{64, 64}, {128, 512}, {320, 3072}, {1024, 2048}, {4096, 1024}};
@@ -78,6 +87,7 @@ TEST_CASE("decode_gemm: the same bits every call, and linear() for what it does 
     WARN("needs a GPU of compute capability 9.0: skipped");
     return;
   }
+  const DecodeGemmOn on_here;
   torch::NoGradGuard no_grad;
   torch::manual_seed(12);
   const auto on = torch::TensorOptions(torch::kCUDA).dtype(torch::kBFloat16);
@@ -107,7 +117,6 @@ TEST_CASE("decode_gemm: the same bits every call, and linear() for what it does 
   dk::set_decode_gemm(false);
   CHECK_FALSE(dk::decode_linear_supported(dk::DType::bf16, 64, 1024, 3072));
   CHECK(torch::equal(turnrl::detail::decode_linear(x, w, {}), at::linear(x, w)));
-  dk::set_decode_gemm(true);
 }
 
 TEST_CASE("decode_gemm: the bf16 engine with it samples what it samples with cuBLAS, graphs or not", "[model][cuda]") {
@@ -142,9 +151,8 @@ TEST_CASE("decode_gemm: the bf16 engine with it samples what it samples with cuB
       }
       return std::pair<int64_t, int64_t>(same, compared);
     };
-    dk::set_decode_gemm(false);
     const auto cublas = run(true, true);
-    dk::set_decode_gemm(true);
+    const DecodeGemmOn on_here;
     const auto graphed = run(true, true);
     const auto eager = run(false, true);
     const auto plain = run(true, false);
