@@ -2,7 +2,7 @@
 //
 // A block computes 64 rows (all of x; rows past the last are zeros) by `Cols` outputs over its
 // split's share of the inputs, in steps of 64 inputs: each step's weight tile [Cols, 64] and
-// activation tile [64, 64] come into shared memory by cp.async, kStages steps ahead, and four
+// activation tile [64, 64] come into shared memory by cp.async, some steps ahead, and four
 // warps multiply them with mma.sync (m16n8k16, float32 accumulators), each warp a quarter of the
 // columns. Shared tiles are rows of 128 bytes with their eight 16-byte chunks XOR-swizzled by
 // the row, so that ldmatrix reads eight rows without bank conflicts.
@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <type_traits>
 
 #include "dependent_launch.cuh"
 
@@ -34,21 +35,22 @@ namespace cg = cooperative_groups;
 
 constexpr int kRows = 64;      // rows a block computes: the most decode_linear takes
 constexpr int kDepth = 64;     // inputs a pipeline step
-// Pipeline steps in shared memory (128 KB at 64 columns, 192 KB at 128: one block a SM). A split
-// is mostly 4 to 12 steps, so nearly all of a block's weights are requested at once: at this size
-// what bounds a projection is the bytes in flight a SM.
-constexpr int kStages = 8;
+// Pipeline steps in shared memory by default (128 KB at 64 columns, 192 KB at 128: one block a
+// SM). A split is mostly 4 to 12 steps, so nearly all of a block's weights are requested at once:
+// at this size what bounds a projection is the bytes in flight a SM. 4 and 6 steps are there for
+// engine_bench's sweep.
+constexpr int kDefaultStages = 8;
 constexpr int kThreads = 128;  // four warps
 constexpr int kMaxSplits = 8;  // the portable cluster size
 
-template <int Cols>
+template <int Cols, int Stages>
 struct Layout {
   static constexpr int kWeightBytes = Cols * kDepth * 2;
   static constexpr int kInputBytes = kRows * kDepth * 2;
   static constexpr int kStageBytes = kWeightBytes + kInputBytes;
   static constexpr int kPartialStride = Cols + 4;  // floats a partial row: 16-byte aligned, rows on other banks
   static constexpr int kPartialBytes = kRows * kPartialStride * 4;
-  static constexpr int kSharedBytes = std::max(kStages * kStageBytes, kPartialBytes);
+  static constexpr int kSharedBytes = std::max(Stages * kStageBytes, kPartialBytes);
 };
 
 // The device code needs compute capability 9.0 (clusters); older targets compile an empty kernel.
@@ -117,13 +119,13 @@ __device__ __forceinline__ void store4(__half* out, float4 v) {
 
 // grid (splits, out_features / Cols), clusters of `splits` blocks along x; `steps`: the pipeline
 // steps of a split (in_features / 64 / splits).
-template <typename T, int Cols>
+template <typename T, int Cols, int kStages>
 __global__ void __launch_bounds__(kThreads) decode_linear_kernel(const T* __restrict__ x, const T* __restrict__ weight,
                                                                  const T* __restrict__ bias, T* __restrict__ out,
                                                                  int rows, int out_features, int in_features,
                                                                  int steps) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using L = Layout<Cols>;
+  using L = Layout<Cols, kStages>;
   constexpr int kTiles = Cols / 32;  // n8 tiles a warp
   extern __shared__ __align__(128) unsigned char shared[];
   const int split = blockIdx.x, splits = gridDim.x;
@@ -250,11 +252,11 @@ __global__ void __launch_bounds__(kThreads) decode_linear_kernel(const T* __rest
 #endif
 }
 
-template <typename T, int Cols>
+template <typename T, int Cols, int Stages>
 cudaError_t launch(const void* x, const void* weight, const void* bias, void* out, int rows, int out_features,
                    int in_features, int splits, cudaStream_t stream) {
-  const auto kernel = decode_linear_kernel<T, Cols>;
-  constexpr int kShared = Layout<Cols>::kSharedBytes;
+  const auto kernel = decode_linear_kernel<T, Cols, Stages>;
+  constexpr int kShared = Layout<Cols, Stages>::kSharedBytes;
   // Above 48 KB of dynamic shared memory a kernel must ask for it, once a device.
   constexpr int kDevices = 64;
   static std::atomic<bool> asked[kDevices] = {};
@@ -295,7 +297,7 @@ DecodeGemmTiling decode_gemm_tiling(int64_t out_features, int64_t in_features, i
       const int64_t blocks = out_features / cols * splits;
       const int64_t busiest = (blocks + sm_count - 1) / sm_count * cols * (depth_steps / splits);
       if (best.cols == 0 || busiest < best_bytes || (busiest == best_bytes && splits < best.splits)) {
-        best = {cols, splits};
+        best = {cols, splits, kDefaultStages};
         best_bytes = busiest;
       }
     }
@@ -328,16 +330,28 @@ cudaError_t decode_linear(DType dtype, const void* x, const void* weight, const 
       return cudaErrorInvalidDevice;
     tiling = decode_gemm_tiling(out_features, in_features, sm_count);
   }
+  if (tiling.stages == 0) tiling.stages = kDefaultStages;
   const int64_t depth_steps = in_features / kDepth;
-  if ((tiling.cols != 64 && tiling.cols != 128) || out_features % tiling.cols != 0 || tiling.splits < 1 ||
+  const bool stages_ok = tiling.stages == 4 || tiling.stages == 6 || tiling.stages == 8;
+  if ((tiling.cols != 64 && tiling.cols != 128) || !stages_ok || out_features % tiling.cols != 0 || tiling.splits < 1 ||
       tiling.splits > kMaxSplits || (tiling.splits & (tiling.splits - 1)) != 0 || depth_steps % tiling.splits != 0)
     return cudaErrorInvalidValue;
   const int r = int(rows), n = int(out_features), k = int(in_features), s = tiling.splits;
-  if (dtype == DType::bf16)
-    return tiling.cols == 128 ? launch<__nv_bfloat16, 128>(x, weight, bias, out, r, n, k, s, stream)
-                              : launch<__nv_bfloat16, 64>(x, weight, bias, out, r, n, k, s, stream);
-  return tiling.cols == 128 ? launch<__half, 128>(x, weight, bias, out, r, n, k, s, stream)
-                            : launch<__half, 64>(x, weight, bias, out, r, n, k, s, stream);
+  const auto typed = [&](auto zero) {
+    using T = decltype(zero);
+    const auto with_stages = [&](auto cols) -> cudaError_t {
+      constexpr int C = decltype(cols)::value;
+      switch (tiling.stages) {
+        case 4: return launch<T, C, 4>(x, weight, bias, out, r, n, k, s, stream);
+        case 6: return launch<T, C, 6>(x, weight, bias, out, r, n, k, s, stream);
+        case 8: return launch<T, C, 8>(x, weight, bias, out, r, n, k, s, stream);
+      }
+      return cudaErrorInvalidValue;
+    };
+    return tiling.cols == 128 ? with_stages(std::integral_constant<int, 128>())
+                              : with_stages(std::integral_constant<int, 64>());
+  };
+  return dtype == DType::bf16 ? typed(__nv_bfloat16()) : typed(__half());
 }
 
 }  // namespace turnrl::decoder_kernels

@@ -21,6 +21,7 @@ namespace turnrl::decoder_kernels {
 struct DecodeGemmTiling {
   int cols = 0;    // 64 or 128
   int splits = 0;  // 1, 2, 4 or 8; divides in_features / 64
+  int stages = 0;  // pipeline steps of 64 inputs in shared memory: 4, 6 or 8 (0: 8)
 };
 
 // The tiling for a projection of in_features -> out_features on a GPU of sm_count SMs: the one whose busiest SM reads the fewest weight bytes (blocks are spread evenly

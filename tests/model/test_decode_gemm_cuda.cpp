@@ -63,14 +63,15 @@ TEST_CASE("decode_gemm: every tiling equals a float64 product within one roundin
           if (biased) want = want + bias.to(torch::kDouble);
           const double scale = want.abs().max().item<double>();
           for (const int cols : {64, 128})
-            for (const int splits : {1, 2, 4, 8}) {
+            for (const int splits : {1, 2, 4, 8})
+              for (const int stages : {4, 6, 8}) {
               if (outputs % cols != 0 || (inputs / 64) % splits != 0) continue;
-              INFO("cols " << cols << " splits " << splits);
+              INFO("cols " << cols << " splits " << splits << " stages " << stages);
               // Two rows past the problem, filled with a value the kernel must leave there.
               torch::Tensor out = torch::full({rows + 2, outputs}, 7.0, on.dtype(dtype));
               REQUIRE(dk::decode_linear(kernel_dtype(dtype), x.data_ptr(), w.data_ptr(),
                                         biased ? bias.data_ptr() : nullptr, out.data_ptr(), rows, outputs, inputs,
-                                        {cols, splits}, stream) == cudaSuccess);
+                                        {cols, splits, stages}, stream) == cudaSuccess);
               ++launches;
               const torch::Tensor got = out.narrow(0, 0, rows).to(torch::kDouble);
               const torch::Tensor excess = (got - want).abs() - want.abs() * unit_roundoff(dtype) * 1.001;
