@@ -11,10 +11,12 @@
 // (B = 64 and 256, 384 and 2048 keys a row). At B = 64 the GPU table also times the fused engine
 // with FlashAttention's decode attention (GenerationEngineOptions::decode_attention).
 // --profile: after each case's timings, one more run of the shipped engine under the profiler (and
-//       in the first case of each other engine), and
-//       the kernels that took the most time (device_profile.h).
+//       in the first case of each other engine), and the kernels that took the most time
+//       (device_profile.h; with dependent launches a kernel's time includes its blocks' wait).
 // On a GPU each case also times the fused engine with its kernels launched plainly instead of as
-// programmatic dependent launches (decoder_kernels::set_dependent_launch), in the same run.
+// programmatic dependent launches (decoder_kernels::set_dependent_launch), and at B <= 64 with
+// the experimental decode_linear projections (decode_gemm.cuh, off by default), in the same run;
+// before the table, each decode projection by cuBLAS against decode_linear and its tilings.
 // Roofline: every decode step reads the weights once (the embedding table only where the head
 // is tied to it) and each sequence's cached keys and values (mean context P + N/2), at the
 // device-to-device copy bandwidth measured in the same run. Sampling at temperature 1, no stop
