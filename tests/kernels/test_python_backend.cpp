@@ -243,7 +243,8 @@ TEST_CASE("python backend: honest candidates of every task are correct, timed an
     CHECK(r.wall_seconds > 0);
     // The phases: every request the evaluation made, the worker's time inside its round trip.
     const std::map<std::string, double>& phases = e.last_phase_seconds().at(i);
-    for (const char* op : {"reference", "candidate", "timing.reference", "timing.candidate", "profile.candidate"}) {
+    for (const char* op : {"reference", "candidate", "timing_inputs.reference", "timing.reference",
+                           "timing_inputs.candidate", "timing.candidate", "profile.candidate"}) {
       INFO(op);
       REQUIRE(phases.count(op + std::string("/round_trip")));
       CHECK(phases.at(op) > 0);
