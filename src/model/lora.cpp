@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include <torch/nn/functional/linear.h>
+#include <torch/types.h>
 #include <torch/nn/init.h>
 
 #include "turnrl/core/error.h"
@@ -36,7 +36,7 @@ LoraLinearImpl::LoraLinearImpl(int64_t in_features, int64_t out_features, bool w
 }
 
 torch::Tensor LoraLinearImpl::forward(const torch::Tensor& x) {
-  torch::Tensor y = torch::nn::functional::linear(x, weight, bias);
+  torch::Tensor y = torch::linear(x, weight, bias);
   if (!has_adapter()) return y;
   const torch::Tensor update = lora_B(lora_A(x.to(lora_A->weight.scalar_type()))) * scale_;
   return y + update.to(y.scalar_type());

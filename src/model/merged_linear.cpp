@@ -1,6 +1,6 @@
 #include "merged_linear.h"
 
-#include <torch/nn/functional/linear.h>
+#include <torch/types.h>
 
 namespace turnrl::detail {
 namespace {
@@ -60,7 +60,7 @@ void MergedLinear::clear() {
 }
 
 torch::Tensor MergedLinear::operator()(const torch::Tensor& x) const {
-  return torch::nn::functional::linear(x, weight_, bias_);
+  return torch::linear(x, weight_, bias_);
 }
 
 }  // namespace turnrl::detail

@@ -1,6 +1,6 @@
 #include <catch2/catch.hpp>
 
-#include <torch/nn/functional/linear.h>
+#include <torch/types.h>
 
 #include "model/decoder_parts.h"
 #include "model/merged_linear.h"
@@ -21,7 +21,7 @@ LoraLinear random_linear(int64_t in, int64_t out, bool bias) {
 
 torch::Tensor separate(const std::vector<LoraLinear>& parts, const torch::Tensor& x) {
   std::vector<torch::Tensor> outs;
-  for (const auto& p : parts) outs.push_back(torch::nn::functional::linear(x, p->weight, p->bias));
+  for (const auto& p : parts) outs.push_back(torch::linear(x, p->weight, p->bias));
   return torch::cat(outs, -1);
 }
 
@@ -40,6 +40,40 @@ TEST_CASE("merged_linear: one GEMM gives each part's output side by side, biases
     REQUIRE(got.sizes() == want.sizes());
     CHECK(torch::allclose(got, want, 1e-5, 1e-5));
   }
+}
+
+TEST_CASE("merged_linear: a biased bf16 projection of [B, T, in] rounds once, as transformers' nn.Linear does",
+          "[model]") {
+  // PyTorch's F.linear (at::linear) folds a contiguous 3-D input into one addmm, whose bias joins
+  // the float accumulator before the single rounding to bf16. LibTorch's C++ helper
+  // torch::nn::functional::linear instead rounds the matmul and then adds the bias in bf16: one
+  // element in four came out an ulp apart on Qwen2's q/k/v shapes (H100, 2026-12-07), enough that
+  // the engine's paths sampled 40 of 57 tokens alike. Both forms must be the first one.
+  torch::manual_seed(11);
+  const auto bf16 = torch::TensorOptions(torch::kBFloat16);
+  std::vector<LoraLinear> parts;
+  for (int64_t out : {64, 32, 32}) {
+    LoraLinear l(64, out, true, bf16);
+    torch::NoGradGuard no_grad;
+    l->weight.normal_(0, 0.25);
+    l->bias.normal_(0, 0.1);
+    parts.push_back(l);
+  }
+  MergedLinear merged;
+  REQUIRE(merged.refresh({parts[0].get(), parts[1].get(), parts[2].get()}));
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = torch::randn({4, 3, 64}, bf16);
+  const torch::Tensor flat = x.reshape({12, 64});
+  int64_t rounded_twice_differs = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const torch::Tensor want = torch::addmm(parts[k]->bias, flat, parts[k]->weight.t()).view({4, 3, -1});
+    CHECK(torch::equal(parts[k]->forward(x), want));
+    rounded_twice_differs += (x.matmul(parts[k]->weight.t()) + parts[k]->bias != want).sum().item<int64_t>();
+  }
+  // The data tells the two roundings apart, so the equalities above test the choice.
+  CHECK(rounded_twice_differs > 0);
+  const torch::Tensor all = torch::addmm(merged.bias(), flat, merged.weight().t()).view({4, 3, -1});
+  CHECK(torch::equal(merged(x), all));
 }
 
 TEST_CASE("merged_linear: a refresh follows in-place updates and replaced weights, in the same tensors", "[model]") {
