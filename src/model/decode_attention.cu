@@ -298,8 +298,6 @@ cudaError_t launch_for_dim(const Problem& p) {
   return cudaErrorInvalidValue;
 }
 
-bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 bool decode_attention_supports(DType dtype, int64_t dim, int64_t groups) {
@@ -336,7 +334,7 @@ cudaError_t decode_attention(DType dtype, const void* q, const void* keys, const
   // Grid limits: kv_heads x rows x splits blocks, rows * heads merge blocks.
   if (rows < 0 || rows > 65535 || kv_heads > 65535 || splits < 1 || splits > 65535) return cudaErrorInvalidValue;
   if (rows == 0) return cudaSuccess;
-  if (!aligned(q) || !aligned(keys) || !aligned(values) || (splits > 1 && workspace == nullptr))
+  if (!aligned16({q, keys, values}) || (splits > 1 && workspace == nullptr))
     return cudaErrorInvalidValue;
   const Problem p{q, keys, values, key_offsets, keys_used, out, workspace, rows, heads, kv_heads, dim, group_major,
                   scale, splits, stream};

@@ -274,9 +274,27 @@ cudaError_t launch(const void* x, const void* weight, const void* bias, void* ou
                                   steps);
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 std::atomic<bool> decode_gemm_on{false};  // decode_gemm.cuh: not yet faster than cuBLAS
+
+// The current device's compute capability (major) and SM count, asked once a device: decode_linear
+// runs for every projection of every decode step. False when the device cannot be asked.
+bool current_device(int& major, int& sm_count) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> majors[kDevices] = {}, sm_counts[kDevices] = {};  // 0: not asked yet
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) return false;
+  if (sm_counts[device].load() == 0) {
+    int m = 0, s = 0;
+    if (cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&s, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || s <= 0)
+      return false;
+    majors[device] = m;  // before the count that says it is known
+    sm_counts[device] = s;
+  }
+  major = majors[device].load();
+  sm_count = sm_counts[device].load();
+  return true;
+}
 
 }  // namespace
 
@@ -312,22 +330,19 @@ bool decode_linear_supported(DType dtype, int64_t rows, int64_t out_features, in
   if (!decode_gemm_enabled() || (dtype != DType::f16 && dtype != DType::bf16)) return false;
   if (rows < 1 || rows > kRows || in_features % kDepth != 0 || out_features % 64 != 0) return false;
   if (in_features <= 0 || out_features <= 0 || in_features > (1 << 30) || out_features / 64 > 65535) return false;
-  int device = 0, major = 0;
-  return cudaGetDevice(&device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9;
+  int major = 0, sm_count = 0;
+  return current_device(major, sm_count) && major >= 9;
 #endif
 }
 
 cudaError_t decode_linear(DType dtype, const void* x, const void* weight, const void* bias, void* out, int64_t rows,
                           int64_t out_features, int64_t in_features, DecodeGemmTiling tiling, cudaStream_t stream) {
   if (!decode_linear_supported(dtype, rows, out_features, in_features)) return cudaErrorInvalidValue;
-  if (!aligned16(x) || !aligned16(weight) || !aligned16(out) || (bias && reinterpret_cast<uintptr_t>(bias) % 2))
+  if (!aligned16({x, weight, out}) || (bias && reinterpret_cast<uintptr_t>(bias) % 2))
     return cudaErrorInvalidValue;
   if (tiling.cols == 0) {
-    int device = 0, sm_count = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-      return cudaErrorInvalidDevice;
+    int major = 0, sm_count = 0;
+    if (!current_device(major, sm_count)) return cudaErrorInvalidDevice;
     tiling = decode_gemm_tiling(out_features, in_features, sm_count);
   }
   if (tiling.stages == 0) tiling.stages = kDefaultStages;

@@ -695,13 +695,6 @@ cudaError_t by_head_pairs(int64_t dim, F&& f) {
   return cudaErrorInvalidValue;
 }
 
-// Whether every pointer (null ones aside) starts 16-byte aligned, as the packed kernels' loads need.
-bool aligned16(std::initializer_list<const void*> pointers) {
-  for (const void* p : pointers)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  return true;
-}
-
 template <typename T>
 cudaError_t rms_norm_typed(const void* x, const void* delta, void* sum, const void* weight, void* out, float* rstd,
                            int64_t rows, int64_t dim, float eps, cudaStream_t stream) {

@@ -6,12 +6,21 @@
 // does up to the order of the float32 sums in a norm. Tensors are contiguous; dtype says what
 // every T* pointer holds.
 #include <cstdint>
+#include <initializer_list>
 
 #include <cuda_runtime.h>
 
 namespace turnrl::decoder_kernels {
 
 enum class DType { f32, f16, bf16 };
+
+// Whether every pointer starts 16-byte aligned, as the kernels' 16-byte packed loads need (a null
+// pointer counts as aligned).
+inline bool aligned16(std::initializer_list<const void*> pointers) {
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
 
 // Whether the decoder's kernels (these and decode_attention.cuh's) are launched as programmatic
 // dependent launches on GPUs that take them (dependent_launch.cuh): on by default; off launches

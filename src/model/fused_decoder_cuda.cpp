@@ -445,8 +445,7 @@ torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight,
                      dk::decode_linear_supported(kernel_dtype(weight), x.numel() / in_features, out_features,
                                                  in_features);
   const torch::Tensor input = takes ? x.contiguous() : x;
-  const auto aligned = [](const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0; };
-  if (!takes || !aligned(input) || !aligned(weight)) return at::linear(x, weight, bias);
+  if (!takes || !dk::aligned16({input.data_ptr(), weight.data_ptr()})) return at::linear(x, weight, bias);
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes.back() = out_features;
   torch::Tensor out = torch::empty(sizes, x.options());
