@@ -2192,7 +2192,26 @@ def _warm_up(triton):
     _release()
 
 
+def _keep_heap():
+    """glibc's heap in this process never maps blocks of its own and never gives memory back, as
+    the C++ worker's (docs/evaluator.md). Both sides' timings then run on memory already faulted
+    in: otherwise whether a call's output block (128 KiB of softmax_rows) came back from the heap or
+    from fresh pages depended on what the harness freed just before it, a page fault a 4 KiB page
+    inside the timed call (softmax_rows' reference: 48 us a call, 115 us with the harness's
+    temporaries gone). Not glibc: nothing to set."""
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return
+    M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4
+    mallopt(M_MMAP_MAX, 0)
+    mallopt(M_TRIM_THRESHOLD, 2 ** 31 - 1)
+
+
 def main(argv):
+    _keep_heap()
     device_name, env = "cpu", {}
     i = 0
     while i < len(argv):
