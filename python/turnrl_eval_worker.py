@@ -1810,6 +1810,21 @@ def _profile_request(req):
         return {"error": _error("memory" if _memory_error(e) else "runtime", e, "correct")}
 
 
+def _not_loaded(timing):
+    """The reply of a timing request for a side this worker has not loaded."""
+    return {"error": {"kind": "internal", "type": "RuntimeError", "stage": "correct",
+                      "message": "no %s is loaded in this worker" % timing.get("side")}}
+
+
+def _harness_error(e):
+    """The error of a timing request whose harness or calls raised `e`; a worker whose CUDA context
+    did not survive it asks to be replaced."""
+    poisoned = _cuda_poisoned()
+    if poisoned:
+        _state["restart"] = "CUDA context unusable: " + poisoned
+    return _error("memory" if _memory_error(e) else "runtime", e, "correct")
+
+
 def _timing_buffers(loaded, timing):
     """A timing loop's inputs and the harness's own buffers: the unperturbed bases, the inputs' copies
     that tell a changed input, the perturbation factors. The parent bills the timing request's CPU
@@ -1832,16 +1847,12 @@ def _timing_inputs_request(req):
     _state.pop("timing_buffers", None)
     loaded, _ = _side(timing)
     if loaded is None:
-        return {"error": {"kind": "internal", "type": "RuntimeError", "stage": "correct",
-                          "message": "no %s is loaded in this worker" % timing.get("side")}}
+        return _not_loaded(timing)
     try:
         _state["timing_buffers"] = _timing_buffers(loaded, timing)
         _sync()
     except BaseException as e:
-        poisoned = _cuda_poisoned()
-        if poisoned:
-            _state["restart"] = "CUDA context unusable: " + poisoned
-        return {"error": _error("memory" if _memory_error(e) else "runtime", e, "correct")}
+        return {"error": _harness_error(e)}
     return {}
 
 
@@ -1858,9 +1869,7 @@ def _timing_request(req, blob):
     reply = {"findings": findings, "us": [], "wait_us": [], "checks": []}
     loaded, owned = _side(timing)
     if loaded is None:
-        reply["error"] = {"kind": "internal", "type": "RuntimeError", "stage": "correct",
-                          "message": "no %s is loaded in this worker" % timing.get("side")}
-        return reply
+        return dict(reply, **_not_loaded(timing))
     model = loaded["model"]
     prepared = _state.pop("timing_buffers", None)
     if prepared is None or prepared["for"] != (id(loaded), timing.get("side"), timing["seed"]):
@@ -1933,10 +1942,7 @@ def _timing_request(req, blob):
             _state["profiling"]["range"] = T.range_enter(_HARNESS, None)
     except BaseException as e:
         _stop_profiler()
-        poisoned = _cuda_poisoned()
-        if poisoned:
-            _state["restart"] = "CUDA context unusable: " + poisoned
-        reply["error"] = _error("memory" if _memory_error(e) else "runtime", e, "correct")
+        reply["error"] = _harness_error(e)
     _call_checks(findings)
     _state_checks(findings, "timing")
     return reply
