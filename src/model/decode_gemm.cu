@@ -276,26 +276,6 @@ cudaError_t launch(const void* x, const void* weight, const void* bias, void* ou
 
 std::atomic<bool> decode_gemm_on{false};  // decode_gemm.cuh: not yet faster than cuBLAS
 
-// The current device's compute capability (major) and SM count, asked once a device: decode_linear
-// runs for every projection of every decode step. False when the device cannot be asked.
-bool current_device(int& major, int& sm_count) {
-  constexpr int kDevices = 64;
-  static std::atomic<int> majors[kDevices] = {}, sm_counts[kDevices] = {};  // 0: not asked yet
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) return false;
-  if (sm_counts[device].load() == 0) {
-    int m = 0, s = 0;
-    if (cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&s, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || s <= 0)
-      return false;
-    majors[device] = m;  // before the count that says it is known
-    sm_counts[device] = s;
-  }
-  major = majors[device].load();
-  sm_count = sm_counts[device].load();
-  return true;
-}
-
 }  // namespace
 
 void set_decode_gemm(bool on) { decode_gemm_on = on; }

@@ -11,6 +11,7 @@
 // compile to nothing there.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <utility>
 
 #include "decoder_kernels.cuh"
@@ -36,6 +37,26 @@ __device__ __forceinline__ void start_after_previous_grid() {
   allow_next_grid();
 }
 
+// The current device's compute capability (major) and SM count, asked once a device: the decoder's
+// kernels ask before every launch. False when the device cannot be asked.
+inline bool current_device(int& major, int& sm_count) {
+  constexpr int kDevices = 64;
+  static std::atomic<int> majors[kDevices] = {}, sm_counts[kDevices] = {};  // 0: not asked yet
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) return false;
+  if (sm_counts[device].load() == 0) {
+    int m = 0, s = 0;
+    if (cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&s, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || s <= 0)
+      return false;
+    majors[device] = m;  // before the count that says it is known
+    sm_counts[device] = s;
+  }
+  major = majors[device].load();
+  sm_count = sm_counts[device].load();
+  return true;
+}
+
 // Whether the current device takes programmatic dependent launches (compute capability >= 9.0,
 // and a runtime and driver of CUDA 12.3 or later, which capture them into graphs), asked once a
 // device, and they are on (set_dependent_launch, decoder_kernels.cuh).
@@ -49,18 +70,8 @@ inline bool dependent_launch_supported() {
     return cudaDriverGetVersion(&version) == cudaSuccess && version >= 12030;
   }();
   if (!driver_takes_them) return false;
-  constexpr int kDevices = 64;
-  static int known[kDevices] = {};  // 0 unknown, 1 no, 2 yes
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) return false;
-  if (known[device] == 0) {
-    int major = 0;
-    known[device] = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
-                            major >= 9
-                        ? 2
-                        : 1;
-  }
-  return known[device] == 2;
+  int major = 0, sm_count = 0;
+  return current_device(major, sm_count) && major >= 9;
 #endif
 }
 
