@@ -20,6 +20,7 @@ struct Args {
   torch::Device device = torch::kCPU;
   bool quick = false;    // smaller sizes, fewer repetitions (smoke runs)
   bool profile = false;  // where the time goes (device_profile.h), in the benchmarks that print it
+  std::string cases;     // --cases: only these of a benchmark's cases, comma-separated (those that take it say how)
 };
 
 inline Args parse_args(int argc, char** argv) {
@@ -34,8 +35,10 @@ inline Args parse_args(int argc, char** argv) {
       a.quick = true;
     } else if (!std::strcmp(argv[i], "--profile")) {
       a.profile = true;
+    } else if (!std::strcmp(argv[i], "--cases") && i + 1 < argc) {
+      a.cases = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--device cpu|cuda] [--quick] [--profile]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--device cpu|cuda] [--quick] [--profile] [--cases LIST]\n", argv[0]);
       std::exit(2);
     }
   }

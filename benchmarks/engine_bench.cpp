@@ -2,7 +2,7 @@
 // the memory roofline and against the sampler it replaced (baseline, same run): sample() over a
 // KVCache that grows one column per step for the whole batch.
 //
-//   engine_bench [--device cpu|cuda] [--quick] [--profile]
+//   engine_bench [--device cpu|cuda] [--quick] [--profile] [--cases qwen3-0.6b:64,qwen3-1.7b:256]
 // cuda: bf16, Qwen3-0.6B and Qwen3-1.7B shapes, B = 64 and 256, prompt 256, 256 new tokens
 //       (--quick: 0.6B, B = 64, 64 new tokens); cpu: fp32, qwen3-tiny's shape, small batches.
 // Before the table: the sampler's inverse CDF against a whole-row scan and, on a GPU, a whole
@@ -10,11 +10,13 @@
 // decode attention by FlashAttention's variable-length kernel against the split-KV kernel
 // (B = 64 and 256, 384 and 2048 keys a row). At B = 64 the GPU table also times the fused engine
 // with FlashAttention's decode attention (GenerationEngineOptions::decode_attention).
+// --cases: only these SHAPE:BATCH cases of the table.
 // --profile: after each case's timings, one more run of the shipped engine under the profiler (and
 //       in the first case of each other engine), and the kernels that took the most time
 //       (device_profile.h; with dependent launches a kernel's time includes its blocks' wait).
 // On a GPU each case also times the fused engine with its kernels launched plainly instead of as
-// programmatic dependent launches (decoder_kernels::set_dependent_launch), and at B <= 64 with
+// programmatic dependent launches (decoder_kernels::set_dependent_launch), one decode step at a
+// time (GenerationEngineOptions::overlap_steps false), and at B <= 64 with
 // the experimental decode_linear projections (decode_gemm.cuh, off by default), in the same run;
 // before the table, each decode projection by cuBLAS against decode_linear and its tilings.
 // Roofline: every decode step reads the weights once (the embedding table only where the head
@@ -22,6 +24,7 @@
 // device-to-device copy bandwidth measured in the same run. Sampling at temperature 1, no stop
 // tokens, so every sequence generates N tokens. Lines starting with RESULT are read by
 // benchmarks/device/engine_bench.py, which adds transformers' generate on the same shapes.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -334,6 +337,18 @@ int main(int argc, char** argv) {
     cases = {{"qwen3-0.6b", 64, 256, 256, true}, {"qwen3-0.6b", 256, 256, 256, false},
              {"qwen3-1.7b", 64, 256, 256, true}, {"qwen3-1.7b", 256, 256, 256, false}};
   else cases = {{"qwen3-tiny", 4, 16, 16, true}, {"qwen3-tiny", 16, 16, 16, true}};
+  if (!args.cases.empty()) {
+    const std::string wanted = "," + args.cases + ",";
+    cases.erase(std::remove_if(cases.begin(), cases.end(),
+                               [&](const Case& c) {
+                                 return wanted.find(fmt::format(",{}:{},", c.shape, c.batch)) == std::string::npos;
+                               }),
+                cases.end());
+    if (cases.empty()) {
+      std::fprintf(stderr, "--cases %s: none of this run's cases (SHAPE:BATCH, e.g. qwen3-0.6b:64)\n", args.cases.c_str());
+      return 2;
+    }
+  }
 
   const double bandwidth = bench::copy_bandwidth(args.device);
   std::printf("engine_bench on %s (%d threads), %s, LibTorch %s; copy bandwidth %.0f GB/s\n", args.device.str().c_str(),
@@ -365,12 +380,13 @@ int main(int argc, char** argv) {
     // The engine with its fused GPU path (model.engine.fused_kernels), at B = 64 also with
     // FlashAttention's decode attention in place of the split-KV kernel, then with plain LibTorch ops.
     // --profile: the engine as shipped in every case, the others in the first case only.
-    const auto time_engine = [&](bool fused, DecodeAttention attention, bool profile) {
+    const auto time_engine = [&](bool fused, DecodeAttention attention, bool profile, bool overlap = true) {
       GenerationEngine engine(model, GenerationEngineOptions()
                                          .slots(c.batch)
                                          .capacity(c.prompt + c.new_tokens)
                                          .fused_kernels(fused)
-                                         .decode_attention(attention));
+                                         .decode_attention(attention)
+                                         .overlap_steps(overlap));
       const auto run = [&] {
         for (int64_t b = 0; b < c.batch; ++b) {
           const torch::Tensor row = prompts[b].contiguous();
@@ -402,6 +418,9 @@ int main(int argc, char** argv) {
       decoder_kernels::set_dependent_launch(true);
     }
 #endif
+    // And recording each decode step's tokens before launching the next (overlap_steps false): what
+    // overlapping the host's work with the device's saves.
+    const double stepped_seconds = gpu ? time_engine(true, DecodeAttention::split_kv, false, false) : 0;
     // And with decode_linear (decode_gemm.cuh; off by default) in place of cuBLAS for the projections.
     double decode_gemm_seconds = 0;
 #ifdef TURNRL_WITH_CUDA
@@ -446,6 +465,9 @@ int main(int argc, char** argv) {
     if (plain_launch_seconds > 0)
       std::printf("%-11s %5ld   fused with plain launches: %.0f tok/s (dependent launches: %.3fx)\n", c.shape.c_str(),
                   long(c.batch), generated / plain_launch_seconds, plain_launch_seconds / engine_seconds);
+    if (stepped_seconds > 0)
+      std::printf("%-11s %5ld   fused, one step at a time: %.0f tok/s (overlapped steps: %.3fx)\n", c.shape.c_str(),
+                  long(c.batch), generated / stepped_seconds, stepped_seconds / engine_seconds);
     if (decode_gemm_seconds > 0)
       std::printf("%-11s %5ld   fused with decode_linear projections: %.0f tok/s (against cuBLAS: %.3fx)\n",
                   c.shape.c_str(), long(c.batch), generated / decode_gemm_seconds, engine_seconds / decode_gemm_seconds);

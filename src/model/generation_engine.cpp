@@ -11,6 +11,9 @@
 #include "turnrl/core/error.h"
 
 #ifdef TURNRL_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAStream.h>
+
 #include "decode_graphs.h"
 #include "fused_decoder.h"
 #endif
@@ -327,26 +330,55 @@ struct GenerationEngine::State {
   // What a captured decode step computes (part of its graph's key).
   static constexpr int64_t kLogitsGraph = 0, kSampleGraph = 1, kSampleFilteredGraph = 2;
 
+  // A decode step launched on the device whose tokens the host has not recorded yet.
+  struct InFlight {
+    std::vector<int64_t> slots, owners;  // its live rows: slot and the request that ran in it
+    int64_t rows = 0;                    // the graph's rows (a batch-size bucket)
+    torch::Tensor drawn;                 // the graph's output on the device: float64 [2, rows]
+    torch::Tensor host;                  // its copy in pinned host memory, complete once `copied` has passed
+    at::cuda::CUDAEvent copied;
+  };
+  std::unique_ptr<InFlight> in_flight;
+  torch::Tensor no_previous;  // float64 [slots] zeros: the previous tokens of a step with none in flight
+
   // A step without prefill, on graphs, with fused_kernels: the decode forward of every running
   // slot and the sampling of its next token replayed as one graph, its inputs sent in one transfer
-  // and the tokens and log-probs read back in one. Draws what decode_running() + sample_rows() draw.
-  void decode_and_sample() {
-    std::vector<int64_t> running;
-    for (size_t s = 0; s < slots.size(); ++s)
-      if (slots[s].use == Use::running) running.push_back(int64_t(s));
-    const int64_t rows = bucket_for(running.back() + 1, 1, options.slots());
-    // One int64 buffer [3 + kSamplingFields, rows]: each row's token, start and count (idle rows:
-    // count 0), then its PackedSampling fields.
+  // and the tokens and log-probs copied back in one, without waiting for them. Draws what
+  // decode_running() + sample_rows() draw.
+  //
+  // With a step in flight it is launched before that step's tokens reach the host: a row of the
+  // in-flight step takes its input token from that step's output on the device, its position and
+  // random counter one past it. A row that will end with the in-flight token on max_new_tokens is
+  // left out; one that ends on a stop token runs once more, and retire() drops that row's result.
+  // Null when no row is left to run.
+  std::unique_ptr<InFlight> launch_step() {
+    auto step = std::make_unique<InFlight>();
+    std::vector<char> in_previous(slots.size(), 0);  // whether a slot's row is in the in-flight step
+    if (in_flight)
+      for (int64_t s : in_flight->slots) in_previous[size_t(s)] = 1;
+    const auto pending = [&](int64_t s) { return int64_t(in_previous[size_t(s)]); };
+    for (size_t s = 0; s < slots.size(); ++s) {
+      if (slots[s].use != Use::running) continue;
+      const Request& q = requests.at(slots[s].owner);
+      if (int64_t(q.result.tokens.size()) + pending(int64_t(s)) >= q.request.sampling.max_new_tokens) continue;
+      step->slots.push_back(int64_t(s));
+      step->owners.push_back(slots[s].owner);
+    }
+    if (step->slots.empty()) return nullptr;
+    const int64_t rows = step->rows = bucket_for(step->slots.back() + 1, 1, options.slots());
+    // One int64 buffer [3 + kSamplingFields, rows]: each row's token (-1: the in-flight step's),
+    // start and count (idle rows: count 0), then its PackedSampling fields.
     std::vector<int64_t> decode(size_t(3 * rows), 0);
     PackedSampling sampling(rows);
     int64_t read_width = 1;
-    for (int64_t s : running) {
+    for (int64_t s : step->slots) {
       Slot& slot = slots[size_t(s)];
       const Request& q = requests.at(slot.owner);
-      decode[size_t(s)] = slot.sequence.back();
+      const int64_t from_device = pending(s);
+      decode[size_t(s)] = from_device ? -1 : slot.sequence.back();
       decode[size_t(rows + s)] = slot.cached;
       decode[size_t(2 * rows + s)] = 1;
-      sampling.set(s, q.request.sampling, q.request.key, int64_t(q.result.tokens.size()));
+      sampling.set(s, q.request.sampling, q.request.key, int64_t(q.result.tokens.size()) + from_device);
       read_width = std::max(read_width, slot.cached + 1);
       ++slot.cached;
     }
@@ -358,16 +390,49 @@ struct GenerationEngine::State {
     const torch::Tensor inputs =
         torch::empty({3 + kSamplingFields, rows}, torch::TensorOptions(torch::kLong).pinned_memory(true));
     std::memcpy(inputs.data_ptr<int64_t>(), decode.data(), decode.size() * sizeof(int64_t));
+    // The in-flight step's rows are a prefix of its own rows (no slot starts while a step is in
+    // flight), so its first `rows` draws line up with this step's rows.
+    if (!no_previous.defined()) no_previous = torch::zeros({options.slots()}, torch::TensorOptions(torch::kDouble).device(device));
+    const torch::Tensor previous = (in_flight ? in_flight->drawn[0] : no_previous).narrow(0, 0, rows);
     const bool filtered = sampling.filtered;
-    const torch::Tensor drawn = graphs->run(
-        {filtered ? kSampleFilteredGraph : kSampleGraph, rows, width}, {inputs}, device,
+    step->drawn = graphs->run(
+        {filtered ? kSampleFilteredGraph : kSampleGraph, rows, width}, {inputs, previous}, device,
         [this, width, filtered](const std::vector<torch::Tensor>& in) {
           const torch::Tensor& x = in[0];
-          return draw_packed(decode_logits(x[0], x[1], x[2], width), x.narrow(0, 3, kSamplingFields), filtered, true);
+          const torch::Tensor tokens = torch::where(x[0] < 0, in[1].to(torch::kLong), x[0]);
+          return draw_packed(decode_logits(tokens, x[1], x[2], width), x.narrow(0, 3, kSamplingFields), filtered, true);
         });
-    const torch::Tensor host = drawn.cpu();
-    const double* t = host.data_ptr<double>();
-    for (int64_t s : running) record(slots[size_t(s)].owner, int64_t(t[s]), float(t[rows + s]));
+    // The graph's output is overwritten by the next replay of its key: copied out at once.
+    step->host = torch::empty({2, rows}, torch::TensorOptions(torch::kDouble).pinned_memory(true));
+    step->host.copy_(step->drawn, /*non_blocking=*/true);
+    step->copied.record(c10::cuda::getCurrentCUDAStream(device.index()));
+    return step;
+  }
+
+  // Waits for a launched step's tokens and records them (rows whose request has ended meanwhile: dropped).
+  void retire(InFlight& step) {
+    step.copied.synchronize();
+    const double* t = step.host.data_ptr<double>();
+    for (size_t i = 0; i < step.slots.size(); ++i) {
+      const int64_t s = step.slots[i];
+      if (requests.at(step.owners[i]).done) continue;
+      record(step.owners[i], int64_t(t[s]), float(t[step.rows + s]));
+    }
+  }
+
+  // Launches the next decode step, then records the one in flight (overlap_steps), or launches
+  // and records one step.
+  void decode_overlapped() {
+    std::unique_ptr<InFlight> next = launch_step();
+    if (in_flight) retire(*in_flight);
+    in_flight = std::move(next);
+    if (!options.overlap_steps() && in_flight) finish_in_flight();
+  }
+
+  void finish_in_flight() {
+    if (!in_flight) return;
+    std::unique_ptr<InFlight> step = std::move(in_flight);
+    retire(*step);
   }
 #endif
 
@@ -402,12 +467,28 @@ struct GenerationEngine::State {
     q.done = true;
     finished_ids.insert(id);
     Slot& slot = slots[size_t(q.slot)];
+    // The last token is not cached, as while running, also when a step launched before its
+    // request ended wrote it (overlap_steps).
+    slot.cached = int64_t(slot.sequence.size()) - 1;
     if (q.request.keep) {
       slot.use = Use::kept;
       kept[id] = q.slot;
     } else {
       slot = Slot();
     }
+  }
+
+  // Whether run() has work left: a request to start or to advance, or a step to record.
+  bool busy() const {
+#ifdef TURNRL_WITH_CUDA
+    if (in_flight) return true;
+#endif
+    return !waiting.empty() || any_running();
+  }
+
+  // Whether a waiting request could take a slot now (a free one, or a kept one to evict).
+  bool slot_available() const {
+    return std::any_of(slots.begin(), slots.end(), [](const Slot& s) { return s.use != Use::running; });
   }
 
   bool any_running() const {
@@ -457,13 +538,22 @@ std::vector<GenerationResult> GenerationEngine::run() {
     st.merged_placements = placements;
 #endif
   }
-  while (!st.waiting.empty() || st.any_running()) {
+  while (st.busy()) {
     // Requests prefilled this step sample their first token from the prefill's logits; the ones
     // already running advance by one token. One sampling call serves both.
+#ifdef TURNRL_WITH_CUDA
+    // While a step is in flight the host does not know its tokens yet: a request that could start
+    // waits for them (a prefill and the steps after it read each sequence's last token on the host).
+    if (st.in_flight) {
+      if (!st.waiting.empty() && st.slot_available()) st.finish_in_flight();
+      else st.decode_overlapped();
+      continue;
+    }
+#endif
     auto [prefill_logits, prefilled] = st.prefill_waiting();
 #ifdef TURNRL_WITH_CUDA
     if (prefilled.empty() && st.graphs && st.options.fused_kernels() && st.any_running()) {
-      st.decode_and_sample();
+      st.decode_overlapped();
       continue;
     }
 #endif

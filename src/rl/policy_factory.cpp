@@ -49,7 +49,8 @@ ChatPolicy make_hf_policy(const ModelConfig& model, torch::Device device) {
                              .fused_kernels(model.engine.fused_kernels)
                              .merged_projections(model.engine.merged_projections)
                              .decode_attention(model.engine.decode_attention == "flash" ? DecodeAttention::flash
-                                                                                         : DecodeAttention::split_kv));
+                                                                                         : DecodeAttention::split_kv)
+                             .overlap_steps(model.engine.overlap_steps));
   std::shared_ptr<const ChatTokenizer> tokenizer = load_chat_tokenizer(tokenizer_dir);
   const HFConfig& config = policy->config();
   // Qwen3's embedding has more rows (151,936) than the tokenizer has ids (151,669): padding rows

@@ -144,10 +144,12 @@ TEST_CASE("model.engine sizes the hf policy's generation engine, and a turn that
   CHECK(hf->engine()->options().prefill_tokens() == 64);
   CHECK(hf->engine()->options().decode_attention() == DecodeAttention::split_kv);  // the defaults
   CHECK(hf->engine()->options().fused_kernels());
+  CHECK(hf->engine()->options().overlap_steps());
   // The engine's switches reach it too.
   ModelConfig switched = m;
   switched.engine.cuda_graphs = false, switched.engine.fused_kernels = false;
   switched.engine.merged_projections = false, switched.engine.decode_attention = "flash";
+  switched.engine.overlap_steps = false;
   const ChatPolicy q = make_chat_policy(switched, 1, torch::kCPU);
   auto* hf_switched = dynamic_cast<HFPolicy*>(q.policy.get());
   REQUIRE(hf_switched != nullptr);
@@ -158,6 +160,7 @@ TEST_CASE("model.engine sizes the hf policy's generation engine, and a turn that
   CHECK(!e.fused_kernels());
   CHECK(!e.merged_projections());
   CHECK(e.decode_attention() == DecodeAttention::flash);
+  CHECK(!e.overlap_steps());
   sampling.max_new_tokens = 291;  // 10 + 291 > 300
   CHECK_THROWS_WITH(hf->generate(prompts, torch::ones({2, 10}, torch::kBool), sampling),
                     Catch::Contains("model.engine.capacity") && Catch::Contains("301"));

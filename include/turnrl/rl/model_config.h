@@ -32,6 +32,7 @@ struct GenerationEngineConfig {
   bool fused_kernels = true;
   bool merged_projections = true;
   std::string decode_attention = "split_kv";  // split_kv | flash (kv_cache.h's DecodeAttention)
+  bool overlap_steps = true;
 };
 
 struct ModelConfig {
@@ -89,6 +90,9 @@ void describe(V& v, GenerationEngineConfig& o) {
   v.choice("decode_attention", o.decode_attention, {"split_kv", "flash"},
            "with fused_kernels: a decode step's attention, split_kv (turnrl's kernel: a row's keys over several blocks) "
            "| flash (FlashAttention's variable-length forward)");
+  v.flag("overlap_steps", o.overlap_steps,
+         "with fused_kernels and cuda_graphs: launch each decode step before the previous one's tokens reach the host "
+         "(the host's work overlaps the GPU's; same tokens)");
 }
 
 template <typename V>
