@@ -66,8 +66,8 @@ __device__ __forceinline__ int head_place(int i, int j, int groups, int kv_heads
 // A lane holds 8 consecutive values of a key (one 16-byte load): a key takes D / 8 lanes, and each
 // such lane group is its own online-softmax stream over keys lo + t, lo + t + streams, ... of the
 // split's range [lo, hi) (t: the stream's index in the block). Scores are kept in base 2 (q
-// scaled by scale * log2(e), exp2f). The next key's K and V are loaded before the current key's
-// math, so two keys a stream are in flight. At the end the streams merge, a warp's by shuffles,
+// scaled by scale * log2(e), exp2f). A stream's next keys' K and V are loaded before the current
+// key's math (kDepth of them in flight). At the end the streams merge, a warp's by shuffles,
 // the warps through shared memory; with one split the block writes the normalised output, else
 // its unnormalised partial (acc, max, sum) for merge_splits.
 template <typename T, int D, int G>
@@ -118,53 +118,67 @@ __global__ void __launch_bounds__(kThreads)
   const auto load = [&](const T* base, int key) {
     return __ldg(reinterpret_cast<const uint4*>(base + int64_t(key) * key_stride));
   };
+  // Each stream keeps its next kDepth keys' K and V loads in flight (a ring in registers, refilled
+  // as a key is used): at B = 64 a SM holds about four blocks, and with one key ahead a stream they
+  // kept too few bytes in flight to reach the copy bandwidth on short rows.
   // The loop runs alike in every lane of a warp (its bound is the warp's first key), so that the
   // shuffles see all 32 lanes; a stream past the range's end computes a score it does not use.
-  int key = lo + warp * kWarpStreams + warp_stream;
-  bool next_valid = key < hi;
-  uint4 next_key = make_uint4(0, 0, 0, 0), next_value = make_uint4(0, 0, 0, 0);
-  if (next_valid) {
-    next_key = load(key_base, key);
-    next_value = load(value_base, key);
+  // Each stream takes its keys in the same order at any depth, so the sums are the same bits.
+  constexpr int kDepth = G <= 4 ? 4 : 2;
+  uint4 key_ring[kDepth], value_ring[kDepth];
+  const int first_key = lo + warp * kWarpStreams + warp_stream;
+#pragma unroll
+  for (int s = 0; s < kDepth; ++s) {
+    const int key = first_key + s * kStreams;
+    key_ring[s] = value_ring[s] = make_uint4(0, 0, 0, 0);
+    if (key < hi) {
+      key_ring[s] = load(key_base, key);
+      value_ring[s] = load(value_base, key);
+    }
   }
-  for (int warp_first = lo + warp * kWarpStreams; warp_first < hi; warp_first += kStreams) {
-    const uint4 key_pack = next_key, value_pack = next_value;
-    const bool valid = next_valid;
-    key += kStreams;
-    next_valid = key < hi;
-    if (next_valid) {
-      next_key = load(key_base, key);
-      next_value = load(value_base, key);
-    }
-    float k[8];
-    unpack<T>(key_pack, k);
-    float score[G];
+  for (int warp_first = lo + warp * kWarpStreams; warp_first < hi; warp_first += kDepth * kStreams) {
 #pragma unroll
-    for (int i = 0; i < G; ++i) {
-      score[i] = 0.0f;
-#pragma unroll
-      for (int v = 0; v < 8; ++v) score[i] = fmaf(query[i][v], k[v], score[i]);
-    }
-#pragma unroll
-    for (int offset = kLanes / 2; offset > 0; offset >>= 1)
-#pragma unroll
-      for (int i = 0; i < G; ++i) score[i] += __shfl_xor_sync(kFullMask, score[i], offset);
-    if (valid) {
-      float value[8];
-      unpack<T>(value_pack, value);
+    for (int s = 0; s < kDepth; ++s) {
+      const int round_first = warp_first + s * kStreams;
+      if (round_first >= hi) break;  // alike in the warp
+      const int key = round_first + warp_stream;
+      const bool valid = key < hi;
+      const uint4 key_pack = key_ring[s], value_pack = value_ring[s];
+      const int ahead = key + kDepth * kStreams;
+      if (ahead < hi) {
+        key_ring[s] = load(key_base, ahead);
+        value_ring[s] = load(value_base, ahead);
+      }
+      float k[8];
+      unpack<T>(key_pack, k);
+      float score[G];
 #pragma unroll
       for (int i = 0; i < G; ++i) {
-        // One exp2f a key: either the key raises the max (the old terms scale by 2^-diff, the key
-        // weighs 1) or it does not (the key weighs 2^diff). diff is +inf at the first key: the
-        // empty old terms scale by 0.
-        const float diff = score[i] - max_score[i];
-        const float e = exp2f(-fabsf(diff));
-        const bool raises = diff > 0.0f;
-        const float old_scale = raises ? e : 1.0f, p = raises ? 1.0f : e;
-        max_score[i] = raises ? score[i] : max_score[i];
-        sum[i] = fmaf(sum[i], old_scale, p);
+        score[i] = 0.0f;
 #pragma unroll
-        for (int v = 0; v < 8; ++v) acc[i][v] = fmaf(acc[i][v], old_scale, p * value[v]);
+        for (int v = 0; v < 8; ++v) score[i] = fmaf(query[i][v], k[v], score[i]);
+      }
+#pragma unroll
+      for (int offset = kLanes / 2; offset > 0; offset >>= 1)
+#pragma unroll
+        for (int i = 0; i < G; ++i) score[i] += __shfl_xor_sync(kFullMask, score[i], offset);
+      if (valid) {
+        float value[8];
+        unpack<T>(value_pack, value);
+#pragma unroll
+        for (int i = 0; i < G; ++i) {
+          // One exp2f a key: either the key raises the max (the old terms scale by 2^-diff, the
+          // key weighs 1) or it does not (the key weighs 2^diff). diff is +inf at the first key:
+          // the empty old terms scale by 0.
+          const float diff = score[i] - max_score[i];
+          const float e = exp2f(-fabsf(diff));
+          const bool raises = diff > 0.0f;
+          const float old_scale = raises ? e : 1.0f, p = raises ? 1.0f : e;
+          max_score[i] = raises ? score[i] : max_score[i];
+          sum[i] = fmaf(sum[i], old_scale, p);
+#pragma unroll
+          for (int v = 0; v < 8; ++v) acc[i][v] = fmaf(acc[i][v], old_scale, p * value[v]);
+        }
       }
     }
   }
