@@ -40,6 +40,7 @@
 
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <cublasLt.h>
 
 #include "model/decode_attention.cuh"
 #include "model/decode_gemm.cuh"
@@ -273,6 +274,93 @@ void print_decode_gemm_timing(double copy_bandwidth, const torch::Device& device
               "fastest of its tilings in this run.\n\n");
 }
 
+// The same projections through cuBLASLt's own candidates: up to 32 algorithms its heuristic
+// offers for the problem (bf16 in and out, float32 accumulation, no bias, 32 MiB workspace), each
+// timed like the table above (28 distinct weights in a graph), against linear() (baseline, which
+// takes cuBLAS's first choice). Whether picking among cuBLAS's algorithms by measurement would
+// shorten the decode step's GEMMs.
+void print_cublaslt_algorithms(const torch::Device& device) {
+  const auto options = torch::TensorOptions(torch::kBFloat16).device(device);
+  cublasLtHandle_t handle = nullptr;
+  if (cublasLtCreate(&handle) != CUBLAS_STATUS_SUCCESS) {
+    std::printf("cuBLASLt: no handle\n");
+    return;
+  }
+  const size_t workspace_bytes = size_t(32) << 20;
+  const torch::Tensor workspace = torch::empty({int64_t(workspace_bytes)}, options.dtype(torch::kByte));
+  std::printf("decode projections through cuBLASLt's algorithms (bf16, 28 distinct weights a graph), us a call\n");
+  std::printf("%-11s %4s %-8s %6s %6s | %9s | %5s %9s %9s | %6s\n", "shape", "B", "proj", "N", "K", "linear us",
+              "algos", "first us", "best us", "ratio");
+  constexpr int kLayers = 28;
+  const std::vector<std::pair<const char*, std::array<int64_t, 2>>> shapes = {{"qwen3-0.6b", {1024, 3072}},
+                                                                              {"qwen3-1.7b", {2048, 6144}}};
+  for (const auto& [shape, dims] : shapes) {
+    const int64_t hidden = dims[0], intermediate = dims[1], q = 16 * 128, kv = 8 * 128;
+    const std::vector<std::tuple<const char*, int64_t, int64_t>> projections = {
+        {"qkv", q + 2 * kv, hidden}, {"o", hidden, q}, {"gate_up", 2 * intermediate, hidden}, {"down", hidden, intermediate}};
+    for (const int64_t rows : {int64_t(16), int64_t(64), int64_t(256)}) {
+      double layer_linear = 0, layer_best = 0;
+      for (const auto& [name, n, k] : projections) {
+        std::vector<torch::Tensor> weights, outs;
+        for (int i = 0; i < kLayers; ++i) weights.push_back(torch::randn({n, k}, options) * 0.02);
+        for (int i = 0; i < kLayers; ++i) outs.push_back(torch::empty({rows, n}, options));
+        const torch::Tensor x = torch::randn({rows, k}, options);
+        const double linear_s = graph_seconds([&] {
+          for (const torch::Tensor& w : weights) (void)at::linear(x, w);
+        }) / kLayers;
+        // y [rows, n] row-major = x [rows, k] W^T: column-major C [n, rows] = op(A) B with A = W
+        // stored as a column-major [k, n] (transposed) and B = x as a column-major [k, rows].
+        cublasLtMatmulDesc_t op = nullptr;
+        cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+        cublasLtMatmulPreference_t preference = nullptr;
+        cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+        const cublasOperation_t transpose = CUBLAS_OP_T, keep = CUBLAS_OP_N;
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof transpose);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &keep, sizeof keep);
+        cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, uint64_t(k), uint64_t(n), k);
+        cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, uint64_t(k), uint64_t(rows), k);
+        cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, uint64_t(n), uint64_t(rows), n);
+        cublasLtMatmulPreferenceCreate(&preference);
+        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+                                             sizeof workspace_bytes);
+        cublasLtMatmulHeuristicResult_t found[32];
+        int count = 0;
+        cublasLtMatmulAlgoGetHeuristic(handle, op, a, b, c, c, preference, 32, found, &count);
+        const float alpha = 1.0f, beta = 0.0f;
+        double first_s = 0, best_s = 0;
+        for (int i = 0; i < count; ++i) {
+          bool ok = true;
+          const double seconds = graph_seconds([&] {
+            for (int l = 0; l < kLayers; ++l)
+              ok = ok && cublasLtMatmul(handle, op, &alpha, weights[size_t(l)].data_ptr(), a, x.data_ptr(), b, &beta,
+                                        outs[size_t(l)].data_ptr(), c, outs[size_t(l)].data_ptr(), c, &found[i].algo,
+                                        workspace.data_ptr(), workspace_bytes,
+                                        c10::cuda::getCurrentCUDAStream().stream()) == CUBLAS_STATUS_SUCCESS;
+          }) / kLayers;
+          if (!ok) continue;
+          // Every algorithm must compute the product: a wrong one is not a candidate.
+          if (!torch::allclose(outs.back(), at::linear(x, weights.back()), 2e-2, 2e-2)) continue;
+          if (i == 0) first_s = seconds;
+          if (best_s == 0 || seconds < best_s) best_s = seconds;
+        }
+        cublasLtMatmulPreferenceDestroy(preference);
+        cublasLtMatrixLayoutDestroy(a);
+        cublasLtMatrixLayoutDestroy(b);
+        cublasLtMatrixLayoutDestroy(c);
+        cublasLtMatmulDescDestroy(op);
+        layer_linear += linear_s;
+        layer_best += best_s;
+        std::printf("%-11s %4ld %-8s %6ld %6ld | %9.2f | %5d %9.2f %9.2f | %6.2f\n", shape, long(rows), name, long(n),
+                    long(k), linear_s * 1e6, count, first_s * 1e6, best_s * 1e6, best_s > 0 ? linear_s / best_s : 0.0);
+      }
+      std::printf("%-11s %4ld %-8s %6s %6s | %9.2f | %5s %9s %9.2f | %6.2f\n", shape, long(rows), "layer", "", "",
+                  layer_linear * 1e6, "", "", layer_best * 1e6, layer_best > 0 ? layer_linear / layer_best : 0.0);
+    }
+  }
+  cublasLtDestroy(handle);
+  std::printf("ratio > 1: the fastest of cuBLASLt's algorithms beats linear(); first: its heuristic's first choice.\n\n");
+}
+
 // One layer's decode attention at Qwen3-0.6B's attention shape (16 query heads, 8 key/value heads,
 // head_dim 128, bf16), every row reading `keys` keys of its own slot of the cache: FlashAttention's
 // variable-length forward as the engine called it before the split-KV kernel (group-major heads;
@@ -360,6 +448,7 @@ int main(int argc, char** argv) {
 #ifdef TURNRL_WITH_CUDA
   if (gpu) print_decode_attention_timing(bandwidth, args.device);
   if (gpu) print_decode_gemm_timing(bandwidth, args.device);
+  if (gpu) print_cublaslt_algorithms(args.device);
 #endif
   std::printf("%-11s %5s %5s %5s | %12s %12s %12s | %12s %6s | %12s %6s\n", "shape", "B", "P", "N", "fused tok/s",
               "flash tok/s", "plain tok/s", "roofline", "share", "old sampler", "ratio");
