@@ -10,7 +10,7 @@
 // decode attention by FlashAttention's variable-length kernel against the split-KV kernel
 // (B = 64 and 256, 384 and 2048 keys a row). At B = 64 the GPU table also times the fused engine
 // with FlashAttention's decode attention (GenerationEngineOptions::decode_attention).
-// --cases: only these SHAPE:BATCH cases of the table.
+// --cases: only these SHAPE:BATCH cases of the table, and none of the kernels' tables before it.
 // --profile: after each case's timings, one more run of the shipped engine under the profiler (and
 //       in the first case of each other engine), and the kernels that took the most time
 //       (device_profile.h; with dependent launches a kernel's time includes its blocks' wait).
@@ -443,12 +443,16 @@ int main(int argc, char** argv) {
               at::get_num_threads(), c10::toString(dtype), TORCH_VERSION, bandwidth / 1e9);
   const Case& first = cases.front();
   const HFConfig first_config = parse_hf_config(hf_preset_config(first.shape, kShapeVocab), first.shape);
-  print_sdpa_backends(first_config, dtype, args.device, first.batch, first.prompt, first.prompt + first.new_tokens);
-  print_inverse_cdf_timing(first.batch, first_config.vocab_size, args.device);
+  // --cases: the engine's table alone (a short run), without the kernels' tables before it.
+  const bool kernel_tables = args.cases.empty();
+  if (kernel_tables) {
+    print_sdpa_backends(first_config, dtype, args.device, first.batch, first.prompt, first.prompt + first.new_tokens);
+    print_inverse_cdf_timing(first.batch, first_config.vocab_size, args.device);
+  }
 #ifdef TURNRL_WITH_CUDA
-  if (gpu) print_decode_attention_timing(bandwidth, args.device);
-  if (gpu) print_decode_gemm_timing(bandwidth, args.device);
-  if (gpu) print_cublaslt_algorithms(args.device);
+  if (gpu && kernel_tables) print_decode_attention_timing(bandwidth, args.device);
+  if (gpu && kernel_tables) print_decode_gemm_timing(bandwidth, args.device);
+  if (gpu && kernel_tables) print_cublaslt_algorithms(args.device);
 #endif
   std::printf("%-11s %5s %5s %5s | %12s %12s %12s | %12s %6s | %12s %6s\n", "shape", "B", "P", "N", "fused tok/s",
               "flash tok/s", "plain tok/s", "roofline", "share", "old sampler", "ratio");
