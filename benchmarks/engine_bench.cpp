@@ -2,7 +2,7 @@
 // the memory roofline and against the sampler it replaced (baseline, same run): sample() over a
 // KVCache that grows one column per step for the whole batch.
 //
-//   engine_bench [--device cpu|cuda] [--quick] [--profile] [--cases qwen3-0.6b:64,qwen3-1.7b:256]
+//   engine_bench [--device cpu|cuda] [--quick] [--profile] [--cases qwen3-0.6b:64,attention]
 // cuda: bf16, Qwen3-0.6B and Qwen3-1.7B shapes, B = 64 and 256, prompt 256, 256 new tokens
 //       (--quick: 0.6B, B = 64, 64 new tokens); cpu: fp32, qwen3-tiny's shape, small batches.
 // Before the table: the sampler's inverse CDF against a whole-row scan and, on a GPU, a whole
@@ -10,7 +10,8 @@
 // decode attention by FlashAttention's variable-length kernel against the split-KV kernel
 // (B = 64 and 256, 384 and 2048 keys a row). At B = 64 the GPU table also times the fused engine
 // with FlashAttention's decode attention (GenerationEngineOptions::decode_attention).
-// --cases: only these SHAPE:BATCH cases of the table, and none of the kernels' tables before it.
+// --cases: only the SHAPE:BATCH cases of the table and the kernels' tables (sampler, attention,
+//       gemm, cublaslt) it names, e.g. --cases qwen3-0.6b:64,attention.
 // --profile: after each case's timings, one more run of the shipped engine under the profiler (and
 //       in the first case of each other engine), and the kernels that took the most time
 //       (device_profile.h; with dependent launches a kernel's time includes its blocks' wait).
@@ -425,6 +426,7 @@ int main(int argc, char** argv) {
     cases = {{"qwen3-0.6b", 64, 256, 256, true}, {"qwen3-0.6b", 256, 256, 256, false},
              {"qwen3-1.7b", 64, 256, 256, true}, {"qwen3-1.7b", 256, 256, 256, false}};
   else cases = {{"qwen3-tiny", 4, 16, 16, true}, {"qwen3-tiny", 16, 16, 16, true}};
+  const std::vector<Case> all_cases = cases;  // the kernels' tables take the first one's shape
   if (!args.cases.empty()) {
     const std::string wanted = "," + args.cases + ",";
     cases.erase(std::remove_if(cases.begin(), cases.end(),
@@ -432,27 +434,25 @@ int main(int argc, char** argv) {
                                  return wanted.find(fmt::format(",{}:{},", c.shape, c.batch)) == std::string::npos;
                                }),
                 cases.end());
-    if (cases.empty()) {
-      std::fprintf(stderr, "--cases %s: none of this run's cases (SHAPE:BATCH, e.g. qwen3-0.6b:64)\n", args.cases.c_str());
-      return 2;
-    }
   }
 
   const double bandwidth = bench::copy_bandwidth(args.device);
   std::printf("engine_bench on %s (%d threads), %s, LibTorch %s; copy bandwidth %.0f GB/s\n", args.device.str().c_str(),
               at::get_num_threads(), c10::toString(dtype), TORCH_VERSION, bandwidth / 1e9);
-  const Case& first = cases.front();
+  const Case first = all_cases.front();
   const HFConfig first_config = parse_hf_config(hf_preset_config(first.shape, kShapeVocab), first.shape);
-  // --cases: the engine's table alone (a short run), without the kernels' tables before it.
-  const bool kernel_tables = args.cases.empty();
-  if (kernel_tables) {
+  // --cases: the kernels' tables it names (sampler, attention, gemm, cublaslt), none by default.
+  const auto table = [&](const char* name) {
+    return args.cases.empty() || ("," + args.cases + ",").find(fmt::format(",{},", name)) != std::string::npos;
+  };
+  if (table("sampler")) {
     print_sdpa_backends(first_config, dtype, args.device, first.batch, first.prompt, first.prompt + first.new_tokens);
     print_inverse_cdf_timing(first.batch, first_config.vocab_size, args.device);
   }
 #ifdef TURNRL_WITH_CUDA
-  if (gpu && kernel_tables) print_decode_attention_timing(bandwidth, args.device);
-  if (gpu && kernel_tables) print_decode_gemm_timing(bandwidth, args.device);
-  if (gpu && kernel_tables) print_cublaslt_algorithms(args.device);
+  if (gpu && table("attention")) print_decode_attention_timing(bandwidth, args.device);
+  if (gpu && table("gemm")) print_decode_gemm_timing(bandwidth, args.device);
+  if (gpu && table("cublaslt")) print_cublaslt_algorithms(args.device);
 #endif
   std::printf("%-11s %5s %5s %5s | %12s %12s %12s | %12s %6s | %12s %6s\n", "shape", "B", "P", "N", "fused tok/s",
               "flash tok/s", "plain tok/s", "roofline", "share", "old sampler", "ratio");
