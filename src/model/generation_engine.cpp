@@ -326,25 +326,38 @@ struct GenerationEngine::State {
     return {leading ? logits.narrow(0, 0, int64_t(rows_of.size())) : logits.index_select(0, to_device(rows_of)), ids};
   }
 
-#ifdef TURNRL_WITH_CUDA
   // What a captured decode step computes (part of its graph's key).
   static constexpr int64_t kLogitsGraph = 0, kSampleGraph = 1, kSampleFilteredGraph = 2;
 
   // A decode step launched on the device whose tokens the host has not recorded yet.
   struct InFlight {
     std::vector<int64_t> slots, owners;  // its live rows: slot and the request that ran in it
-    int64_t rows = 0;                    // the graph's rows (a batch-size bucket)
-    torch::Tensor drawn;                 // the graph's output on the device: float64 [2, rows]
-    torch::Tensor host;                  // its copy in pinned host memory, complete once `copied` has passed
+    int64_t rows = 0;                    // the step's rows (on graphs, a batch-size bucket)
+    torch::Tensor drawn;                 // the step's output on the device: float64 [2, rows]
+    torch::Tensor host;                  // its copy in host memory (on CUDA complete once `copied` has passed)
+#ifdef TURNRL_WITH_CUDA
     at::cuda::CUDAEvent copied;
+#endif
   };
   std::unique_ptr<InFlight> in_flight;
   torch::Tensor no_previous;  // float64 [slots] zeros: the previous tokens of a step with none in flight
 
-  // A step without prefill, on graphs, with fused_kernels: the decode forward of every running
-  // slot and the sampling of its next token replayed as one graph, its inputs sent in one transfer
-  // and the tokens and log-probs copied back in one, without waiting for them. Draws what
-  // decode_running() + sample_rows() draw.
+  // Whether decode steps without prefill run through launch_step() and retire(): with
+  // overlap_steps; on CUDA only with fused_kernels (the plain path keeps sampling outside its
+  // graphs), and there also without overlap_steps when on graphs (one replay for the forward and
+  // the draw).
+  bool steps_launched() const {
+    if (!device.is_cuda()) return options.overlap_steps();
+#ifdef TURNRL_WITH_CUDA
+    if (graphs && options.fused_kernels()) return true;
+#endif
+    return options.fused_kernels() && options.overlap_steps();
+  }
+
+  // A decode step of every running slot, its forward and the draw of each row's next token as one
+  // function (one graph replay on CUDA graphs), its inputs sent in one transfer and its tokens and
+  // log-probs copied back in one without waiting for them. Draws what decode_running() +
+  // sample_rows() draw.
   //
   // With a step in flight it is launched before that step's tokens reach the host: a row of the
   // in-flight step takes its input token from that step's output on the device, its position and
@@ -365,7 +378,13 @@ struct GenerationEngine::State {
       step->owners.push_back(slots[s].owner);
     }
     if (step->slots.empty()) return nullptr;
-    const int64_t rows = step->rows = bucket_for(step->slots.back() + 1, 1, options.slots());
+    [[maybe_unused]] const bool on_graphs = graphed();
+    const int64_t used = step->slots.back() + 1;
+#ifdef TURNRL_WITH_CUDA
+    const int64_t rows = step->rows = on_graphs ? bucket_for(used, 1, options.slots()) : used;
+#else
+    const int64_t rows = step->rows = used;
+#endif
     // One int64 buffer [3 + kSamplingFields, rows]: each row's token (-1: the in-flight step's),
     // start and count (idle rows: count 0), then its PackedSampling fields.
     std::vector<int64_t> decode(size_t(3 * rows), 0);
@@ -383,35 +402,49 @@ struct GenerationEngine::State {
       ++slot.cached;
     }
     ++stats.decode_steps;
-    ++stats.graph_replays;
-    const int64_t width = bucket_for(read_width, 64, options.capacity());
     decode.insert(decode.end(), sampling.values.begin(), sampling.values.end());
-    // In pinned memory: the graph's input buffer takes it in one asynchronous transfer.
-    const torch::Tensor inputs =
-        torch::empty({3 + kSamplingFields, rows}, torch::TensorOptions(torch::kLong).pinned_memory(true));
+    // On CUDA in pinned memory: one asynchronous transfer into the graph's (or the step's) input.
+    const torch::Tensor inputs = torch::empty({3 + kSamplingFields, rows},
+                                              torch::TensorOptions(torch::kLong).pinned_memory(device.is_cuda()));
     std::memcpy(inputs.data_ptr<int64_t>(), decode.data(), decode.size() * sizeof(int64_t));
     // The in-flight step's rows are a prefix of its own rows (no slot starts while a step is in
     // flight), so its first `rows` draws line up with this step's rows.
     if (!no_previous.defined()) no_previous = torch::zeros({options.slots()}, torch::TensorOptions(torch::kDouble).device(device));
     const torch::Tensor previous = (in_flight ? in_flight->drawn[0] : no_previous).narrow(0, 0, rows);
     const bool filtered = sampling.filtered;
-    step->drawn = graphs->run(
-        {filtered ? kSampleFilteredGraph : kSampleGraph, rows, width}, {inputs, previous}, device,
-        [this, width, filtered](const std::vector<torch::Tensor>& in) {
-          const torch::Tensor& x = in[0];
-          const torch::Tensor tokens = torch::where(x[0] < 0, in[1].to(torch::kLong), x[0]);
-          return draw_packed(decode_logits(tokens, x[1], x[2], width), x.narrow(0, 3, kSamplingFields), filtered, true);
-        });
-    // The graph's output is overwritten by the next replay of its key: copied out at once.
-    step->host = torch::empty({2, rows}, torch::TensorOptions(torch::kDouble).pinned_memory(true));
-    step->host.copy_(step->drawn, /*non_blocking=*/true);
-    step->copied.record(c10::cuda::getCurrentCUDAStream(device.index()));
+    const auto forward_and_draw = [this, filtered](const std::vector<torch::Tensor>& in, int64_t width) {
+      const torch::Tensor& x = in[0];
+      const torch::Tensor tokens = torch::where(x[0] < 0, in[1].to(torch::kLong), x[0]);
+      return draw_packed(decode_logits(tokens, x[1], x[2], width), x.narrow(0, 3, kSamplingFields), filtered,
+                         options.fused_kernels());
+    };
+#ifdef TURNRL_WITH_CUDA
+    if (on_graphs) {
+      const int64_t width = bucket_for(read_width, 64, options.capacity());
+      step->drawn = graphs->run({filtered ? kSampleFilteredGraph : kSampleGraph, rows, width}, {inputs, previous}, device,
+                                [&](const std::vector<torch::Tensor>& in) { return forward_and_draw(in, width); });
+      ++stats.graph_replays;
+    }
+#endif
+    if (!step->drawn.defined()) step->drawn = forward_and_draw({inputs.to(device, /*non_blocking=*/true), previous}, read_width);
+#ifdef TURNRL_WITH_CUDA
+    if (device.is_cuda()) {
+      // A graph's output is overwritten by the next replay of its key: copied out at once.
+      step->host = torch::empty({2, rows}, torch::TensorOptions(torch::kDouble).pinned_memory(true));
+      step->host.copy_(step->drawn, /*non_blocking=*/true);
+      step->copied.record(c10::cuda::getCurrentCUDAStream(device.index()));
+      return step;
+    }
+#endif
+    step->host = step->drawn;
     return step;
   }
 
   // Waits for a launched step's tokens and records them (rows whose request has ended meanwhile: dropped).
   void retire(InFlight& step) {
-    step.copied.synchronize();
+#ifdef TURNRL_WITH_CUDA
+    if (device.is_cuda()) step.copied.synchronize();
+#endif
     const double* t = step.host.data_ptr<double>();
     for (size_t i = 0; i < step.slots.size(); ++i) {
       const int64_t s = step.slots[i];
@@ -422,11 +455,11 @@ struct GenerationEngine::State {
 
   // Launches the next decode step, then records the one in flight (overlap_steps), or launches
   // and records one step.
-  void decode_overlapped() {
+  void decode_launched() {
     std::unique_ptr<InFlight> next = launch_step();
     if (in_flight) retire(*in_flight);
     in_flight = std::move(next);
-    if (!options.overlap_steps() && in_flight) finish_in_flight();
+    if (!options.overlap_steps()) finish_in_flight();
   }
 
   void finish_in_flight() {
@@ -434,7 +467,15 @@ struct GenerationEngine::State {
     std::unique_ptr<InFlight> step = std::move(in_flight);
     retire(*step);
   }
+
+  // Whether decode steps replay CUDA graphs.
+  bool graphed() const {
+#ifdef TURNRL_WITH_CUDA
+    return graphs != nullptr;
+#else
+    return false;
 #endif
+  }
 
   // Samples one token for each row of logits (request ids in row order) and records it.
   void sample_rows(const torch::Tensor& logits, const std::vector<int64_t>& ids) {
@@ -479,12 +520,7 @@ struct GenerationEngine::State {
   }
 
   // Whether run() has work left: a request to start or to advance, or a step to record.
-  bool busy() const {
-#ifdef TURNRL_WITH_CUDA
-    if (in_flight) return true;
-#endif
-    return !waiting.empty() || any_running();
-  }
+  bool busy() const { return in_flight || !waiting.empty() || any_running(); }
 
   // Whether a waiting request could take a slot now (a free one, or a kept one to evict).
   bool slot_available() const {
@@ -539,24 +575,20 @@ std::vector<GenerationResult> GenerationEngine::run() {
 #endif
   }
   while (st.busy()) {
-    // Requests prefilled this step sample their first token from the prefill's logits; the ones
-    // already running advance by one token. One sampling call serves both.
-#ifdef TURNRL_WITH_CUDA
     // While a step is in flight the host does not know its tokens yet: a request that could start
     // waits for them (a prefill and the steps after it read each sequence's last token on the host).
     if (st.in_flight) {
       if (!st.waiting.empty() && st.slot_available()) st.finish_in_flight();
-      else st.decode_overlapped();
+      else st.decode_launched();
       continue;
     }
-#endif
+    // Requests prefilled this step sample their first token from the prefill's logits; the ones
+    // already running advance by one token. One sampling call serves both.
     auto [prefill_logits, prefilled] = st.prefill_waiting();
-#ifdef TURNRL_WITH_CUDA
-    if (prefilled.empty() && st.graphs && st.options.fused_kernels() && st.any_running()) {
-      st.decode_overlapped();
+    if (prefilled.empty() && st.steps_launched() && st.any_running()) {
+      st.decode_launched();
       continue;
     }
-#endif
     const std::set<int64_t> just_started(prefilled.begin(), prefilled.end());
     auto [decoded_logits, decoded] = st.decode_running(just_started);
     std::vector<torch::Tensor> logits;

@@ -48,10 +48,11 @@ struct GenerationEngineOptions {
   TORCH_ARG(bool, merged_projections) = true;
   // With fused_kernels: the decode steps' attention kernel (kv_cache.h, SlotBatch::decode_attention).
   TORCH_ARG(DecodeAttention, decode_attention) = DecodeAttention::split_kv;
-  // With fused_kernels and cuda_graphs on a CUDA device: launch each decode step before the
-  // previous one's tokens reach the host, so that the host's bookkeeping and the next step's
-  // launch overlap the device's work (vLLM's async scheduling). Same tokens either way; a request
-  // that ends on a stop token costs one more row-step, and a waiting request starts one step later.
+  // Launch each decode step before the previous one's tokens reach the host, so that the host's
+  // bookkeeping and the next step's launch overlap the device's work (vLLM's async scheduling; on
+  // CUDA with fused_kernels; the CPU runs the same bookkeeping with nothing to overlap). Same
+  // tokens either way; a request that ends on a stop token costs one more row-step, and a waiting
+  // request starts one step later.
   TORCH_ARG(bool, overlap_steps) = true;
 };
 

@@ -91,8 +91,8 @@ void describe(V& v, GenerationEngineConfig& o) {
            "with fused_kernels: a decode step's attention, split_kv (turnrl's kernel: a row's keys over several blocks) "
            "| flash (FlashAttention's variable-length forward)");
   v.flag("overlap_steps", o.overlap_steps,
-         "with fused_kernels and cuda_graphs: launch each decode step before the previous one's tokens reach the host "
-         "(the host's work overlaps the GPU's; same tokens)");
+         "launch each decode step before the previous one's tokens reach the host (on cuda with fused_kernels, the "
+         "host's work overlaps the GPU's; same tokens)");
 }
 
 template <typename V>
