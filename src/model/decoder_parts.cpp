@@ -174,6 +174,7 @@ SlotLayout slot_layout(const torch::Tensor& tokens, const SlotBatch& batch, Slot
       layout.query_offsets = torch::cat({torch::zeros({1}, int32), batch.count.cumsum(0).to(torch::kInt)});
       layout.real_tokens = real.view(-1).nonzero().squeeze(1);
       layout.longest_count = batch.count.max().item<int64_t>();
+      layout.padded = layout.real_tokens.size(0) != rows * length;
     }
   }
   return layout;

@@ -66,6 +66,7 @@ struct SlotLayout {
   // padding) and the longest row's count. Undefined (0) otherwise.
   torch::Tensor key_offsets, query_offsets, keys_used, real_tokens;
   int64_t longest_count = 0;
+  bool padded = false;  // with more than one token a row: some row has fewer real tokens than T
   // Decode calls whose query heads are in group-major order (fused_decoder.h): the query offsets
   // of `groups` rows a token, 0, groups, 2 groups, ... (int32); set by the decoder, which knows
   // the head counts.

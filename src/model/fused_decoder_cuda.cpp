@@ -415,12 +415,13 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
       // Queries are the rows' real tokens, packed; causal alignment is bottom-right (query t sees
       // keys up to start[b] + t), which is what the cache holds. Idle decode rows (count 0) read
       // one key; their outputs are ignored.
-      const torch::Tensor queries = length == 1 ? q : q.index_select(0, layout.real_tokens);
+      // Without padding the real tokens are all of them, in order: no gather here, no scatter below.
+      const torch::Tensor queries = length == 1 || !layout.padded ? q : q.index_select(0, layout.real_tokens);
       out = flash_varlen(queries, keys, values, layout.query_offsets, layout.key_offsets, layout.longest_count,
                          layout.batch->read_width, layout.keys_used, /*causal=*/length > 1);
     }
-    if (length == 1) {
-      result.out = out.reshape({rows, 1, heads * dim});
+    if (length == 1 || !layout.padded) {
+      result.out = out.reshape({rows, length, heads * dim});
       return result;
     }
     torch::Tensor padded = torch::zeros({rows * length, heads * dim}, out.options());

@@ -97,9 +97,11 @@ TEST_CASE("fused_decoder: attention over the slots from merged q/k/v equals the 
     bool leading;
   };
   // Decode: rows of 1 to 90 cached tokens and an idle row (count 0). Prefill: rows of 1 to 7 new
-  // tokens after 0 to 60 cached ones, in slots out of order, padded to 7.
+  // tokens after 0 to 60 cached ones, in slots out of order, padded to 7; and rows of 5 new tokens
+  // each, none padded (the path without the gather and scatter of the real tokens).
   const std::vector<Case> cases = {{"decode", {0, 1, 2, 3, 4}, {0, 17, 89, 40, 3}, {1, 1, 1, 0, 1}, true},
-                                   {"prefill", {4, 0, 2}, {0, 60, 5}, {7, 1, 4}, false}};
+                                   {"prefill", {4, 0, 2}, {0, 60, 5}, {7, 1, 4}, false},
+                                   {"unpadded prefill", {1, 3, 0}, {0, 30, 8}, {5, 5, 5}, false}};
   const double eps = 1e-6;
   for (const torch::Dtype dtype : {torch::kHalf, torch::kBFloat16}) {
     for (const Case& c : cases) {
