@@ -190,6 +190,21 @@ double graph_seconds(const std::function<void()>& fn) {
   return event_seconds([&] { graph.replay(); });
 }
 
+// The four projections of a decode layer (name, out features N, in features K), merged as the
+// engine runs them, for each Qwen3 shape the GEMM tables time.
+using Projections = std::vector<std::tuple<const char*, int64_t, int64_t>>;
+std::vector<std::pair<const char*, Projections>> decode_projections() {
+  std::vector<std::pair<const char*, Projections>> out;
+  for (const auto& [shape, hidden, intermediate] :
+       std::vector<std::tuple<const char*, int64_t, int64_t>>{{"qwen3-0.6b", 1024, 3072}, {"qwen3-1.7b", 2048, 6144}}) {
+    const int64_t q = 16 * 128, kv = 8 * 128;
+    out.push_back({shape,
+                   {{"qkv", q + 2 * kv, hidden}, {"o", hidden, q}, {"gate_up", 2 * intermediate, hidden},
+                    {"down", hidden, intermediate}}});
+  }
+  return out;
+}
+
 // The decode step's projections at B = 16 and 64 rows (decode_linear takes at most 64), each over 28 distinct weight copies in one
 // CUDA graph (a decode step reads 28 layers, so the weights come from HBM, not L2): cuBLAS through
 // linear() (baseline) against decode_linear (decode_gemm.cuh), with and without dependent
@@ -214,12 +229,7 @@ void print_decode_gemm_timing(double copy_bandwidth, const torch::Device& device
               "cuBLAS us", "GB/s", "kernel us", "GB/s", "no PDL us", "ratio", "cols/split", "best us",
               "cols/split/stages");
   constexpr int kLayers = 28;
-  const std::vector<std::pair<const char*, std::array<int64_t, 2>>> shapes = {{"qwen3-0.6b", {1024, 3072}},
-                                                                              {"qwen3-1.7b", {2048, 6144}}};
-  for (const auto& [shape, dims] : shapes) {
-    const int64_t hidden = dims[0], intermediate = dims[1], q = 16 * 128, kv = 8 * 128;
-    const std::vector<std::tuple<const char*, int64_t, int64_t>> projections = {
-        {"qkv", q + 2 * kv, hidden}, {"o", hidden, q}, {"gate_up", 2 * intermediate, hidden}, {"down", hidden, intermediate}};
+  for (const auto& [shape, projections] : decode_projections()) {
     for (const int64_t rows : {int64_t(16), int64_t(64)}) {
       double layer_cublas = 0, layer_kernel = 0, layer_best = 0;
       for (const auto& [name, n, k] : projections) {
@@ -293,12 +303,7 @@ void print_cublaslt_algorithms(const torch::Device& device) {
   std::printf("%-11s %4s %-8s %6s %6s | %9s | %5s %9s %9s | %6s\n", "shape", "B", "proj", "N", "K", "linear us",
               "algos", "first us", "best us", "ratio");
   constexpr int kLayers = 28;
-  const std::vector<std::pair<const char*, std::array<int64_t, 2>>> shapes = {{"qwen3-0.6b", {1024, 3072}},
-                                                                              {"qwen3-1.7b", {2048, 6144}}};
-  for (const auto& [shape, dims] : shapes) {
-    const int64_t hidden = dims[0], intermediate = dims[1], q = 16 * 128, kv = 8 * 128;
-    const std::vector<std::tuple<const char*, int64_t, int64_t>> projections = {
-        {"qkv", q + 2 * kv, hidden}, {"o", hidden, q}, {"gate_up", 2 * intermediate, hidden}, {"down", hidden, intermediate}};
+  for (const auto& [shape, projections] : decode_projections()) {
     for (const int64_t rows : {int64_t(16), int64_t(64), int64_t(256)}) {
       double layer_linear = 0, layer_best = 0;
       for (const auto& [name, n, k] : projections) {
