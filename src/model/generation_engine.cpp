@@ -348,10 +348,7 @@ struct GenerationEngine::State {
   // the draw).
   bool steps_launched() const {
     if (!device.is_cuda()) return options.overlap_steps();
-#ifdef TURNRL_WITH_CUDA
-    if (graphs && options.fused_kernels()) return true;
-#endif
-    return options.fused_kernels() && options.overlap_steps();
+    return options.fused_kernels() && (graphed() || options.overlap_steps());
   }
 
   // A decode step of every running slot, its forward and the draw of each row's next token as one

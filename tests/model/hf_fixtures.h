@@ -59,6 +59,13 @@ inline std::unique_ptr<HFPolicy> load_fixture(const std::string& family, torch::
   return load_hf_policy(HFModelOptions().path(hf_fixture(family)).dtype(dtype).lora(lora));
 }
 
+// A fixture's policy on the GPU, what the CUDA tests run.
+inline std::unique_ptr<HFPolicy> load_gpu_fixture(const std::string& family, torch::Dtype dtype = torch::kFloat) {
+  std::unique_ptr<HFPolicy> policy = load_fixture(family, dtype);
+  policy->to(torch::kCUDA);
+  return policy;
+}
+
 inline torch::Tensor row(const std::vector<int64_t>& tokens) { return torch::tensor(tokens, torch::kLong).unsqueeze(0); }
 
 inline double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {

@@ -397,8 +397,7 @@ TEST_CASE("fused_decoder: the bf16 engine with fused kernels samples what it sam
   }
   for (const std::string& family : hf_families()) {
     INFO(family);
-    auto policy = load_fixture(family, torch::kBFloat16);
-    policy->to(torch::kCUDA);
+    auto policy = load_gpu_fixture(family, torch::kBFloat16);
     const std::vector<GenerationRequest> requests = mixed_requests();
     std::vector<std::vector<GenerationResult>> runs;
     for (const bool fused : {true, false}) {
@@ -516,8 +515,7 @@ TEST_CASE("fused_decoder: a decoder trained through the fused kernels gets the p
   for (const torch::Dtype dtype : {torch::kFloat, torch::kBFloat16}) {
     for (const std::string& family : hf_families()) {
       INFO(family << " " << c10::toString(dtype));
-      auto policy = load_fixture(family, dtype);
-      policy->to(torch::kCUDA);
+      auto policy = load_gpu_fixture(family, dtype);
       const auto [tokens, mask] = left_pad({{5, 6, 7, 8, 9, 10}, {9, 10, 11, 12, 13, 14, 15, 16, 17}}, 0, torch::kCUDA);
       const torch::Tensor response = mask.clone();
       response.narrow(1, 0, 3).fill_(false);

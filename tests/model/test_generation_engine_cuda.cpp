@@ -38,8 +38,7 @@ TEST_CASE("generation_engine: CUDA graph replay equals eager decoding and the CP
     for (const std::string& family : hf_families()) {
       INFO(family << (fused ? ", fused kernels" : ", plain ops"));
       auto cpu = load_fixture(family);
-      auto gpu = load_fixture(family);
-      gpu->to(torch::kCUDA);
+      auto gpu = load_gpu_fixture(family);
       const std::vector<GenerationRequest> requests = mixed_requests();
       int64_t graph_replays = 0, eager_replays = 0;
       const auto graphed = run_all(gpu->model(), requests, true, fused, &graph_replays);
@@ -63,8 +62,7 @@ TEST_CASE("generation_engine: the fused kernels as programmatic dependent launch
   }
   for (const std::string& family : hf_families()) {
     INFO(family);
-    auto gpu = load_fixture(family);
-    gpu->to(torch::kCUDA);
+    auto gpu = load_gpu_fixture(family);
     const std::vector<GenerationRequest> requests = mixed_requests();
     decoder_kernels::set_dependent_launch(false);
     const auto plain = run_all(gpu->model(), requests, true, true);
@@ -83,8 +81,7 @@ TEST_CASE("generation_engine: bf16 on the GPU records the log-probs forward_logp
     WARN("needs a GPU: skipped");
     return;
   }
-  auto policy = load_fixture("qwen3", torch::kBFloat16);
-  policy->to(torch::kCUDA);
+  auto policy = load_gpu_fixture("qwen3", torch::kBFloat16);
   const auto [prompts, mask] = left_pad({{5, 6, 7}, {9, 10, 11, 12, 13, 14}, {3}, {20, 21}}, 0, torch::kCUDA);
   const Rollout r = policy->generate(prompts, mask, SamplingOptions().max_new(32).rng_seed(3));
   torch::NoGradGuard no_grad;
@@ -107,8 +104,7 @@ TEST_CASE("generation_engine: replayed graphs serve parameters updated in place 
   for (const torch::Dtype dtype : {torch::kFloat, torch::kBFloat16})
     for (const std::string& family : hf_families()) {
       INFO(family << " " << c10::toString(dtype));
-      auto policy = load_fixture(family, dtype);
-      policy->to(torch::kCUDA);
+      auto policy = load_gpu_fixture(family, dtype);
       const std::vector<GenerationRequest> requests = mixed_requests();
       GenerationEngine merged(policy->model(), GenerationEngineOptions().slots(4).capacity(64));
       GenerationEngine separate(policy->model(), GenerationEngineOptions().slots(4).capacity(64).merged_projections(false));
@@ -155,8 +151,7 @@ TEST_CASE("generation_engine: adapters added after graphs were captured drop the
     WARN("needs a GPU: skipped");
     return;
   }
-  auto policy = load_fixture("qwen3");
-  policy->to(torch::kCUDA);
+  auto policy = load_gpu_fixture("qwen3");
   const std::vector<GenerationRequest> requests = mixed_requests();
   GenerationEngine engine(policy->model(), GenerationEngineOptions().slots(4).capacity(64));
   const auto run = [&requests](GenerationEngine& e) {
@@ -186,8 +181,7 @@ TEST_CASE("generation_engine: overlapped decode steps on the GPU draw what one s
   // On graphs with the fused path, where the next step's tokens stay on the device.
   for (const std::string& family : hf_families()) {
     INFO(family);
-    auto gpu = load_fixture(family);
-    gpu->to(torch::kCUDA);
+    auto gpu = load_gpu_fixture(family);
     check_overlap_equals_stepping(gpu->model());
   }
 }
