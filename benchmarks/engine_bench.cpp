@@ -16,7 +16,9 @@
 //       in the first case of each other engine), and the kernels that took the most time
 //       (device_profile.h; with dependent launches a kernel's time includes its blocks' wait).
 // On a GPU each case also times the fused engine with its kernels launched plainly instead of as
-// programmatic dependent launches (decoder_kernels::set_dependent_launch), one decode step at a
+// programmatic dependent launches (decoder_kernels::set_dependent_launch), with the step's q/k/v
+// normed, rotated and stored by a launch of their own before the attention kernel
+// (decoder_kernels::set_decode_attention_from_qkv), one decode step at a
 // time (GenerationEngineOptions::overlap_steps false), and at B <= 64 with
 // the experimental decode_linear projections (decode_gemm.cuh, off by default), in the same run;
 // before the table, each decode projection by cuBLAS against decode_linear and its tilings.
@@ -516,6 +518,16 @@ int main(int argc, char** argv) {
       decoder_kernels::set_dependent_launch(true);
     }
 #endif
+    // And with the decode step's queries, keys and values made by qkv_rotary_store in a launch of
+    // their own before the split-KV kernel (decode_attention.cuh), not inside it.
+    double two_launch_seconds = 0;
+#ifdef TURNRL_WITH_CUDA
+    if (gpu) {
+      decoder_kernels::set_decode_attention_from_qkv(false);
+      two_launch_seconds = time_engine(true, DecodeAttention::split_kv, false);
+      decoder_kernels::set_decode_attention_from_qkv(true);
+    }
+#endif
     // And recording each decode step's tokens before launching the next (overlap_steps false): what
     // overlapping the host's work with the device's saves.
     const double stepped_seconds = gpu ? time_engine(true, DecodeAttention::split_kv, false, false) : 0;
@@ -563,6 +575,9 @@ int main(int argc, char** argv) {
     if (plain_launch_seconds > 0)
       std::printf("%-11s %5ld   fused with plain launches: %.0f tok/s (dependent launches: %.3fx)\n", c.shape.c_str(),
                   long(c.batch), generated / plain_launch_seconds, plain_launch_seconds / engine_seconds);
+    if (two_launch_seconds > 0)
+      std::printf("%-11s %5ld   fused, qkv_rotary_store before attention: %.0f tok/s (one launch: %.3fx)\n",
+                  c.shape.c_str(), long(c.batch), generated / two_launch_seconds, two_launch_seconds / engine_seconds);
     if (stepped_seconds > 0)
       std::printf("%-11s %5ld   fused, one step at a time: %.0f tok/s (overlapped steps: %.3fx)\n", c.shape.c_str(),
                   long(c.batch), generated / stepped_seconds, stepped_seconds / engine_seconds);

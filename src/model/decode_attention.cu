@@ -1,7 +1,9 @@
 #include "decode_attention.cuh"
 #include "dependent_launch.cuh"
+#include "head_rotary.cuh"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include <cuda_bf16.h>
@@ -62,6 +64,17 @@ __device__ __forceinline__ int head_place(int i, int j, int groups, int kv_heads
   return group_major ? i * kv_heads + j : j * groups + i;
 }
 
+// The step's own q, k and v (decode_attention_from_qkv), typed; qkv null: q holds the queries and
+// the caches the new keys and values.
+template <typename T>
+struct FreshArgs {
+  const T* qkv;
+  const T *q_weight, *k_weight, *cos, *sin;
+  const int64_t* write_index;
+  T *keys, *values;
+  float eps;
+};
+
 // One block per (key/value head j, row b, split s); G = groups query heads share the head's keys.
 // A lane holds 8 consecutive values of a key (one 16-byte load): a key takes D / 8 lanes, and each
 // such lane group is its own online-softmax stream over keys lo + t, lo + t + streams, ... of the
@@ -70,12 +83,18 @@ __device__ __forceinline__ int head_place(int i, int j, int groups, int kv_heads
 // key's math (kDepth of them in flight). At the end the streams merge, a warp's by shuffles,
 // the warps through shared memory; with one split the block writes the normalised output, else
 // its unnormalised partial (acc, max, sum) for merge_splits.
+// With fresh.qkv the block first makes its G queries from the merged projection's row (RMS norm +
+// rotary, as qkv_rotary_store makes them: the same device function, the same bits) into shared
+// memory. The block whose split holds the row's new key (at cache row write_index[b]; split 0
+// where that row is not among the row's keys: an idle row's scratch write) also makes that key and
+// value, writes them to the caches and reads them from shared memory in place of the cache: no
+// block reads a cache row written in this launch.
 template <typename T, int D, int G>
 __global__ void __launch_bounds__(kThreads)
     decode_attention_blocks(const T* __restrict__ q, const T* __restrict__ keys, const T* __restrict__ values,
                             const int32_t* __restrict__ key_offsets, const int32_t* __restrict__ keys_used,
                             T* __restrict__ out, float* __restrict__ workspace, int heads, int kv_heads,
-                            bool group_major, float scale) {
+                            bool group_major, float scale, FreshArgs<T> fresh) {
   start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   constexpr int kLanes = D / 8;                  // lanes that hold one key
   constexpr int kWarpStreams = 32 / kLanes;      // keys a warp reads at a time
@@ -83,6 +102,8 @@ __global__ void __launch_bounds__(kThreads)
   static_assert(D % 8 == 0 && 32 % kLanes == 0, "a key spans 1, 2, 4, 8, 16 or 32 lanes");
   __shared__ __align__(16) float shared_acc[kWarps][G][D];
   __shared__ float shared_max[kWarps][G], shared_sum[kWarps][G];
+  __shared__ __align__(16) T fresh_q[G][D];
+  __shared__ __align__(16) T fresh_kv[2][D];  // the new key and value
 
   const int j = blockIdx.x, row = blockIdx.y, split = blockIdx.z, splits = gridDim.z, rows = gridDim.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -94,11 +115,45 @@ __global__ void __launch_bounds__(kThreads)
   const int chunk = (used + splits - 1) / splits;
   const int lo = min(used, split * chunk), hi = min(used, lo + chunk);
 
+  int fresh_key = -1;  // the key taken from fresh_kv, not from the cache
+  if (fresh.qkv != nullptr) {
+    constexpr int J = D / 64;  // pairs a lane in warp_norm_rotate
+    static_assert(D % 64 == 0, "the warp-per-head norm + rotary takes head_dim 64, 128 or 256");
+    const int64_t target = fresh.write_index[row];
+    const int64_t at = target - key_offsets[row];  // the new key's place among the row's keys
+    const bool in_row = at >= 0 && at < used;
+    const bool writes = in_row ? at >= lo && at < hi : split == 0;
+    if (in_row && writes) fresh_key = int(at);
+    const T* x = fresh.qkv + int64_t(row) * (heads + 2 * kv_heads) * D;
+    const T* cos = fresh.cos + int64_t(row) * (D / 2);
+    const T* sin = fresh.sin + int64_t(row) * (D / 2);
+    // Tasks, one a warp at a time: the G query heads j G .. j G + G - 1, then (writer only) key head j
+    // and value head j.
+    for (int task = warp; task < G + (writes ? 2 : 0); task += kWarps) {
+      if (task == G + 1) {
+        const T* from = x + int64_t(heads + kv_heads + j) * D;
+        T* to = fresh.values + (target * kv_heads + j) * D;
+        for (int v = lane; v < D; v += 32) to[v] = fresh_kv[1][v] = from[v];
+        continue;
+      }
+      const bool query_head = task < G;
+      float a[J], b[J], c[J], s[J];
+      device::load_head_pairs<T, J>(x + int64_t(query_head ? j * G + task : heads + j) * D, cos, sin, lane, a, b, c, s);
+      device::warp_norm_rotate<T, J>(a, b, c, s, query_head ? fresh.q_weight : fresh.k_weight, lane, fresh.eps, nullptr);
+      device::store_head_pairs<T, J>(query_head ? fresh_q[task] : fresh_kv[0], lane, a, b);
+      if (!query_head) device::store_head_pairs<T, J>(fresh.keys + (target * kv_heads + j) * D, lane, a, b);
+    }
+    __syncthreads();
+  }
+
   float query[G][8];
 #pragma unroll
   for (int i = 0; i < G; ++i) {
     const int place = head_place(i, j, G, kv_heads, group_major);
-    unpack<T>(__ldg(reinterpret_cast<const uint4*>(q + (int64_t(row) * heads + place) * D + part * 8)), query[i]);
+    unpack<T>(fresh.qkv != nullptr
+                  ? *reinterpret_cast<const uint4*>(&fresh_q[i][part * 8])
+                  : __ldg(reinterpret_cast<const uint4*>(q + (int64_t(row) * heads + place) * D + part * 8)),
+              query[i]);
 #pragma unroll
     for (int v = 0; v < 8; ++v) query[i][v] *= scale * kLog2e;
   }
@@ -115,8 +170,10 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t first = (int64_t(key_offsets[row]) * kv_heads + j) * D + part * 8;
   const T* key_base = keys + first;
   const T* value_base = values + first;
-  const auto load = [&](const T* base, int key) {
-    return __ldg(reinterpret_cast<const uint4*>(base + int64_t(key) * key_stride));
+  // kind 0: a key, 1: a value.
+  const auto load = [&](int kind, int key) {
+    if (key == fresh_key) return *reinterpret_cast<const uint4*>(&fresh_kv[kind][part * 8]);
+    return __ldg(reinterpret_cast<const uint4*>((kind == 0 ? key_base : value_base) + int64_t(key) * key_stride));
   };
   // Each stream keeps its next kDepth keys' K and V loads in flight (a ring in registers, refilled
   // as a key is used): at B = 64 a SM holds about four blocks, and with one key ahead a stream they
@@ -132,8 +189,8 @@ __global__ void __launch_bounds__(kThreads)
     const int key = first_key + s * kStreams;
     key_ring[s] = value_ring[s] = make_uint4(0, 0, 0, 0);
     if (key < hi) {
-      key_ring[s] = load(key_base, key);
-      value_ring[s] = load(value_base, key);
+      key_ring[s] = load(0, key);
+      value_ring[s] = load(1, key);
     }
   }
   for (int warp_first = lo + warp * kWarpStreams; warp_first < hi; warp_first += kDepth * kStreams) {
@@ -146,8 +203,8 @@ __global__ void __launch_bounds__(kThreads)
       const uint4 key_pack = key_ring[s], value_pack = value_ring[s];
       const int ahead = key + kDepth * kStreams;
       if (ahead < hi) {
-        key_ring[s] = load(key_base, ahead);
-        value_ring[s] = load(value_base, ahead);
+        key_ring[s] = load(0, ahead);
+        value_ring[s] = load(1, ahead);
       }
       float k[8];
       unpack<T>(key_pack, k);
@@ -264,6 +321,7 @@ __global__ void merge_splits(const float* __restrict__ workspace, T* __restrict_
 
 struct Problem {
   const void *q, *keys, *values;
+  FreshTokens fresh;
   const int32_t *key_offsets, *keys_used;
   void* out;
   float* workspace;
@@ -280,7 +338,11 @@ cudaError_t launch(const Problem& p) {
   const cudaError_t launched = launch_dependent(
       decode_attention_blocks<T, D, G>, grid, dim3(kThreads), 0, p.stream, static_cast<const T*>(p.q),
       static_cast<const T*>(p.keys), static_cast<const T*>(p.values), p.key_offsets, p.keys_used, static_cast<T*>(p.out),
-      p.workspace, int(p.heads), int(p.kv_heads), p.group_major, p.scale);
+      p.workspace, int(p.heads), int(p.kv_heads), p.group_major, p.scale,
+      FreshArgs<T>{static_cast<const T*>(p.fresh.qkv), static_cast<const T*>(p.fresh.q_weight),
+                   static_cast<const T*>(p.fresh.k_weight), static_cast<const T*>(p.fresh.cos),
+                   static_cast<const T*>(p.fresh.sin), p.fresh.write_index, static_cast<T*>(p.fresh.keys),
+                   static_cast<T*>(p.fresh.values), p.fresh.eps});
   if (p.splits == 1 || launched != cudaSuccess) return launched;
   const int64_t outputs = p.rows * p.heads;
   return launch_dependent(merge_splits<T>, dim3(unsigned(outputs)), dim3(unsigned(D)), 0, p.stream, p.workspace,
@@ -339,20 +401,45 @@ int64_t decode_attention_workspace_floats(int64_t rows, int64_t heads, int64_t d
   return splits > 1 ? int64_t(splits) * rows * heads * (dim + 2) : 0;
 }
 
+namespace {
+
+cudaError_t run(DType dtype, const Problem& p) {
+  if (p.kv_heads < 1 || p.heads % p.kv_heads != 0 || !decode_attention_supports(dtype, p.dim, p.heads / p.kv_heads))
+    return cudaErrorInvalidValue;
+  // Grid limits: kv_heads x rows x splits blocks, rows * heads merge blocks.
+  if (p.rows < 0 || p.rows > 65535 || p.kv_heads > 65535 || p.splits < 1 || p.splits > 65535)
+    return cudaErrorInvalidValue;
+  if (p.rows == 0) return cudaSuccess;
+  if (!aligned16({p.q, p.keys, p.values}) || (p.splits > 1 && p.workspace == nullptr)) return cudaErrorInvalidValue;
+  return dtype == DType::f16 ? launch_for_dim<__half>(p) : launch_for_dim<__nv_bfloat16>(p);
+}
+
+std::atomic<bool> from_qkv_on{true};
+
+}  // namespace
+
 cudaError_t decode_attention(DType dtype, const void* q, const void* keys, const void* values,
                              const int32_t* key_offsets, const int32_t* keys_used, void* out, float* workspace,
                              int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim, bool group_major, float scale,
                              int splits, cudaStream_t stream) {
-  if (kv_heads < 1 || heads % kv_heads != 0 || !decode_attention_supports(dtype, dim, heads / kv_heads))
-    return cudaErrorInvalidValue;
-  // Grid limits: kv_heads x rows x splits blocks, rows * heads merge blocks.
-  if (rows < 0 || rows > 65535 || kv_heads > 65535 || splits < 1 || splits > 65535) return cudaErrorInvalidValue;
-  if (rows == 0) return cudaSuccess;
-  if (!aligned16({q, keys, values}) || (splits > 1 && workspace == nullptr))
-    return cudaErrorInvalidValue;
-  const Problem p{q, keys, values, key_offsets, keys_used, out, workspace, rows, heads, kv_heads, dim, group_major,
-                  scale, splits, stream};
-  return dtype == DType::f16 ? launch_for_dim<__half>(p) : launch_for_dim<__nv_bfloat16>(p);
+  if (q == nullptr) return cudaErrorInvalidValue;
+  return run(dtype, Problem{q, keys, values, FreshTokens{}, key_offsets, keys_used, out, workspace, rows, heads,
+                            kv_heads, dim, group_major, scale, splits, stream});
 }
+
+cudaError_t decode_attention_from_qkv(DType dtype, const FreshTokens& fresh, const int32_t* key_offsets,
+                                      const int32_t* keys_used, void* out, float* workspace, int64_t rows,
+                                      int64_t heads, int64_t kv_heads, int64_t dim, bool group_major, float scale,
+                                      int splits, cudaStream_t stream) {
+  if (fresh.qkv == nullptr || fresh.cos == nullptr || fresh.sin == nullptr || fresh.write_index == nullptr ||
+      fresh.keys == nullptr || fresh.values == nullptr)
+    return cudaErrorInvalidValue;
+  // The kernel reads the caches through `keys` and `values` and writes them through fresh's.
+  return run(dtype, Problem{fresh.qkv, fresh.keys, fresh.values, fresh, key_offsets, keys_used, out, workspace, rows,
+                            heads, kv_heads, dim, group_major, scale, splits, stream});
+}
+
+void set_decode_attention_from_qkv(bool on) { from_qkv_on = on; }
+bool decode_attention_from_qkv_enabled() { return from_qkv_on; }
 
 }  // namespace turnrl::decoder_kernels

@@ -42,4 +42,34 @@ cudaError_t decode_attention(DType dtype, const void* q, const void* keys, const
                              int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim, bool group_major, float scale,
                              int splits, cudaStream_t stream);
 
+// The decode step's own queries, keys and values, as the merged q/k/v projection made them and
+// before qkv_rotary_store (decoder_kernels.cuh) would norm, rotate and store them.
+struct FreshTokens {
+  const void* qkv = nullptr;       // [rows, heads + 2 kv_heads, dim]: query, key, value heads of each row
+  const void* q_weight = nullptr;  // [dim]: the query heads' RMS norm weight, or null (no norm)
+  const void* k_weight = nullptr;  // [dim]: the key heads', or null
+  const void* cos = nullptr;       // [rows, dim / 2]: each row's rotary angles, in the dtype
+  const void* sin = nullptr;
+  const int64_t* write_index = nullptr;  // [rows]: the row of the flattened caches that takes the new key and value
+  void* keys = nullptr;    // the key cache, flattened [total, kv_heads, dim]
+  void* values = nullptr;  // the value cache
+  float eps = 0;
+};
+
+// decode_attention() with the step's own q, k and v taken straight from the projection: each block
+// norms and rotates its queries, and the block that reads a row's new key also makes that key and
+// value and writes them to the caches at write_index (which must be key_offsets[b] + keys_used[b] -
+// 1 for a row whose output is used: the new key is its last). Computes what qkv_rotary_store +
+// decode_attention() compute, to the bit, in one launch instead of two (no q buffer). Head dims
+// 64, 128 and 256 (the warp-per-head norm + rotary).
+cudaError_t decode_attention_from_qkv(DType dtype, const FreshTokens& fresh, const int32_t* key_offsets,
+                                      const int32_t* keys_used, void* out, float* workspace, int64_t rows,
+                                      int64_t heads, int64_t kv_heads, int64_t dim, bool group_major, float scale,
+                                      int splits, cudaStream_t stream);
+
+// Whether the fused decode path calls decode_attention_from_qkv() (on by default) or
+// qkv_rotary_store then decode_attention(). Process-wide; engine_bench times both.
+void set_decode_attention_from_qkv(bool on);
+bool decode_attention_from_qkv_enabled();
+
 }  // namespace turnrl::decoder_kernels

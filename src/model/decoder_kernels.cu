@@ -1,5 +1,6 @@
 #include "decoder_kernels.cuh"
 #include "dependent_launch.cuh"
+#include "head_rotary.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -11,27 +12,7 @@
 namespace turnrl::decoder_kernels {
 namespace {
 
-template <typename T>
-__device__ __forceinline__ float to_float(T v);
-template <>
-__device__ __forceinline__ float to_float(float v) { return v; }
-template <>
-__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
-template <>
-__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
-
-template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ float from_float(float v) { return v; }
-template <>
-__device__ __forceinline__ __half from_float(float v) { return __float2half_rn(v); }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
-
-// v as a LibTorch op in dtype T stores it: computed in float32, rounded to T.
-template <typename T>
-__device__ __forceinline__ float rounded(float v) { return to_float(from_float<T>(v)); }
+using namespace device;  // to_float, from_float, rounded, the warp-per-head norm + rotary
 
 // The sum of v over the block (blockDim.x a multiple of 32, at most 1024), returned to every thread.
 __device__ float block_sum(float v) {
@@ -207,61 +188,6 @@ __global__ void silu_mul_values(const T* gate, const T* up, T* out, int64_t n, i
     const int64_t at = stride == width ? i : (i / width) * stride + i % width;
     const float g = to_float(gate[at]);
     out[i] = from_float<T>(rounded<T>(g / (1.0f + expf(-g))) * to_float(up[at]));
-  }
-}
-
-// norm_rotate_pair for one head's vector held by one warp: lane l holds the pairs (i, i + half) for
-// i = l + 32 j, j < J (half = 32 J), and the norm's sum is the warp's, in a fixed order, without a
-// block barrier. norm_rotary and qkv_rotary_store both take it where half is 32, 64 or 128, so
-// their roundings stay equal to the bit.
-template <typename T, int J>
-__device__ __forceinline__ void warp_norm_rotate(float (&a)[J], float (&b)[J], const float (&c)[J], const float (&s)[J],
-                                                 const T* weight, int lane, float eps, float* rstd) {
-  constexpr int half = 32 * J;
-  if (weight != nullptr) {
-    float squares = 0.0f;
-#pragma unroll
-    for (int j = 0; j < J; ++j) squares = __fmaf_rn(b[j], b[j], __fmaf_rn(a[j], a[j], squares));
-    for (int offset = 16; offset > 0; offset >>= 1) squares += __shfl_xor_sync(0xffffffffu, squares, offset);
-    const float scale = rsqrtf(squares / float(2 * half) + eps);
-    if (rstd != nullptr && lane == 0) *rstd = scale;
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-      const int i = lane + 32 * j;
-      a[j] = rounded<T>(to_float(weight[i]) * rounded<T>(a[j] * scale));
-      b[j] = rounded<T>(to_float(weight[i + half]) * rounded<T>(b[j] * scale));
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    const float rotated_a = rounded<T>(__fmul_rn(a[j], c[j])) - rounded<T>(__fmul_rn(b[j], s[j]));
-    b[j] = rounded<T>(__fmul_rn(b[j], c[j])) + rounded<T>(__fmul_rn(a[j], s[j]));
-    a[j] = rotated_a;
-  }
-}
-
-// Loads one head's pairs and its token's angles as warp_norm_rotate holds them.
-template <typename T, int J>
-__device__ __forceinline__ void load_head_pairs(const T* x, const T* cos, const T* sin, int lane, float (&a)[J],
-                                                float (&b)[J], float (&c)[J], float (&s)[J]) {
-  constexpr int half = 32 * J;
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    const int i = lane + 32 * j;
-    a[j] = to_float(x[i]);
-    b[j] = to_float(x[i + half]);
-    c[j] = to_float(cos[i]);
-    s[j] = to_float(sin[i]);
-  }
-}
-
-template <typename T, int J>
-__device__ __forceinline__ void store_head_pairs(T* to, int lane, const float (&a)[J], const float (&b)[J]) {
-  constexpr int half = 32 * J;
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    to[lane + 32 * j] = from_float<T>(a[j]);
-    to[lane + 32 * j + half] = from_float<T>(b[j]);
   }
 }
 

@@ -302,6 +302,35 @@ torch::Tensor flash_decode_attention(const torch::Tensor& q, const torch::Tensor
   return out.defined() ? out.view({rows, heads, dim}) : out;
 }
 
+namespace {
+
+// FlashAttention's default softmax scale, which flash_varlen() uses.
+float softmax_scale(int64_t dim) { return float(1.0 / std::sqrt(double(dim))); }
+
+// The split-KV kernel's output [rows, heads, dim] (like `like`), its split count (splits 0: chosen
+// for the GPU) and its workspace.
+struct SplitKvRun {
+  torch::Tensor out, workspace;
+  int splits = 1;
+  float* workspace_data() const { return workspace.defined() ? workspace.data_ptr<float>() : nullptr; }
+};
+SplitKvRun split_kv_run(const torch::Tensor& like, int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim,
+                        int64_t max_keys, int64_t splits) {
+  if (splits == 0) {
+    // LibTorch reads a device's properties once and keeps them: nothing to ask the driver during a capture.
+    const int sm_count = at::cuda::getDeviceProperties(like.device().index())->multiProcessorCount;
+    splits = dk::decode_attention_splits(rows, kv_heads, max_keys, sm_count);
+  }
+  SplitKvRun run;
+  run.splits = int(splits);
+  run.out = torch::empty({rows, heads, dim}, like.options());
+  const int64_t workspace_floats = dk::decode_attention_workspace_floats(rows, heads, dim, run.splits);
+  if (workspace_floats > 0) run.workspace = torch::empty({workspace_floats}, like.options().dtype(torch::kFloat));
+  return run;
+}
+
+}  // namespace
+
 torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& keys, const torch::Tensor& values,
                                const torch::Tensor& key_offsets, const torch::Tensor& keys_used, bool group_major,
                                int64_t max_keys, int64_t splits) {
@@ -341,22 +370,13 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& keys
        {std::pair<const char*, const torch::Tensor*>{"q", &query}, {"keys", &keys}, {"values", &values}})
     if (reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 != 0)
       fail("decode_attention: {} must start 16-byte aligned (the kernel reads 16-byte packs)", name);
-  if (splits == 0) {
-    // LibTorch reads a device's properties once and keeps them: nothing to ask the driver during a capture.
-    const int sm_count = at::cuda::getDeviceProperties(q.device().index())->multiProcessorCount;
-    splits = dk::decode_attention_splits(rows, kv_heads, max_keys, sm_count);
-  }
-  torch::Tensor out = torch::empty_like(query);
-  const int64_t workspace_floats = dk::decode_attention_workspace_floats(rows, heads, dim, int(splits));
-  const torch::Tensor workspace =
-      workspace_floats > 0 ? torch::empty({workspace_floats}, q.options().dtype(torch::kFloat)) : torch::Tensor();
-  // FlashAttention's default softmax scale, which flash_varlen() uses.
+  SplitKvRun run = split_kv_run(query, rows, heads, kv_heads, dim, max_keys, splits);
   check(dk::decode_attention(kernel_dtype(q), query.data_ptr(), keys.data_ptr(), values.data_ptr(),
-                             key_offsets.data_ptr<int32_t>(), keys_used.data_ptr<int32_t>(), out.data_ptr(),
-                             workspace.defined() ? workspace.data_ptr<float>() : nullptr, rows, heads, kv_heads, dim,
-                             group_major, float(1.0 / std::sqrt(double(dim))), int(splits), stream_of(q)),
+                             key_offsets.data_ptr<int32_t>(), keys_used.data_ptr<int32_t>(), run.out.data_ptr(),
+                             run.workspace_data(), rows, heads, kv_heads, dim, group_major, softmax_scale(dim),
+                             run.splits, stream_of(q)),
         "decode_attention");
-  return out;
+  return run.out;
 }
 
 SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const torch::Tensor& qkv, int64_t heads,
@@ -390,6 +410,28 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
   if (c.numel() != rows * length * dim / 2)
     fail("fused kernels: cos has {} values, {} tokens of head_dim {} need {}", c.numel(), rows * length, dim,
          rows * length * dim / 2);
+  if (split_kv && dk::decode_attention_from_qkv_enabled()) {
+    // One launch: the kernel norms and rotates the queries and the new keys itself and stores the
+    // new keys and values (decode_attention.cuh); the same bits as the two launches below.
+    SplitKvRun run = split_kv_run(qkv, rows, heads, kv_heads, dim, layout.batch->read_width, 0);
+    dk::FreshTokens fresh;
+    fresh.qkv = input.data_ptr();
+    fresh.q_weight = data_or_null(q_norm);
+    fresh.k_weight = data_or_null(k_norm);
+    fresh.cos = c.data_ptr();
+    fresh.sin = s.data_ptr();
+    fresh.write_index = layout.write_index.data_ptr<int64_t>();
+    fresh.keys = key_cache.data_ptr();
+    fresh.values = value_cache.data_ptr();
+    fresh.eps = float(eps);
+    check(dk::decode_attention_from_qkv(kernel_dtype(qkv), fresh, layout.key_offsets.data_ptr<int32_t>(),
+                                        layout.keys_used.data_ptr<int32_t>(), run.out.data_ptr(), run.workspace_data(),
+                                        rows, heads, kv_heads, dim, result.group_major, softmax_scale(dim), run.splits,
+                                        stream_of(qkv)),
+          "decode_attention_from_qkv");
+    result.out = run.out.view({rows, 1, heads * dim});
+    return result;
+  }
   torch::Tensor q = torch::empty({rows * length, heads, dim}, qkv.options());
   check(dk::qkv_rotary_store(kernel_dtype(qkv), input.data_ptr(), data_or_null(q_norm), data_or_null(k_norm),
                              c.data_ptr(), s.data_ptr(), q.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(),

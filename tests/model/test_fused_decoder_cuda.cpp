@@ -3,6 +3,7 @@
 // them against the engine without them on a bf16 model. Without a GPU each case says so.
 #include <catch2/catch.hpp>
 
+#include "model/decode_attention.cuh"
 #include "model/fused_decoder.h"
 #include "turnrl/model/chunked_logp.h"
 #include "model/generation_requests.h"
@@ -270,6 +271,83 @@ TEST_CASE("fused_decoder: split-KV decode attention equals a float64 softmax ove
   CHECK_THROWS_WITH(d::decode_attention(torch::randn({rows, 4, 128}, options), keys128, keys128, key_offsets,
                                         keys_used.to(torch::kLong), false, capacity),
                     Catch::Contains("keys_used must be"));
+}
+
+TEST_CASE("fused_decoder: split-KV attention straight from merged q/k/v equals qkv_rotary_store then the kernel, to the bit",
+          "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  namespace d = turnrl::detail;
+  namespace dk = turnrl::decoder_kernels;
+  torch::manual_seed(9);
+  const auto index = torch::TensorOptions(torch::kLong).device(torch::kCUDA);
+  const double eps = 1e-6;
+  // Decode rows in leading slots (the engine's graphs): rows reading 1, 18, 40 and all keys of
+  // their slot, and an idle row (count 0: its key and value go to the scratch row). A capacity of
+  // 96 gets 2 splits on any GPU, 1024 up to 16: the new key lands in the first, a middle or the
+  // last split of its row.
+  const bool was = dk::decode_attention_from_qkv_enabled();
+  for (const torch::Dtype dtype : {torch::kBFloat16, torch::kHalf}) {
+    const auto options = torch::TensorOptions(dtype).device(torch::kCUDA);
+    for (const int64_t dim : {int64_t(64), int64_t(128), int64_t(256)}) {
+      for (const int64_t groups : {int64_t(1), int64_t(2), int64_t(3), int64_t(8)}) {
+        for (const int64_t capacity : {int64_t(96), int64_t(1024)}) {
+          const int64_t kv_heads = 2, heads = kv_heads * groups, slots = 6;
+          const std::vector<int64_t> start = {0, 17, 39, capacity - 1, 5}, count = {1, 1, 1, 1, 0};
+          const int64_t rows = int64_t(start.size());
+          SlotBatch batch;
+          batch.slot = torch::arange(rows, index);
+          batch.start = torch::tensor(start, index);
+          batch.count = torch::tensor(count, index);
+          batch.read_width = capacity;
+          batch.leading_slots = true;
+          batch.fused_kernels = true;
+          batch.decode_attention = DecodeAttention::split_kv;
+          const torch::Tensor qkv = torch::randn({rows, 1, (heads + 2 * kv_heads) * dim}, options) * 2;
+          const torch::Tensor angles = torch::rand({rows, 1, 1, dim / 2}, options.dtype(torch::kFloat)) * 6.3;
+          const torch::Tensor cos = angles.cos().to(dtype), sin = angles.sin().to(dtype);
+          const torch::Tensor tokens = torch::zeros({rows, 1}, index);
+          SlotKVCache first = SlotKVCache::empty(1, slots, kv_heads, capacity, dim, options);
+          first.keys[0].normal_();
+          first.values[0].normal_();
+          for (const bool norms : {true, false}) {
+            const torch::Tensor q_norm = norms ? torch::rand({dim}, options) + 0.5 : torch::Tensor();
+            const torch::Tensor k_norm = norms ? torch::rand({dim}, options) + 0.5 : torch::Tensor();
+            for (const bool group_major : {false, true}) {
+              INFO(c10::toString(dtype) << ", head_dim " << dim << ", " << groups << " heads a group, capacity "
+                                        << capacity << (norms ? ", q/k norms" : "")
+                                        << (group_major ? ", group-major" : ""));
+              // The two launches (qkv_rotary_store, then the kernel) and the one, each on its own
+              // copy of the cache.
+              std::vector<SlotKVCache> caches(2);
+              std::vector<torch::Tensor> outs;
+              for (const bool one_launch : {false, true}) {
+                SlotKVCache& cache = caches[one_launch];
+                cache.keys = {first.keys[0].clone()};
+                cache.values = {first.values[0].clone()};
+                d::SlotLayout layout = d::slot_layout(tokens, batch, cache);
+                layout.grouped_query_offsets = layout.query_offsets * groups;
+                dk::set_decode_attention_from_qkv(one_launch);
+                const d::SlotAttention got =
+                    d::fused_slot_attention(layout, 0, qkv, heads, q_norm, k_norm, cos, sin, eps, group_major);
+                dk::set_decode_attention_from_qkv(was);
+                CHECK(got.group_major == (group_major && groups > 1));
+                outs.push_back(got.out);
+              }
+              CHECK(torch::equal(caches[1].keys[0], caches[0].keys[0]));
+              CHECK(torch::equal(caches[1].values[0], caches[0].values[0]));
+              // Idle rows' outputs are meaningless; the others are the same bits.
+              CHECK(torch::equal(outs[1].narrow(0, 0, rows - 1), outs[0].narrow(0, 0, rows - 1)));
+              // And the new keys did land: row 1's key at position 17 is no longer the random one.
+              CHECK(!torch::equal(caches[1].keys[0][1][17], first.keys[0][1][17]));
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 namespace {
