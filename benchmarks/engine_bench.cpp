@@ -19,7 +19,8 @@
 // programmatic dependent launches (decoder_kernels::set_dependent_launch), with the step's q/k/v
 // normed, rotated and stored by a launch of their own before the attention kernel
 // (decoder_kernels::set_decode_attention_from_qkv), one decode step at a
-// time (GenerationEngineOptions::overlap_steps false), and at B <= 64 with
+// time (GenerationEngineOptions::overlap_steps false), with an fp8 e4m3 KV cache
+// (GenerationEngineOptions::kv_cache_dtype; against its own roofline), and at B <= 64 with
 // the experimental decode_linear projections (decode_gemm.cuh, off by default), in the same run;
 // before the table, each decode projection by cuBLAS against decode_linear and its tilings.
 // Roofline: every decode step reads the weights once (the embedding table only where the head
@@ -480,13 +481,15 @@ int main(int argc, char** argv) {
     // The engine with its fused GPU path (model.engine.fused_kernels), at B = 64 also with
     // FlashAttention's decode attention in place of the split-KV kernel, then with plain LibTorch ops.
     // --profile: the engine as shipped in every case, the others in the first case only.
-    const auto time_engine = [&](bool fused, DecodeAttention attention, bool profile, bool overlap = true) {
+    const auto time_engine = [&](bool fused, DecodeAttention attention, bool profile, bool overlap = true,
+                                 KVCacheDtype storage = KVCacheDtype::model) {
       GenerationEngine engine(model, GenerationEngineOptions()
                                          .slots(c.batch)
                                          .capacity(c.prompt + c.new_tokens)
                                          .fused_kernels(fused)
                                          .decode_attention(attention)
-                                         .overlap_steps(overlap));
+                                         .overlap_steps(overlap)
+                                         .kv_cache_dtype(storage));
       const auto run = [&] {
         for (int64_t b = 0; b < c.batch; ++b) {
           const torch::Tensor row = prompts[b].contiguous();
@@ -528,6 +531,9 @@ int main(int argc, char** argv) {
       decoder_kernels::set_decode_attention_from_qkv(true);
     }
 #endif
+    // And with the keys and values held as fp8 e4m3 codes (kv_cache_dtype): half the cache's bytes.
+    const double fp8_seconds =
+        gpu ? time_engine(true, DecodeAttention::split_kv, false, true, KVCacheDtype::fp8_e4m3) : 0;
     // And recording each decode step's tokens before launching the next (overlap_steps false): what
     // overlapping the host's work with the device's saves.
     const double stepped_seconds = gpu ? time_engine(true, DecodeAttention::split_kv, false, false) : 0;
@@ -578,6 +584,16 @@ int main(int argc, char** argv) {
     if (two_launch_seconds > 0)
       std::printf("%-11s %5ld   fused, qkv_rotary_store before attention: %.0f tok/s (one launch: %.3fx)\n",
                   c.shape.c_str(), long(c.batch), generated / two_launch_seconds, two_launch_seconds / engine_seconds);
+    if (fp8_seconds > 0) {
+      // The roofline with one byte a cached key and value element.
+      const double fp8_step_bytes = step_bytes - double(c.batch) * (double(c.prompt) + double(c.new_tokens) / 2) *
+                                                     kv_per_token * (1 - 1 / element);
+      const double fp8_roofline = double(c.batch) * bandwidth / fp8_step_bytes;
+      std::printf("%-11s %5ld   fused, fp8 e4m3 cache: %.0f tok/s (against the %s cache: %.3fx; its roofline %.0f, "
+                  "share %.1f%%)\n",
+                  c.shape.c_str(), long(c.batch), generated / fp8_seconds, c10::toString(dtype),
+                  engine_seconds / fp8_seconds, fp8_roofline, 100 * generated / fp8_seconds / fp8_roofline);
+    }
     if (stepped_seconds > 0)
       std::printf("%-11s %5ld   fused, one step at a time: %.0f tok/s (overlapped steps: %.3fx)\n", c.shape.c_str(),
                   long(c.batch), generated / stepped_seconds, stepped_seconds / engine_seconds);

@@ -8,6 +8,9 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <type_traits>
 
 namespace turnrl::decoder_kernels {
 namespace {
@@ -50,6 +53,42 @@ __device__ __forceinline__ void unpack(const uint4& pack, float (&x)[8]) {
   }
 }
 
+// The 8 e4m3 codes of an 8-byte pack (fp8_e4m3.h) as float32: exact, by the hardware's conversion.
+__device__ __forceinline__ void unpack_e4m3(const uint2& pack, float (&x)[8]) {
+  const uint32_t words[2] = {pack.x, pack.y};
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const __half2_raw raw =
+          __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t((words[w] >> (16 * h)) & 0xffffu), __NV_E4M3);
+      __half2 pair;
+      memcpy(&pair, &raw, sizeof pair);
+      const float2 f = __half22float2(pair);
+      x[4 * w + 2 * h] = f.x;
+      x[4 * w + 2 * h + 1] = f.y;
+    }
+  }
+}
+
+// A cache element of type C (the model's T, or uint8_t e4m3 codes) holding v, a value already in
+// T: the codes round to nearest even and saturate at +-448, as to_e4m3() (fp8_e4m3.h) does.
+template <typename C>
+__device__ __forceinline__ C to_cache(float v) {
+  if constexpr (std::is_same_v<C, uint8_t>) return uint8_t(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+  else return device::from_float<C>(v);
+}
+
+// 8 consecutive cache elements: one 16-byte load of T, or an 8-byte load of codes.
+template <typename C>
+using CachePack = std::conditional_t<std::is_same_v<C, uint8_t>, uint2, uint4>;
+
+template <typename T, typename C>
+__device__ __forceinline__ void unpack_cache(const CachePack<C>& pack, float (&x)[8]) {
+  if constexpr (std::is_same_v<C, uint8_t>) unpack_e4m3(pack, x);
+  else unpack<T>(pack, x);
+}
+
 __device__ __forceinline__ void store(__half* to, float v) { *to = __float2half_rn(v); }
 __device__ __forceinline__ void store(__nv_bfloat16* to, float v) { *to = __float2bfloat16_rn(v); }
 
@@ -66,12 +105,12 @@ __device__ __forceinline__ int head_place(int i, int j, int groups, int kv_heads
 
 // The step's own q, k and v (decode_attention_from_qkv), typed; qkv null: q holds the queries and
 // the caches the new keys and values.
-template <typename T>
+template <typename T, typename C>
 struct FreshArgs {
   const T* qkv;
   const T *q_weight, *k_weight, *cos, *sin;
   const int64_t* write_index;
-  T *keys, *values;
+  C *keys, *values;
   float eps;
 };
 
@@ -89,12 +128,13 @@ struct FreshArgs {
 // where that row is not among the row's keys: an idle row's scratch write) also makes that key and
 // value, writes them to the caches and reads them from shared memory in place of the cache: no
 // block reads a cache row written in this launch.
-template <typename T, int D, int G>
+// C: the cache's element, T or uint8_t (e4m3 codes, read 8 bytes a lane: twice the keys in flight).
+template <typename T, typename C, int D, int G>
 __global__ void __launch_bounds__(kThreads)
-    decode_attention_blocks(const T* __restrict__ q, const T* __restrict__ keys, const T* __restrict__ values,
+    decode_attention_blocks(const T* __restrict__ q, const C* __restrict__ keys, const C* __restrict__ values,
                             const int32_t* __restrict__ key_offsets, const int32_t* __restrict__ keys_used,
                             T* __restrict__ out, float* __restrict__ workspace, int heads, int kv_heads,
-                            bool group_major, float scale, FreshArgs<T> fresh) {
+                            bool group_major, float scale, FreshArgs<T, C> fresh) {
   start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   constexpr int kLanes = D / 8;                  // lanes that hold one key
   constexpr int kWarpStreams = 32 / kLanes;      // keys a warp reads at a time
@@ -103,7 +143,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ __align__(16) float shared_acc[kWarps][G][D];
   __shared__ float shared_max[kWarps][G], shared_sum[kWarps][G];
   __shared__ __align__(16) T fresh_q[G][D];
-  __shared__ __align__(16) T fresh_kv[2][D];  // the new key and value
+  __shared__ __align__(16) C fresh_kv[2][D];  // the new key and value, as the cache holds them
 
   const int j = blockIdx.x, row = blockIdx.y, split = blockIdx.z, splits = gridDim.z, rows = gridDim.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -132,16 +172,26 @@ __global__ void __launch_bounds__(kThreads)
     for (int task = warp; task < G + (writes ? 2 : 0); task += kWarps) {
       if (task == G + 1) {
         const T* from = x + int64_t(heads + kv_heads + j) * D;
-        T* to = fresh.values + (target * kv_heads + j) * D;
-        for (int v = lane; v < D; v += 32) to[v] = fresh_kv[1][v] = from[v];
+        C* to = fresh.values + (target * kv_heads + j) * D;
+        for (int v = lane; v < D; v += 32) to[v] = fresh_kv[1][v] = to_cache<C>(device::to_float(from[v]));
         continue;
       }
       const bool query_head = task < G;
       float a[J], b[J], c[J], s[J];
       device::load_head_pairs<T, J>(x + int64_t(query_head ? j * G + task : heads + j) * D, cos, sin, lane, a, b, c, s);
       device::warp_norm_rotate<T, J>(a, b, c, s, query_head ? fresh.q_weight : fresh.k_weight, lane, fresh.eps, nullptr);
-      device::store_head_pairs<T, J>(query_head ? fresh_q[task] : fresh_kv[0], lane, a, b);
-      if (!query_head) device::store_head_pairs<T, J>(fresh.keys + (target * kv_heads + j) * D, lane, a, b);
+      if (query_head) {
+        device::store_head_pairs<T, J>(fresh_q[task], lane, a, b);
+        continue;
+      }
+      // The key as qkv_rotary_store stores it: rounded to T, then (codes) to e4m3.
+      C* to = fresh.keys + (target * kv_heads + j) * D;
+#pragma unroll
+      for (int i = 0; i < J; ++i) {
+        const int at_a = lane + 32 * i, at_b = at_a + 32 * J;
+        to[at_a] = fresh_kv[0][at_a] = to_cache<C>(device::rounded<T>(a[i]));
+        to[at_b] = fresh_kv[0][at_b] = to_cache<C>(device::rounded<T>(b[i]));
+      }
     }
     __syncthreads();
   }
@@ -168,12 +218,13 @@ __global__ void __launch_bounds__(kThreads)
 
   const int64_t key_stride = int64_t(kv_heads) * D;  // from one key of head j to the next
   const int64_t first = (int64_t(key_offsets[row]) * kv_heads + j) * D + part * 8;
-  const T* key_base = keys + first;
-  const T* value_base = values + first;
+  const C* key_base = keys + first;
+  const C* value_base = values + first;
   // kind 0: a key, 1: a value.
+  using Pack = CachePack<C>;
   const auto load = [&](int kind, int key) {
-    if (key == fresh_key) return *reinterpret_cast<const uint4*>(&fresh_kv[kind][part * 8]);
-    return __ldg(reinterpret_cast<const uint4*>((kind == 0 ? key_base : value_base) + int64_t(key) * key_stride));
+    if (key == fresh_key) return *reinterpret_cast<const Pack*>(&fresh_kv[kind][part * 8]);
+    return __ldg(reinterpret_cast<const Pack*>((kind == 0 ? key_base : value_base) + int64_t(key) * key_stride));
   };
   // Each stream keeps its next kDepth keys' K and V loads in flight (a ring in registers, refilled
   // as a key is used): at B = 64 a SM holds about four blocks, and with one key ahead a stream they
@@ -181,13 +232,13 @@ __global__ void __launch_bounds__(kThreads)
   // The loop runs alike in every lane of a warp (its bound is the warp's first key), so that the
   // shuffles see all 32 lanes; a stream past the range's end computes a score it does not use.
   // Each stream takes its keys in the same order at any depth, so the sums are the same bits.
-  constexpr int kDepth = G <= 4 ? 4 : 2;
-  uint4 key_ring[kDepth], value_ring[kDepth];
+  constexpr int kDepth = (G <= 4 ? 4 : 2) * int(sizeof(uint4) / sizeof(Pack));
+  Pack key_ring[kDepth], value_ring[kDepth];
   const int first_key = lo + warp * kWarpStreams + warp_stream;
 #pragma unroll
   for (int s = 0; s < kDepth; ++s) {
     const int key = first_key + s * kStreams;
-    key_ring[s] = value_ring[s] = make_uint4(0, 0, 0, 0);
+    key_ring[s] = value_ring[s] = Pack{};
     if (key < hi) {
       key_ring[s] = load(0, key);
       value_ring[s] = load(1, key);
@@ -200,14 +251,14 @@ __global__ void __launch_bounds__(kThreads)
       if (round_first >= hi) break;  // alike in the warp
       const int key = round_first + warp_stream;
       const bool valid = key < hi;
-      const uint4 key_pack = key_ring[s], value_pack = value_ring[s];
+      const Pack key_pack = key_ring[s], value_pack = value_ring[s];
       const int ahead = key + kDepth * kStreams;
       if (ahead < hi) {
         key_ring[s] = load(0, ahead);
         value_ring[s] = load(1, ahead);
       }
       float k[8];
-      unpack<T>(key_pack, k);
+      unpack_cache<T, C>(key_pack, k);
       float score[G];
 #pragma unroll
       for (int i = 0; i < G; ++i) {
@@ -221,7 +272,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int i = 0; i < G; ++i) score[i] += __shfl_xor_sync(kFullMask, score[i], offset);
       if (valid) {
         float value[8];
-        unpack<T>(value_pack, value);
+        unpack_cache<T, C>(value_pack, value);
 #pragma unroll
         for (int i = 0; i < G; ++i) {
           // One exp2f a key: either the key raises the max (the old terms scale by 2^-diff, the
@@ -329,49 +380,55 @@ struct Problem {
   bool group_major;
   float scale;
   int splits;
+  bool fp8_cache;
   cudaStream_t stream;
 };
 
-template <typename T, int D, int G>
+template <typename T, typename C, int D, int G>
 cudaError_t launch(const Problem& p) {
   const dim3 grid(unsigned(p.kv_heads), unsigned(p.rows), unsigned(p.splits));
   const cudaError_t launched = launch_dependent(
-      decode_attention_blocks<T, D, G>, grid, dim3(kThreads), 0, p.stream, static_cast<const T*>(p.q),
-      static_cast<const T*>(p.keys), static_cast<const T*>(p.values), p.key_offsets, p.keys_used, static_cast<T*>(p.out),
+      decode_attention_blocks<T, C, D, G>, grid, dim3(kThreads), 0, p.stream, static_cast<const T*>(p.q),
+      static_cast<const C*>(p.keys), static_cast<const C*>(p.values), p.key_offsets, p.keys_used, static_cast<T*>(p.out),
       p.workspace, int(p.heads), int(p.kv_heads), p.group_major, p.scale,
-      FreshArgs<T>{static_cast<const T*>(p.fresh.qkv), static_cast<const T*>(p.fresh.q_weight),
-                   static_cast<const T*>(p.fresh.k_weight), static_cast<const T*>(p.fresh.cos),
-                   static_cast<const T*>(p.fresh.sin), p.fresh.write_index, static_cast<T*>(p.fresh.keys),
-                   static_cast<T*>(p.fresh.values), p.fresh.eps});
+      FreshArgs<T, C>{static_cast<const T*>(p.fresh.qkv), static_cast<const T*>(p.fresh.q_weight),
+                      static_cast<const T*>(p.fresh.k_weight), static_cast<const T*>(p.fresh.cos),
+                      static_cast<const T*>(p.fresh.sin), p.fresh.write_index, static_cast<C*>(p.fresh.keys),
+                      static_cast<C*>(p.fresh.values), p.fresh.eps});
   if (p.splits == 1 || launched != cudaSuccess) return launched;
   const int64_t outputs = p.rows * p.heads;
   return launch_dependent(merge_splits<T>, dim3(unsigned(outputs)), dim3(unsigned(D)), 0, p.stream, p.workspace,
                           static_cast<T*>(p.out), outputs, D, p.splits);
 }
 
-template <typename T, int D>
+template <typename T, typename C, int D>
 cudaError_t launch_for_groups(const Problem& p) {
   switch (p.heads / p.kv_heads) {
-    case 1: return launch<T, D, 1>(p);
-    case 2: return launch<T, D, 2>(p);
-    case 3: return launch<T, D, 3>(p);
-    case 4: return launch<T, D, 4>(p);
-    case 5: return launch<T, D, 5>(p);
-    case 6: return launch<T, D, 6>(p);
-    case 7: return launch<T, D, 7>(p);
-    case 8: return launch<T, D, 8>(p);
+    case 1: return launch<T, C, D, 1>(p);
+    case 2: return launch<T, C, D, 2>(p);
+    case 3: return launch<T, C, D, 3>(p);
+    case 4: return launch<T, C, D, 4>(p);
+    case 5: return launch<T, C, D, 5>(p);
+    case 6: return launch<T, C, D, 6>(p);
+    case 7: return launch<T, C, D, 7>(p);
+    case 8: return launch<T, C, D, 8>(p);
+  }
+  return cudaErrorInvalidValue;
+}
+
+template <typename T, typename C>
+cudaError_t launch_for_dim(const Problem& p) {
+  switch (p.dim) {
+    case 64: return launch_for_groups<T, C, 64>(p);
+    case 128: return launch_for_groups<T, C, 128>(p);
+    case 256: return launch_for_groups<T, C, 256>(p);
   }
   return cudaErrorInvalidValue;
 }
 
 template <typename T>
-cudaError_t launch_for_dim(const Problem& p) {
-  switch (p.dim) {
-    case 64: return launch_for_groups<T, 64>(p);
-    case 128: return launch_for_groups<T, 128>(p);
-    case 256: return launch_for_groups<T, 256>(p);
-  }
-  return cudaErrorInvalidValue;
+cudaError_t launch_for_cache(const Problem& p) {
+  return p.fp8_cache ? launch_for_dim<T, uint8_t>(p) : launch_for_dim<T, T>(p);
 }
 
 }  // namespace
@@ -411,32 +468,32 @@ cudaError_t run(DType dtype, const Problem& p) {
     return cudaErrorInvalidValue;
   if (p.rows == 0) return cudaSuccess;
   if (!aligned16({p.q, p.keys, p.values}) || (p.splits > 1 && p.workspace == nullptr)) return cudaErrorInvalidValue;
-  return dtype == DType::f16 ? launch_for_dim<__half>(p) : launch_for_dim<__nv_bfloat16>(p);
+  return dtype == DType::f16 ? launch_for_cache<__half>(p) : launch_for_cache<__nv_bfloat16>(p);
 }
 
 std::atomic<bool> from_qkv_on{true};
 
 }  // namespace
 
-cudaError_t decode_attention(DType dtype, const void* q, const void* keys, const void* values,
+cudaError_t decode_attention(DType dtype, bool fp8_cache, const void* q, const void* keys, const void* values,
                              const int32_t* key_offsets, const int32_t* keys_used, void* out, float* workspace,
                              int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim, bool group_major, float scale,
                              int splits, cudaStream_t stream) {
   if (q == nullptr) return cudaErrorInvalidValue;
   return run(dtype, Problem{q, keys, values, FreshTokens{}, key_offsets, keys_used, out, workspace, rows, heads,
-                            kv_heads, dim, group_major, scale, splits, stream});
+                            kv_heads, dim, group_major, scale, splits, fp8_cache, stream});
 }
 
-cudaError_t decode_attention_from_qkv(DType dtype, const FreshTokens& fresh, const int32_t* key_offsets,
-                                      const int32_t* keys_used, void* out, float* workspace, int64_t rows,
-                                      int64_t heads, int64_t kv_heads, int64_t dim, bool group_major, float scale,
-                                      int splits, cudaStream_t stream) {
+cudaError_t decode_attention_from_qkv(DType dtype, bool fp8_cache, const FreshTokens& fresh,
+                                      const int32_t* key_offsets, const int32_t* keys_used, void* out,
+                                      float* workspace, int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim,
+                                      bool group_major, float scale, int splits, cudaStream_t stream) {
   if (fresh.qkv == nullptr || fresh.cos == nullptr || fresh.sin == nullptr || fresh.write_index == nullptr ||
       fresh.keys == nullptr || fresh.values == nullptr)
     return cudaErrorInvalidValue;
   // The kernel reads the caches through `keys` and `values` and writes them through fresh's.
   return run(dtype, Problem{fresh.qkv, fresh.keys, fresh.values, fresh, key_offsets, keys_used, out, workspace, rows,
-                            heads, kv_heads, dim, group_major, scale, splits, stream});
+                            heads, kv_heads, dim, group_major, scale, splits, fp8_cache, stream});
 }
 
 void set_decode_attention_from_qkv(bool on) { from_qkv_on = on; }

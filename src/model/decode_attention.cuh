@@ -33,11 +33,11 @@ int64_t decode_attention_workspace_floats(int64_t rows, int64_t heads, int64_t d
 //         or p = i * kv_heads + j with group_major (qkv_rotary_store's order);
 //   keys, values [total, kv_heads, dim]: row b's keys are rows key_offsets[b] .. key_offsets[b] +
 //         keys_used[b] - 1 (int32 [rows] each; the slot cache [slots + 1, capacity, kv_heads,
-//         dim] flattened);
+//         dim] flattened), in the dtype, or e4m3 codes (uint8, fp8_e4m3.h) with fp8_cache;
 //   out   [rows, heads, dim] in q's head order, in the dtype; a row with no keys gets zeros.
 // Softmax and sums in float32. q, keys and values 16-byte aligned. With splits > 1 a second kernel
 // merges the splits' partial results from `workspace` (decode_attention_workspace_floats()).
-cudaError_t decode_attention(DType dtype, const void* q, const void* keys, const void* values,
+cudaError_t decode_attention(DType dtype, bool fp8_cache, const void* q, const void* keys, const void* values,
                              const int32_t* key_offsets, const int32_t* keys_used, void* out, float* workspace,
                              int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim, bool group_major, float scale,
                              int splits, cudaStream_t stream);
@@ -59,13 +59,14 @@ struct FreshTokens {
 // decode_attention() with the step's own q, k and v taken straight from the projection: each block
 // norms and rotates its queries, and the block that reads a row's new key also makes that key and
 // value and writes them to the caches at write_index (which must be key_offsets[b] + keys_used[b] -
-// 1 for a row whose output is used: the new key is its last). Computes what qkv_rotary_store +
+// 1 for a row whose output is used: the new key is its last); with fp8_cache as e4m3 codes of the
+// values rounded to the dtype first. Computes what qkv_rotary_store +
 // decode_attention() compute, to the bit, in one launch instead of two (no q buffer). Head dims
 // 64, 128 and 256 (the warp-per-head norm + rotary).
-cudaError_t decode_attention_from_qkv(DType dtype, const FreshTokens& fresh, const int32_t* key_offsets,
-                                      const int32_t* keys_used, void* out, float* workspace, int64_t rows,
-                                      int64_t heads, int64_t kv_heads, int64_t dim, bool group_major, float scale,
-                                      int splits, cudaStream_t stream);
+cudaError_t decode_attention_from_qkv(DType dtype, bool fp8_cache, const FreshTokens& fresh,
+                                      const int32_t* key_offsets, const int32_t* keys_used, void* out,
+                                      float* workspace, int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim,
+                                      bool group_major, float scale, int splits, cudaStream_t stream);
 
 // Whether the fused decode path calls decode_attention_from_qkv() (on by default) or
 // qkv_rotary_store then decode_attention(). Process-wide; engine_bench times both.

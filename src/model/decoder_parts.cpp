@@ -6,6 +6,7 @@
 #include <torch/version.h>
 
 #include "turnrl/core/error.h"
+#include "fp8_e4m3.h"
 #include "turnrl/model/policy.h"
 
 #define TURNRL_TORCH_AT_LEAST(major, minor) \
@@ -26,13 +27,16 @@ KVCache KVCache::empty(int64_t layers, int64_t batch, int64_t kv_heads, int64_t 
 }
 
 SlotKVCache SlotKVCache::empty(int64_t layers, int64_t slots, int64_t kv_heads, int64_t capacity, int64_t head_dim,
-                               const torch::TensorOptions& like) {
+                               const torch::TensorOptions& like, KVCacheDtype storage) {
   if (layers < 1 || slots < 1 || capacity < 1)
     fail("SlotKVCache: {} layers, {} slots, capacity {}; each must be >= 1", layers, slots, capacity);
   SlotKVCache cache;
+  cache.dtype = c10::typeMetaToScalarType(like.dtype());
+  // Code 0 is +0.0: a zeroed fp8 cache holds zeros, as the model-dtype one does.
+  const torch::TensorOptions held = storage == KVCacheDtype::fp8_e4m3 ? like.dtype(torch::kByte) : like;
   for (int64_t i = 0; i < layers; ++i) {
-    cache.keys.push_back(torch::zeros({slots + 1, capacity, kv_heads, head_dim}, like));
-    cache.values.push_back(torch::zeros({slots + 1, capacity, kv_heads, head_dim}, like));
+    cache.keys.push_back(torch::zeros({slots + 1, capacity, kv_heads, head_dim}, held));
+    cache.values.push_back(torch::zeros({slots + 1, capacity, kv_heads, head_dim}, held));
   }
   return cache;
 }
@@ -182,10 +186,13 @@ SlotLayout slot_layout(const torch::Tensor& tokens, const SlotBatch& batch, Slot
 
 std::pair<torch::Tensor, torch::Tensor> slot_rows(const SlotLayout& layout, size_t layer) {
   const SlotBatch& batch = *layout.batch;
+  const SlotKVCache& cache_of = *layout.cache;
   const auto rows = [&](const torch::Tensor& cache) {
     const torch::Tensor slots =
         batch.leading_slots ? cache.narrow(0, 0, batch.slot.size(0)) : cache.index_select(0, batch.slot);
-    return slots.narrow(1, 0, batch.read_width).transpose(1, 2);
+    const torch::Tensor read = slots.narrow(1, 0, batch.read_width);
+    // fp8 codes: the values they hold, in the model's dtype (a copy of the rows read).
+    return (cache_of.fp8() ? from_e4m3(read, cache_of.dtype) : read).transpose(1, 2);
   };
   return {rows(layout.cache->keys[layer]), rows(layout.cache->values[layer])};
 }
@@ -194,7 +201,8 @@ std::pair<torch::Tensor, torch::Tensor> store_in_slots(const SlotLayout& layout,
                                                        const torch::Tensor& v) {
   const auto store = [&](torch::Tensor& cache, const torch::Tensor& x) {
     const int64_t rows = x.size(0), heads = x.size(1), length = x.size(2), dim = x.size(3);
-    cache.view({-1, heads, dim}).index_copy_(0, layout.write_index, x.transpose(1, 2).reshape({rows * length, heads, dim}));
+    const torch::Tensor tokens = x.transpose(1, 2).reshape({rows * length, heads, dim});
+    cache.view({-1, heads, dim}).index_copy_(0, layout.write_index, layout.cache->fp8() ? to_e4m3(tokens) : tokens);
   };
   store(layout.cache->keys[layer], k);
   store(layout.cache->values[layer], v);

@@ -9,6 +9,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "decode_attention.cuh"
+#include "fp8_e4m3.h"
 #include "decode_gemm.cuh"
 #include "decoder_kernels.cuh"
 #include "turnrl/core/error.h"
@@ -338,11 +339,13 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& keys
     fail("decode_attention: q must be a float16 or bfloat16 CUDA tensor [rows, heads, head_dim]; got {} {} on {}",
          c10::toString(q.scalar_type()), c10::str(q.sizes()), q.device().str());
   const int64_t rows = q.size(0), heads = q.size(1), dim = q.size(2);
+  // uint8 keys and values: e4m3 codes (fp8_e4m3.h).
+  const bool fp8 = keys.scalar_type() == torch::kByte;
   for (const auto& [name, t] : {std::pair<const char*, const torch::Tensor*>{"keys", &keys}, {"values", &values}})
-    if (t->dim() != 3 || t->size(2) != dim || t->scalar_type() != q.scalar_type() || t->device() != q.device() ||
-        !t->is_contiguous())
-      fail("decode_attention: {} must be contiguous {} [total, kv_heads, {}] on {} (q's dtype, head_dim and device); "
-           "got {} {} on {}{}",
+    if (t->dim() != 3 || t->size(2) != dim || t->scalar_type() != (fp8 ? torch::kByte : q.scalar_type()) ||
+        t->device() != q.device() || !t->is_contiguous())
+      fail("decode_attention: {} must be contiguous {} [total, kv_heads, {}] on {} (q's dtype, or both uint8 e4m3 "
+           "codes; q's head_dim and device); got {} {} on {}{}",
            name, c10::toString(q.scalar_type()), dim, q.device().str(), c10::toString(t->scalar_type()),
            c10::str(t->sizes()), t->device().str(), t->is_contiguous() ? "" : ", not contiguous");
   if (!keys.sizes().equals(values.sizes()))
@@ -371,7 +374,7 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& keys
     if (reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 != 0)
       fail("decode_attention: {} must start 16-byte aligned (the kernel reads 16-byte packs)", name);
   SplitKvRun run = split_kv_run(query, rows, heads, kv_heads, dim, max_keys, splits);
-  check(dk::decode_attention(kernel_dtype(q), query.data_ptr(), keys.data_ptr(), values.data_ptr(),
+  check(dk::decode_attention(kernel_dtype(q), fp8, query.data_ptr(), keys.data_ptr(), values.data_ptr(),
                              key_offsets.data_ptr<int32_t>(), keys_used.data_ptr<int32_t>(), run.out.data_ptr(),
                              run.workspace_data(), rows, heads, kv_heads, dim, group_major, softmax_scale(dim),
                              run.splits, stream_of(q)),
@@ -386,10 +389,10 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
   torch::Tensor& key_cache = cache.keys[layer];
   torch::Tensor& value_cache = cache.values[layer];
   const int64_t rows = qkv.size(0), length = qkv.size(1), kv_heads = key_cache.size(2), dim = key_cache.size(3);
-  if (qkv.size(2) != (heads + 2 * kv_heads) * dim || qkv.scalar_type() != key_cache.scalar_type())
+  const torch::Dtype model_dtype = cache.fp8() ? cache.dtype : key_cache.scalar_type();
+  if (qkv.size(2) != (heads + 2 * kv_heads) * dim || qkv.scalar_type() != model_dtype)
     fail("fused_slot_attention: qkv {} {} does not hold {} query and {} key/value heads of {} values in the cache's {}",
-         c10::toString(qkv.scalar_type()), c10::str(qkv.sizes()), heads, kv_heads, dim,
-         c10::toString(key_cache.scalar_type()));
+         c10::toString(qkv.scalar_type()), c10::str(qkv.sizes()), heads, kv_heads, dim, c10::toString(model_dtype));
   const bool half_precision = qkv.scalar_type() == torch::kHalf || qkv.scalar_type() == torch::kBFloat16;
   const int64_t groups = heads / kv_heads;
   // One token a row: the split-KV kernel where it takes the shapes, unless the batch asks for
@@ -397,8 +400,9 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
   const bool split_kv = length == 1 && layout.keys_used.defined() &&
                         layout.batch->decode_attention == DecodeAttention::split_kv &&
                         dk::decode_attention_supports(kernel_dtype(qkv), dim, groups);
-  const bool flash = !split_kv && layout.keys_used.defined() && half_precision && dim % 8 == 0 && dim <= 256 &&
-                     varlen_decode_attention_available();
+  // FlashAttention's kernel reads keys and values in the model's dtype only.
+  const bool flash = !split_kv && !cache.fp8() && layout.keys_used.defined() && half_precision && dim % 8 == 0 &&
+                     dim <= 256 && varlen_decode_attention_available();
   SlotAttention result;
   result.group_major = length == 1 && groups > 1 && group_major &&
                        (split_kv || (flash && layout.grouped_query_offsets.defined()));
@@ -424,7 +428,7 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
     fresh.keys = key_cache.data_ptr();
     fresh.values = value_cache.data_ptr();
     fresh.eps = float(eps);
-    check(dk::decode_attention_from_qkv(kernel_dtype(qkv), fresh, layout.key_offsets.data_ptr<int32_t>(),
+    check(dk::decode_attention_from_qkv(kernel_dtype(qkv), cache.fp8(), fresh, layout.key_offsets.data_ptr<int32_t>(),
                                         layout.keys_used.data_ptr<int32_t>(), run.out.data_ptr(), run.workspace_data(),
                                         rows, heads, kv_heads, dim, result.group_major, softmax_scale(dim), run.splits,
                                         stream_of(qkv)),
@@ -433,11 +437,21 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
     return result;
   }
   torch::Tensor q = torch::empty({rows * length, heads, dim}, qkv.options());
+  // An fp8 cache: the kernel stores the new keys and values in the model's dtype, packed, and
+  // they go to the cache as e4m3 codes (rounded as decode_attention_from_qkv rounds them).
+  const torch::Tensor staged_keys = cache.fp8() ? torch::empty({rows * length, kv_heads, dim}, qkv.options()) : key_cache;
+  const torch::Tensor staged_values = cache.fp8() ? torch::empty_like(staged_keys) : value_cache;
+  const torch::Tensor store_index =
+      cache.fp8() ? torch::arange(rows * length, layout.write_index.options()) : layout.write_index;
   check(dk::qkv_rotary_store(kernel_dtype(qkv), input.data_ptr(), data_or_null(q_norm), data_or_null(k_norm),
-                             c.data_ptr(), s.data_ptr(), q.data_ptr(), key_cache.data_ptr(), value_cache.data_ptr(),
-                             layout.write_index.data_ptr<int64_t>(), rows * length, heads, kv_heads, dim, float(eps),
+                             c.data_ptr(), s.data_ptr(), q.data_ptr(), staged_keys.data_ptr(), staged_values.data_ptr(),
+                             store_index.data_ptr<int64_t>(), rows * length, heads, kv_heads, dim, float(eps),
                              result.group_major, stream_of(qkv)),
         "qkv_rotary_store");
+  if (cache.fp8()) {
+    key_cache.view({-1, kv_heads, dim}).index_copy_(0, layout.write_index, to_e4m3(staged_keys));
+    value_cache.view({-1, kv_heads, dim}).index_copy_(0, layout.write_index, to_e4m3(staged_values));
+  }
   if (split_kv) {
     // read_width bounds every row's keys and is fixed for a captured graph, as the split count
     // must be.

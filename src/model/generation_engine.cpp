@@ -24,6 +24,9 @@ void validate(const GenerationEngineOptions& o) {
   if (o.slots() < 1) fail("engine.slots: {}; must be >= 1", o.slots());
   if (o.capacity() < 2) fail("engine.capacity: {}; must be >= 2 (a prompt token and a generated one)", o.capacity());
   if (o.prefill_tokens() < 1) fail("engine.prefill_tokens: {}; must be >= 1", o.prefill_tokens());
+  if (o.kv_cache_dtype() == KVCacheDtype::fp8_e4m3 && o.decode_attention() == DecodeAttention::flash)
+    fail("engine.kv_cache_dtype: fp8_e4m3 needs engine.decode_attention split_kv (FlashAttention's kernel reads keys "
+         "and values in the model's dtype only); allowed with flash: auto");
 }
 
 namespace {
@@ -32,7 +35,7 @@ namespace {
 // large it is and which options size it (the allocator's own message names neither).
 SlotKVCache slot_cache(const HFDecoder& model, const GenerationEngineOptions& o) {
   try {
-    return model->make_slot_cache(o.slots(), o.capacity());
+    return model->make_slot_cache(o.slots(), o.capacity(), o.kv_cache_dtype());
   } catch (const c10::Error& e) {
     const std::string what = e.what_without_backtrace();
     // CUDA: "CUDA out of memory"; CPU: "not enough memory" or "can't allocate memory" by version.
@@ -41,7 +44,7 @@ SlotKVCache slot_cache(const HFDecoder& model, const GenerationEngineOptions& o)
                         what.find("allocate memory") != std::string::npos;
     if (!memory) throw;
     const HFConfig& c = model->config();
-    const size_t element = c10::elementSize(model->dtype());
+    const size_t element = o.kv_cache_dtype() == KVCacheDtype::fp8_e4m3 ? 1 : c10::elementSize(model->dtype());
     const double bytes = 2.0 * double(c.num_hidden_layers) * double(o.slots() + 1) * double(o.capacity()) *
                          double(c.num_key_value_heads * c.head_dim) * double(element);
     fail("generation engine: the KV cache of {} slots x {} tokens ({} layers x 2 x {} KV heads x {} dims, {} bytes "

@@ -275,9 +275,9 @@ KVCache HFDecoderImpl::make_cache(int64_t batch, int64_t capacity) const {
                         embed_tokens_.options());
 }
 
-SlotKVCache HFDecoderImpl::make_slot_cache(int64_t slots, int64_t capacity) const {
+SlotKVCache HFDecoderImpl::make_slot_cache(int64_t slots, int64_t capacity, KVCacheDtype storage) const {
   return SlotKVCache::empty(config_.num_hidden_layers, slots, config_.num_key_value_heads, capacity, config_.head_dim,
-                            embed_tokens_.options());
+                            embed_tokens_.options(), storage);
 }
 
 void HFDecoderImpl::refresh_merged_projections() {

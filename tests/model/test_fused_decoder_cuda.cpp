@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "model/decode_attention.cuh"
+#include "model/fp8_e4m3.h"
 #include "model/fused_decoder.h"
 #include "turnrl/model/chunked_logp.h"
 #include "model/generation_requests.h"
@@ -289,6 +290,9 @@ TEST_CASE("fused_decoder: split-KV attention straight from merged q/k/v equals q
   // 96 gets 2 splits on any GPU, 1024 up to 16: the new key lands in the first, a middle or the
   // last split of its row.
   const bool was = dk::decode_attention_from_qkv_enabled();
+  // Keys and values in the model's dtype, and as fp8 codes: there the one kernel rounds them to
+  // e4m3 by the hardware's conversion, the two launches by to_e4m3()'s LibTorch ops.
+  for (const KVCacheDtype storage : {KVCacheDtype::model, KVCacheDtype::fp8_e4m3})
   for (const torch::Dtype dtype : {torch::kBFloat16, torch::kHalf}) {
     const auto options = torch::TensorOptions(dtype).device(torch::kCUDA);
     for (const int64_t dim : {int64_t(64), int64_t(128), int64_t(256)}) {
@@ -309,16 +313,19 @@ TEST_CASE("fused_decoder: split-KV attention straight from merged q/k/v equals q
           const torch::Tensor angles = torch::rand({rows, 1, 1, dim / 2}, options.dtype(torch::kFloat)) * 6.3;
           const torch::Tensor cos = angles.cos().to(dtype), sin = angles.sin().to(dtype);
           const torch::Tensor tokens = torch::zeros({rows, 1}, index);
-          SlotKVCache first = SlotKVCache::empty(1, slots, kv_heads, capacity, dim, options);
-          first.keys[0].normal_();
-          first.values[0].normal_();
+          SlotKVCache first = SlotKVCache::empty(1, slots, kv_heads, capacity, dim, options, storage);
+          for (torch::Tensor* t : {&first.keys[0], &first.values[0]}) {
+            const torch::Tensor noise = torch::randn(t->sizes(), options);
+            t->copy_(storage == KVCacheDtype::fp8_e4m3 ? turnrl::detail::to_e4m3(noise) : noise);
+          }
           for (const bool norms : {true, false}) {
             const torch::Tensor q_norm = norms ? torch::rand({dim}, options) + 0.5 : torch::Tensor();
             const torch::Tensor k_norm = norms ? torch::rand({dim}, options) + 0.5 : torch::Tensor();
             for (const bool group_major : {false, true}) {
               INFO(c10::toString(dtype) << ", head_dim " << dim << ", " << groups << " heads a group, capacity "
                                         << capacity << (norms ? ", q/k norms" : "")
-                                        << (group_major ? ", group-major" : ""));
+                                        << (group_major ? ", group-major" : "")
+                                        << (storage == KVCacheDtype::fp8_e4m3 ? ", fp8 cache" : ""));
               // The two launches (qkv_rotary_store, then the kernel) and the one, each on its own
               // copy of the cache.
               std::vector<SlotKVCache> caches(2);
@@ -327,6 +334,7 @@ TEST_CASE("fused_decoder: split-KV attention straight from merged q/k/v equals q
                 SlotKVCache& cache = caches[one_launch];
                 cache.keys = {first.keys[0].clone()};
                 cache.values = {first.values[0].clone()};
+                cache.dtype = dtype;
                 d::SlotLayout layout = d::slot_layout(tokens, batch, cache);
                 layout.grouped_query_offsets = layout.query_offsets * groups;
                 dk::set_decode_attention_from_qkv(one_launch);
@@ -497,6 +505,45 @@ TEST_CASE("fused_decoder: the bf16 engine with fused kernels samples what it sam
     }
     WARN(family << ": fused and plain engines agree on " << same << " of " << compared << " sampled tokens");
     CHECK(double(same) >= 0.8 * double(compared));
+  }
+}
+
+TEST_CASE("fused_decoder: over an fp8 cache the fused bf16 engine samples what the plain one samples", "[model][cuda]") {
+  if (!at::hasCUDA()) {
+    WARN("needs a GPU: skipped");
+    return;
+  }
+  // head_dim 64: the split-KV kernel reads the codes (the fixtures' 16 takes the masked path).
+  HFDecoder model = split_kv_test_model();
+  const std::vector<GenerationRequest> requests = mixed_requests();
+  std::vector<std::vector<GenerationResult>> runs;
+  for (const auto& [fused, storage] : std::vector<std::pair<bool, KVCacheDtype>>{
+           {true, KVCacheDtype::fp8_e4m3}, {false, KVCacheDtype::fp8_e4m3}, {true, KVCacheDtype::model}}) {
+    GenerationEngine engine(model, GenerationEngineOptions().slots(4).capacity(128).fused_kernels(fused).kv_cache_dtype(storage));
+    for (const GenerationRequest& r : requests) engine.add(r);
+    runs.push_back(engine.run());
+  }
+  // Fused against plain over the same codes: agree as the bf16 engines do without codes. Against
+  // the bf16 cache: the fp8 rollout's mismatch, reported.
+  for (const size_t other : {size_t(1), size_t(2)}) {
+    int64_t same = 0, compared = 0;
+    double gap = 0;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const GenerationResult &a = runs[0][i], &b = runs[other][i];
+      const size_t n = std::min(a.tokens.size(), b.tokens.size());
+      size_t agree = 0;
+      while (agree < n && a.tokens[agree] == b.tokens[agree]) ++agree;
+      for (size_t t = 0; t < agree; ++t) gap = std::max(gap, double(std::abs(a.logp[t] - b.logp[t])));
+      same += int64_t(agree);
+      compared += int64_t(n);
+    }
+    WARN("fp8 cache, fused engine against " << (other == 1 ? "the plain engine (fp8 cache)" : "itself over a bf16 cache")
+                                            << ": " << same << " of " << compared
+                                            << " sampled tokens alike, largest log-prob gap " << gap);
+    if (other == 1) {
+      CHECK(double(same) >= 0.8 * double(compared));
+      CHECK(gap < 0.05);
+    }
   }
 }
 

@@ -14,8 +14,11 @@ using namespace turnrl::test;
 namespace {
 
 std::vector<GenerationResult> run_all(HFDecoder model, const std::vector<GenerationRequest>& requests, bool graphs,
-                                      bool fused, int64_t* replays = nullptr) {
-  GenerationEngine engine(model, GenerationEngineOptions().slots(4).capacity(64).cuda_graphs(graphs).fused_kernels(fused));
+                                      bool fused, int64_t* replays = nullptr,
+                                      KVCacheDtype storage = KVCacheDtype::model) {
+  GenerationEngine engine(
+      model,
+      GenerationEngineOptions().slots(4).capacity(64).cuda_graphs(graphs).fused_kernels(fused).kv_cache_dtype(storage));
   for (const GenerationRequest& r : requests) engine.add(r);
   std::vector<GenerationResult> results = engine.run();
   // Twice: the second run replays graphs captured in the first.
@@ -33,17 +36,20 @@ TEST_CASE("generation_engine: CUDA graph replay equals eager decoding and the CP
     WARN("needs a GPU: skipped");
     return;
   }
-  // Without and with the fused path (its kernels, and sampling inside the graphs).
+  // Without and with the fused path (its kernels, and sampling inside the graphs), with keys and
+  // values in the model's dtype and as fp8 codes (made on the GPU and on the CPU alike).
+  for (const KVCacheDtype storage : {KVCacheDtype::model, KVCacheDtype::fp8_e4m3})
   for (const bool fused : {false, true})
     for (const std::string& family : hf_families()) {
-      INFO(family << (fused ? ", fused kernels" : ", plain ops"));
+      INFO(family << (fused ? ", fused kernels" : ", plain ops")
+                  << (storage == KVCacheDtype::fp8_e4m3 ? ", fp8 cache" : ""));
       auto cpu = load_fixture(family);
       auto gpu = load_gpu_fixture(family);
       const std::vector<GenerationRequest> requests = mixed_requests();
       int64_t graph_replays = 0, eager_replays = 0;
-      const auto graphed = run_all(gpu->model(), requests, true, fused, &graph_replays);
-      const auto eager = run_all(gpu->model(), requests, false, fused, &eager_replays);
-      const auto on_cpu = run_all(cpu->model(), requests, false, false);
+      const auto graphed = run_all(gpu->model(), requests, true, fused, &graph_replays, storage);
+      const auto eager = run_all(gpu->model(), requests, false, fused, &eager_replays, storage);
+      const auto on_cpu = run_all(cpu->model(), requests, false, false, nullptr, storage);
       CHECK(graph_replays > 0);
       CHECK(eager_replays == 0);
       for (size_t i = 0; i < requests.size(); ++i) {

@@ -6,7 +6,7 @@
 //   std::vector<GenerationResult> results = engine.run();   // every added request, in id order
 //
 // - A static cache (SlotKVCache, kv_cache.h) of `slots` sequences x `capacity` tokens per layer, in
-//   the model's dtype, allocated once.
+//   the model's dtype or as fp8 e4m3 codes (kv_cache_dtype), allocated once.
 // - Continuous batching: a waiting request takes a slot as soon as one is free; the new requests of
 //   a step are prefilled together (up to prefill_tokens), then one decode step advances every
 //   running sequence; a finished sequence frees its slot at once.
@@ -54,9 +54,16 @@ struct GenerationEngineOptions {
   // tokens either way; a request that ends on a stop token costs one more row-step, and a waiting
   // request starts one step later.
   TORCH_ARG(bool, overlap_steps) = true;
+  // How the cache holds keys and values (kv_cache.h): in the model's dtype, or as fp8 e4m3 codes
+  // (vLLM's kv_cache_dtype "fp8_e4m3"): half the memory and half the bytes a decode step reads
+  // from it, each key and value rounded once more when stored. Attention computes in the model's
+  // dtype; with fused_kernels on CUDA the split-KV kernel reads the codes itself (decode_attention
+  // flash does not take them).
+  TORCH_ARG(KVCacheDtype, kv_cache_dtype) = KVCacheDtype::model;
 };
 
-// Throws turnrl::Error naming the field (engine.slots, engine.capacity, engine.prefill_tokens).
+// Throws turnrl::Error naming the field (engine.slots, engine.capacity, engine.prefill_tokens,
+// engine.kv_cache_dtype).
 void validate(const GenerationEngineOptions& options);
 
 struct GenerationRequest {

@@ -55,7 +55,7 @@ class HFDecoderImpl : public torch::nn::Module {
   // final-normed hidden states [B, T, hidden] (padding tokens' rows are meaningless). Reads no
   // tensor on the host, so a CUDA graph can capture it.
   torch::Tensor slot_hidden(const torch::Tensor& tokens, const SlotBatch& batch, SlotKVCache& cache);
-  SlotKVCache make_slot_cache(int64_t slots, int64_t capacity) const;
+  SlotKVCache make_slot_cache(int64_t slots, int64_t capacity, KVCacheDtype storage = KVCacheDtype::model) const;
   // The merged projections of slot_hidden() calls whose batch asks for them
   // (SlotBatch::merged_projections): per layer, the q/k/v weights and the gate/up weights stacked
   // into one GEMM each (vLLM's QKV and gate/up merging) and, for the fused decode path on a GPU, an

@@ -27,13 +27,28 @@ struct KVCache {
 // One row per slot plus a scratch row (index `slots`) that absorbs the writes of padding tokens, so
 // a forward call never needs a data-dependent shape (what lets a CUDA graph replay it). Position p
 // of slot s holds the key and value of the sequence's token p: sequences are not padded.
-struct SlotKVCache {
-  std::vector<torch::Tensor> keys, values;  // per layer [slots + 1, capacity, kv_heads, head_dim]
+// How a SlotKVCache holds keys and values.
+enum class KVCacheDtype {
+  model,     // in the model's dtype
+  // 8-bit e4m3 codes (src/model/fp8_e4m3.h), scale 1, as vLLM's kv_cache_dtype "fp8_e4m3" without
+  // calibrated scales: half of bf16's bytes to store and to read each decode step. Each key and
+  // value is rounded once more when stored; attention computes in the model dtype.
+  fp8_e4m3,
+};
 
+struct SlotKVCache {
+  // per layer [slots + 1, capacity, kv_heads, head_dim], in `dtype` or as uint8 e4m3 codes
+  std::vector<torch::Tensor> keys, values;
+  // The model's dtype, which fp8 codes decode to for attention (a cache in the model's dtype is
+  // read as it is).
+  torch::Dtype dtype = torch::kFloat;
+
+  // `like`: the model's dtype and device.
   static SlotKVCache empty(int64_t layers, int64_t slots, int64_t kv_heads, int64_t capacity, int64_t head_dim,
-                           const torch::TensorOptions& like);
+                           const torch::TensorOptions& like, KVCacheDtype storage = KVCacheDtype::model);
   int64_t slots() const { return keys.front().size(0) - 1; }
   int64_t capacity() const { return keys.front().size(1); }
+  bool fp8() const { return keys.front().scalar_type() == torch::kByte; }
 };
 
 // The attention kernel of a decode call (one token a row) on the fused GPU path.

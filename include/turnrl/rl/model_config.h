@@ -33,6 +33,7 @@ struct GenerationEngineConfig {
   bool merged_projections = true;
   std::string decode_attention = "split_kv";  // split_kv | flash (kv_cache.h's DecodeAttention)
   bool overlap_steps = true;
+  std::string kv_cache_dtype = "auto";  // auto (the model's dtype) | fp8_e4m3 (kv_cache.h's KVCacheDtype)
 };
 
 struct ModelConfig {
@@ -93,6 +94,9 @@ void describe(V& v, GenerationEngineConfig& o) {
   v.flag("overlap_steps", o.overlap_steps,
          "launch each decode step before the previous one's tokens reach the host (on cuda with fused_kernels, the "
          "host's work overlaps the GPU's; same tokens)");
+  v.choice("kv_cache_dtype", o.kv_cache_dtype, {"auto", "fp8_e4m3"},
+           "auto (keys and values in the model's dtype) | fp8_e4m3 (8-bit codes, scale 1: half the cache's memory "
+           "and of a decode step's reads of it, each key and value rounded once more)");
 }
 
 template <typename V>
