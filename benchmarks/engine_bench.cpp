@@ -511,25 +511,23 @@ int main(int argc, char** argv) {
       return seconds;
     };
     const double engine_seconds = time_engine(true, DecodeAttention::split_kv, true);
-    // The same engine with the decoder's kernels launched plainly, not as programmatic dependent
-    // launches (dependent_launch.cuh): what those save, measured in the same run.
-    double plain_launch_seconds = 0;
+    // The fused engine with one of the decoder kernels' process-wide switches (decoder_kernels.cuh,
+    // decode_attention.cuh) turned off for the run (0 without a GPU).
+    const auto time_with_switch_off = [&](void (*set)(bool)) {
+      if (!gpu) return 0.0;
+      set(false);
+      const double seconds = time_engine(true, DecodeAttention::split_kv, false);
+      set(true);
+      return seconds;
+    };
+    double plain_launch_seconds = 0, two_launch_seconds = 0;
 #ifdef TURNRL_WITH_CUDA
-    if (gpu) {
-      decoder_kernels::set_dependent_launch(false);
-      plain_launch_seconds = time_engine(true, DecodeAttention::split_kv, false);
-      decoder_kernels::set_dependent_launch(true);
-    }
-#endif
-    // And with the decode step's queries, keys and values made by qkv_rotary_store in a launch of
-    // their own before the split-KV kernel (decode_attention.cuh), not inside it.
-    double two_launch_seconds = 0;
-#ifdef TURNRL_WITH_CUDA
-    if (gpu) {
-      decoder_kernels::set_decode_attention_from_qkv(false);
-      two_launch_seconds = time_engine(true, DecodeAttention::split_kv, false);
-      decoder_kernels::set_decode_attention_from_qkv(true);
-    }
+    // The decoder's kernels launched plainly, not as programmatic dependent launches
+    // (dependent_launch.cuh): what those save, measured in the same run.
+    plain_launch_seconds = time_with_switch_off(decoder_kernels::set_dependent_launch);
+    // The decode step's queries, keys and values made by qkv_rotary_store in a launch of their own
+    // before the split-KV kernel (decode_attention.cuh), not inside it.
+    two_launch_seconds = time_with_switch_off(decoder_kernels::set_decode_attention_from_qkv);
 #endif
     // And with the keys and values held as fp8 e4m3 codes (kv_cache_dtype): half the cache's bytes.
     const double fp8_seconds =
