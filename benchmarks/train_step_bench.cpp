@@ -3,7 +3,8 @@
 // step through full-vocabulary logits (token_logp_from_logits over the whole [B, T, V], the
 // baseline, same run); the full RL step as RL needs it (bf16 compute, float32 master weights and
 // AdamW states, gradient clipping); and the peak memory of one long sequence with chunked
-// log-probs and activation checkpointing, against the same without checkpointing.
+// log-probs and activation checkpointing, against the same without checkpointing; and the
+// rollout/trainer log-prob mismatch with the engine's KV cache in the model's dtype and in fp8.
 // benchmarks/device/train_step_bench.py is the transformers baseline of the same shape;
 // benchmarks/device/train_step_bench.sh runs both and prints the ratio.
 //
@@ -168,8 +169,10 @@ int main(int argc, char** argv) {
   policy.model()->set_activation_checkpointing(false);
 
   // Rollout/trainer mismatch: the sampler's recorded log-probs against forward_logp's (the
-  // quantity mismatch correction exists for; the trainer logs it per step as mismatch/*).
-  {
+  // quantity mismatch correction exists for; the trainer logs it per step as mismatch/*), with the
+  // engine's cache in the model's dtype and as fp8 e4m3 codes (kv_cache_dtype).
+  for (const KVCacheDtype storage : {KVCacheDtype::model, KVCacheDtype::fp8_e4m3}) {
+    policy.engine_options(GenerationEngineOptions().slots(0).capacity(0).kv_cache_dtype(storage));
     const int64_t prompts = large ? 8 : 2, prompt_length = large ? 256 : 16, new_tokens = large ? 256 : 16;
     const Rollout r = policy.generate(tokens_of(prompts, prompt_length), {},
                                       SamplingOptions().max_new(new_tokens).rng_seed(1));
@@ -177,9 +180,10 @@ int main(int argc, char** argv) {
     const torch::Tensor trainer = policy.forward_logp(r.tokens, r.attention_mask, r.response_mask).logp;
     const torch::Tensor mask = r.response_mask;
     const torch::Tensor diff = (trainer - r.logp.to(torch::kFloat)).masked_select(mask);
-    std::printf("\nrollout vs trainer log-probs (%ld response tokens, %s): mean |diff| %.3g, max |diff| %.3g, "
-                "mean (rollout - trainer) %.3g\n",
-                long(diff.numel()), c10::toString(dtype), diff.abs().mean().item<double>(),
+    std::printf("%srollout vs trainer log-probs (%ld response tokens, %s, KV cache %s): mean |diff| %.3g, max |diff| "
+                "%.3g, mean (rollout - trainer) %.3g\n",
+                storage == KVCacheDtype::model ? "\n" : "", long(diff.numel()), c10::toString(dtype),
+                storage == KVCacheDtype::model ? c10::toString(dtype) : "fp8 e4m3", diff.abs().mean().item<double>(),
                 diff.abs().max().item<double>(), (-diff).mean().item<double>());
   }
   std::printf("\nratio > 1: turnrl's path is faster than the baseline.\n");
