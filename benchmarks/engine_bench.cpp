@@ -17,8 +17,8 @@
 //       (device_profile.h; with dependent launches a kernel's time includes its blocks' wait).
 // On a GPU each case also times the fused engine with its kernels launched plainly instead of as
 // programmatic dependent launches (decoder_kernels::set_dependent_launch), with the step's q/k/v
-// normed, rotated and stored by a launch of their own before the attention kernel
-// (decoder_kernels::set_decode_attention_from_qkv), one decode step at a
+// normed, rotated and stored inside the attention kernel instead of by a launch of their own
+// (decoder_kernels::set_decode_attention_from_qkv, off by default), one decode step at a
 // time (GenerationEngineOptions::overlap_steps false), with an fp8 e4m3 KV cache
 // (GenerationEngineOptions::kv_cache_dtype; against its own roofline), and at B <= 64 with
 // the experimental decode_linear projections (decode_gemm.cuh, off by default), in the same run;
@@ -512,22 +512,26 @@ int main(int argc, char** argv) {
     };
     const double engine_seconds = time_engine(true, DecodeAttention::split_kv, true);
     // The fused engine with one of the decoder kernels' process-wide switches (decoder_kernels.cuh,
-    // decode_attention.cuh) turned off for the run (0 without a GPU).
-    const auto time_with_switch_off = [&](void (*set)(bool)) {
+    // decode_attention.cuh) flipped for the run (0 without a GPU).
+    const auto time_with_switch_flipped = [&](bool (*get)(), void (*set)(bool)) {
       if (!gpu) return 0.0;
-      set(false);
+      const bool was = get();
+      set(!was);
       const double seconds = time_engine(true, DecodeAttention::split_kv, false);
-      set(true);
+      set(was);
       return seconds;
     };
-    double plain_launch_seconds = 0, two_launch_seconds = 0;
+    double plain_launch_seconds = 0, other_qkv_seconds = 0;
 #ifdef TURNRL_WITH_CUDA
     // The decoder's kernels launched plainly, not as programmatic dependent launches
     // (dependent_launch.cuh): what those save, measured in the same run.
-    plain_launch_seconds = time_with_switch_off(decoder_kernels::set_dependent_launch);
-    // The decode step's queries, keys and values made by qkv_rotary_store in a launch of their own
-    // before the split-KV kernel (decode_attention.cuh), not inside it.
-    two_launch_seconds = time_with_switch_off(decoder_kernels::set_decode_attention_from_qkv);
+    plain_launch_seconds =
+        time_with_switch_flipped(decoder_kernels::dependent_launch_enabled, decoder_kernels::set_dependent_launch);
+    // The decode step's queries, keys and values made inside the split-KV kernel
+    // (decode_attention_from_qkv) or by qkv_rotary_store in a launch of their own before it,
+    // whichever the default is not.
+    other_qkv_seconds = time_with_switch_flipped(decoder_kernels::decode_attention_from_qkv_enabled,
+                                                 decoder_kernels::set_decode_attention_from_qkv);
 #endif
     // And with the keys and values held as fp8 e4m3 codes (kv_cache_dtype): half the cache's bytes.
     const double fp8_seconds =
@@ -579,9 +583,17 @@ int main(int argc, char** argv) {
     if (plain_launch_seconds > 0)
       std::printf("%-11s %5ld   fused with plain launches: %.0f tok/s (dependent launches: %.3fx)\n", c.shape.c_str(),
                   long(c.batch), generated / plain_launch_seconds, plain_launch_seconds / engine_seconds);
-    if (two_launch_seconds > 0)
-      std::printf("%-11s %5ld   fused, qkv_rotary_store before attention: %.0f tok/s (one launch: %.3fx)\n",
-                  c.shape.c_str(), long(c.batch), generated / two_launch_seconds, two_launch_seconds / engine_seconds);
+#ifdef TURNRL_WITH_CUDA
+    if (other_qkv_seconds > 0) {
+      const bool one_launch = decoder_kernels::decode_attention_from_qkv_enabled();
+      // ratio > 1: the one launch (attention from q/k/v) is faster.
+      std::printf("%-11s %5ld   fused, %s: %.0f tok/s (attention from q/k/v in one launch: %.3fx)\n",
+                  c.shape.c_str(), long(c.batch),
+                  one_launch ? "qkv_rotary_store before attention" : "attention from q/k/v in one launch",
+                  generated / other_qkv_seconds,
+                  one_launch ? other_qkv_seconds / engine_seconds : engine_seconds / other_qkv_seconds);
+    }
+#endif
     if (fp8_seconds > 0) {
       // The roofline with one byte a cached key and value element.
       const double fp8_step_bytes = step_bytes - double(c.batch) * (double(c.prompt) + double(c.new_tokens) / 2) *

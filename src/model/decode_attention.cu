@@ -471,7 +471,7 @@ cudaError_t run(DType dtype, const Problem& p) {
   return dtype == DType::f16 ? launch_for_cache<__half>(p) : launch_for_cache<__nv_bfloat16>(p);
 }
 
-std::atomic<bool> from_qkv_on{true};
+std::atomic<bool> from_qkv_on{false};
 
 }  // namespace
 

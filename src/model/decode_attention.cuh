@@ -68,8 +68,9 @@ cudaError_t decode_attention_from_qkv(DType dtype, bool fp8_cache, const FreshTo
                                       float* workspace, int64_t rows, int64_t heads, int64_t kv_heads, int64_t dim,
                                       bool group_major, float scale, int splits, cudaStream_t stream);
 
-// Whether the fused decode path calls decode_attention_from_qkv() (on by default) or
-// qkv_rotary_store then decode_attention(). Process-wide; engine_bench times both.
+// Whether the fused decode path calls decode_attention_from_qkv() or qkv_rotary_store then
+// decode_attention() (the default until the one launch has run on a GPU: its test and
+// engine_bench's row). Process-wide; engine_bench times both.
 void set_decode_attention_from_qkv(bool on);
 bool decode_attention_from_qkv_enabled();
 
