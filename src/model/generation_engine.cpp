@@ -198,6 +198,34 @@ struct GenerationEngine::State {
     return model->logits(model->slot_hidden(tokens.unsqueeze(1), batch, cache).select(1, 0));
   }
 
+  // The first `tokens` cached positions of slot `from`, copied to slot `to` (share_prefixes).
+  struct PrefixCopy {
+    int64_t from, to, tokens;
+  };
+  // A copy shorter than this is not worth a request's wait for its leader's prefill.
+  static constexpr int64_t kMinSharedPrefix = 16;
+
+  // Every copy as one gather and one scatter of each layer's keys and values: all sources are read
+  // before any target is written. A copy never reads a slot taken in the same step (donors are
+  // slots cached before it), though it may read one that a later request took by eviction.
+  void copy_prefixes(const std::vector<PrefixCopy>& copies) {
+    if (copies.empty()) return;
+    const int64_t capacity = options.capacity();
+    std::vector<int64_t> from, to;
+    for (const PrefixCopy& c : copies) {
+      for (int64_t t = 0; t < c.tokens; ++t) {
+        from.push_back(c.from * capacity + t);
+        to.push_back(c.to * capacity + t);
+      }
+    }
+    const torch::Tensor source = to_device(from), target = to_device(to);
+    for (std::vector<torch::Tensor>* part : {&cache.keys, &cache.values})
+      for (torch::Tensor& layer : *part) {
+        const torch::Tensor rows = layer.view({-1, layer.size(2), layer.size(3)});
+        rows.index_copy_(0, target, rows.index_select(0, source));
+      }
+  }
+
   // A slot for request `id`: the one its extended sequence is kept in, else a free one, else the
   // least recently used kept one that no waiting request extends (then any kept one); -1 = none.
   int64_t take_slot(int64_t id) {
@@ -230,27 +258,58 @@ struct GenerationEngine::State {
   std::pair<torch::Tensor, std::vector<int64_t>> prefill_waiting() {
     std::vector<int64_t> admitted, slot_of, start, count;
     std::vector<std::vector<int64_t>> fresh;
+    std::vector<char> taken(slots.size(), 0);  // slots that requests of this step took
+    std::vector<PrefixCopy> copies;
     int64_t budget = options.prefill_tokens();
-    while (!waiting.empty()) {
-      const int64_t id = waiting.front();
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      const int64_t id = *it;
       Request& q = requests.at(id);
+      const std::vector<int64_t>& tokens = q.request.tokens;
+      const int64_t most = int64_t(tokens.size()) - 1;  // the last token always runs: its logits
       const auto own = kept.find(q.request.extends);
-      const int64_t reuse =
-          own == kept.end()
-              ? 0
-              : std::min(common_prefix(slots[size_t(own->second)].sequence, size_t(slots[size_t(own->second)].cached),
-                                       q.request.tokens),
-                         int64_t(q.request.tokens.size()) - 1);
-      const int64_t new_tokens = int64_t(q.request.tokens.size()) - reuse;
+      int64_t reuse = own == kept.end() ? 0
+                                        : std::min(common_prefix(slots[size_t(own->second)].sequence,
+                                                                 size_t(slots[size_t(own->second)].cached), tokens),
+                                                   most);
+      // Another slot's cached prefix (share_prefixes): copied, where it is longer than the own one.
+      int64_t donor = -1, shared = 0;
+      if (options.share_prefixes()) {
+        for (size_t s = 0; s < slots.size(); ++s) {
+          if (slots[s].use == Use::free || taken[s]) continue;
+          const int64_t length = std::min(common_prefix(slots[s].sequence, size_t(slots[s].cached), tokens), most);
+          if (length > shared) donor = int64_t(s), shared = length;
+        }
+        if (shared < kMinSharedPrefix || shared <= reuse) donor = -1, shared = 0;
+        // A request admitted in this step holds a longer prefix once it is prefilled: wait a step
+        // for it (the n samples of one prompt prefill it once).
+        int64_t leader = 0;
+        for (int64_t a : admitted) {
+          const std::vector<int64_t>& other = requests.at(a).request.tokens;
+          leader = std::max(leader, std::min(common_prefix(other, other.size(), tokens), most));
+        }
+        if (leader >= kMinSharedPrefix && leader > std::max(reuse, shared)) {
+          ++it;
+          continue;
+        }
+      }
+      const int64_t new_tokens = int64_t(tokens.size()) - std::max(reuse, shared);
       if (!admitted.empty() && new_tokens > budget) break;
       const int64_t slot = take_slot(id);
       if (slot < 0) break;
-      waiting.pop_front();
+      it = waiting.erase(it);
+      taken[size_t(slot)] = 1;
+      if (donor >= 0) {
+        // Copied before this step's prefill writes anything; a donor evicted for this very request
+        // already holds the prefix in place.
+        if (donor != slot) copies.push_back({donor, slot, shared});
+        reuse = shared;
+        stats.shared_tokens += shared;
+      }
       budget -= new_tokens;
       Slot& s = slots[size_t(slot)];
       s.use = Use::running;
       s.owner = id;
-      s.sequence = q.request.tokens;
+      s.sequence = tokens;
       s.cached = int64_t(s.sequence.size());
       s.last_used = ++clock;
       q.slot = slot;
@@ -259,10 +318,11 @@ struct GenerationEngine::State {
       slot_of.push_back(slot);
       start.push_back(reuse);
       count.push_back(new_tokens);
-      fresh.emplace_back(q.request.tokens.begin() + reuse, q.request.tokens.end());
+      fresh.emplace_back(tokens.begin() + reuse, tokens.end());
       stats.prefilled_tokens += new_tokens;
       stats.reused_tokens += reuse;
     }
+    copy_prefixes(copies);
     if (admitted.empty()) return {};
     const int64_t width = *std::max_element(count.begin(), count.end());
     std::vector<int64_t> padded;

@@ -52,7 +52,8 @@ ChatPolicy make_hf_policy(const ModelConfig& model, torch::Device device) {
                                                                                          : DecodeAttention::split_kv)
                              .overlap_steps(model.engine.overlap_steps)
                              .kv_cache_dtype(model.engine.kv_cache_dtype == "fp8_e4m3" ? KVCacheDtype::fp8_e4m3
-                                                                                        : KVCacheDtype::model));
+                                                                                        : KVCacheDtype::model)
+                             .share_prefixes(model.engine.share_prefixes));
   std::shared_ptr<const ChatTokenizer> tokenizer = load_chat_tokenizer(tokenizer_dir);
   const HFConfig& config = policy->config();
   // Qwen3's embedding has more rows (151,936) than the tokenizer has ids (151,669): padding rows

@@ -319,6 +319,60 @@ TEST_CASE("generation_engine: extending a kept sequence prefills only the new to
   }
 }
 
+TEST_CASE("generation_engine: shared prompt prefixes are prefilled once and generate what separate prefills do", "[model]") {
+  for (const std::string& family : hf_families()) {
+    INFO(family);
+    auto policy = load_fixture(family);
+    // An RL group: four samples of one 24-token prompt, two of a prompt that shares its first 20
+    // tokens, and one unrelated request; then a second round whose prompts share the first round's
+    // kept sequences.
+    std::vector<int64_t> prompt(24), sibling(24);
+    for (int64_t i = 0; i < 24; ++i) prompt[size_t(i)] = sibling[size_t(i)] = 30 + i;
+    for (int64_t i = 20; i < 24; ++i) sibling[size_t(i)] = 90 + i;
+    const SamplingOptions sampled = SamplingOptions().max_new(8).temp(1.0);
+    std::vector<GenerationRequest> requests;
+    for (int64_t k = 0; k < 4; ++k) requests.push_back(GenerationRequest().prompt(prompt).options(sampled).stream(10 + k));
+    for (int64_t k = 0; k < 2; ++k) requests.push_back(GenerationRequest().prompt(sibling).options(sampled).stream(20 + k));
+    requests.push_back(GenerationRequest().prompt({5, 6, 7}).options(sampled).stream(30));
+    for (const KVCacheDtype storage : {KVCacheDtype::model, KVCacheDtype::fp8_e4m3}) {
+      INFO((storage == KVCacheDtype::fp8_e4m3 ? "fp8 cache" : "model dtype cache"));
+      std::vector<std::vector<GenerationResult>> runs;
+      std::vector<GenerationStats> stats;
+      for (const bool share : {true, false}) {
+        GenerationEngine engine(policy->model(),
+                                GenerationEngineOptions().slots(8).capacity(64).share_prefixes(share).kv_cache_dtype(storage));
+        for (const GenerationRequest& r : requests) engine.add(GenerationRequest(r).kept());
+        std::vector<GenerationResult> results = engine.run();
+        // The next turn of request 0's sample alone, extending nothing: it shares request 0's kept
+        // sequence, prompt + response but the last sampled token (never cached).
+        std::vector<int64_t> next = prompt;
+        next.insert(next.end(), results[0].tokens.begin(), results[0].tokens.end());
+        next.push_back(99);
+        engine.add(GenerationRequest().prompt(next).options(sampled).stream(40));
+        results.push_back(engine.run().front());
+        runs.push_back(results);
+        stats.push_back(engine.stats());
+      }
+      REQUIRE(runs[0].size() == runs[1].size());
+      for (size_t i = 0; i < runs[0].size(); ++i) {
+        INFO("request " << i);
+        check_same(runs[0][i], runs[1][i]);
+      }
+      // Shared: the first sample of each prompt prefills it; the other three copy 23 tokens (all
+      // but the last), the sibling's two copy the 20 they share; the next turn copies its prefix.
+      CHECK(runs[0][1].reused_tokens == 23);
+      CHECK(runs[0][3].reused_tokens == 23);
+      CHECK(runs[0][4].reused_tokens == 20);
+      CHECK(runs[0][5].reused_tokens == 23);  // the sibling's second sample: from the first one
+      CHECK(runs[0][6].reused_tokens == 0);
+      CHECK(runs[0][7].reused_tokens == int64_t(prompt.size() + runs[0][0].tokens.size()) - 1);
+      CHECK(stats[0].shared_tokens == 3 * 23 + 20 + 23 + runs[0][7].reused_tokens);
+      CHECK(stats[1].shared_tokens == 0);
+      CHECK(stats[0].prefilled_tokens == stats[1].prefilled_tokens - stats[0].shared_tokens);
+    }
+  }
+}
+
 TEST_CASE("generation_engine: a kept sequence evicted for a new request is prefilled in full when extended", "[model]") {
   auto policy = load_fixture("qwen2");
   GenerationEngine engine(policy->model(), GenerationEngineOptions().slots(1).capacity(64));

@@ -20,6 +20,8 @@
 //   multi-turn episode's next prompt is the previous prompt, response and new feedback). Kept
 //   sequences are evicted, least recently used first, when a request needs their slot; a request
 //   extending an evicted sequence is prefilled in full (same result, more work).
+// - Prefix sharing (share_prefixes): a request copies the longest prefix another slot has cached
+//   (an RL group's n samples of one prompt prefill it once).
 // - On CUDA the decode step is a CUDA graph per batch-size bucket (powers of two up to `slots`)
 //   and read-width bucket (the cached positions it attends over: powers of two from 64 up to
 //   `capacity`, so short sequences do not read a long slot's whole capacity), replayed with the
@@ -60,6 +62,11 @@ struct GenerationEngineOptions {
   // dtype; with fused_kernels on CUDA the split-KV kernel reads the codes itself (decode_attention
   // flash does not take them).
   TORCH_ARG(KVCacheDtype, kv_cache_dtype) = KVCacheDtype::model;
+  // A request whose first tokens (at least 16) another slot has cached, running or kept, copies
+  // those keys and values and prefills only the rest (vLLM's enable_prefix_caching); one that
+  // shares them with a request starting in the same step waits a step for its prefill, so the n
+  // samples of one prompt prefill it once. Same tokens either way, up to float rounding.
+  TORCH_ARG(bool, share_prefixes) = true;
 };
 
 // Throws turnrl::Error naming the field (engine.slots, engine.capacity, engine.prefill_tokens,
@@ -86,13 +93,14 @@ struct GenerationResult {
   std::vector<int64_t> tokens;  // generated tokens, the stop token included
   std::vector<float> logp;      // log-prob of each under the distribution it was drawn from
   bool stopped = false;         // ended on a stop token (else on max_new_tokens)
-  int64_t reused_tokens = 0;    // prompt tokens whose keys and values came from the extended sequence
+  int64_t reused_tokens = 0;    // prompt tokens whose keys and values came from the extended or a shared sequence
 };
 
 // What an engine has done so far (cumulative).
 struct GenerationStats {
   int64_t prefilled_tokens = 0;  // tokens run through a prefill
-  int64_t reused_tokens = 0;     // prompt tokens taken from kept sequences instead
+  int64_t reused_tokens = 0;     // prompt tokens taken from cached sequences instead (kept or shared)
+  int64_t shared_tokens = 0;     // of those, copied from another slot (share_prefixes)
   int64_t decode_steps = 0;
   int64_t graph_replays = 0;     // decode steps replayed from a CUDA graph
   int64_t evictions = 0;         // kept sequences dropped to free a slot

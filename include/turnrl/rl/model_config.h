@@ -34,6 +34,7 @@ struct GenerationEngineConfig {
   std::string decode_attention = "split_kv";  // split_kv | flash (kv_cache.h's DecodeAttention)
   bool overlap_steps = true;
   std::string kv_cache_dtype = "auto";  // auto (the model's dtype) | fp8_e4m3 (kv_cache.h's KVCacheDtype)
+  bool share_prefixes = true;
 };
 
 struct ModelConfig {
@@ -97,6 +98,9 @@ void describe(V& v, GenerationEngineConfig& o) {
   v.choice("kv_cache_dtype", o.kv_cache_dtype, {"auto", "fp8_e4m3"},
            "auto (keys and values in the model's dtype) | fp8_e4m3 (8-bit codes, scale 1: half the cache's memory "
            "and of a decode step's reads of it, each key and value rounded once more)");
+  v.flag("share_prefixes", o.share_prefixes,
+         "a request copies the keys and values of the longest prefix (>= 16 tokens) another slot has cached and "
+         "prefills the rest; the n samples of one prompt prefill it once");
 }
 
 template <typename V>
