@@ -11,7 +11,9 @@
 // (B = 64 and 256, 384 and 2048 keys a row). At B = 64 the GPU table also times the fused engine
 // with FlashAttention's decode attention (GenerationEngineOptions::decode_attention).
 // --cases: only the SHAPE:BATCH cases of the table and the kernels' tables (sampler, attention,
-//       gemm, cublaslt) it names, e.g. --cases qwen3-0.6b:64,attention.
+//       gemm, cublaslt) and the RL-group table (groups) it names, e.g. --cases qwen3-0.6b:64,attention.
+// Last, RL groups: n samples of each prompt with share_prefixes against separate prefills
+// (GPU: Qwen3-0.6B, 8 prompts x 8 samples, P = 1024, N = 128).
 // --profile: after each case's timings, one more run of the shipped engine under the profiler (and
 //       in the first case of each other engine), and the kernels that took the most time
 //       (device_profile.h; with dependent launches a kernel's time includes its blocks' wait).
@@ -424,6 +426,42 @@ void print_decode_attention_timing(double copy_bandwidth, const torch::Device& d
 }
 #endif
 
+// An RL group's rollouts: `groups` prompts of `prompt` tokens, `samples` sampled continuations of
+// each, with share_prefixes (each prompt prefilled once, the other samples copying its keys and
+// values) against separate prefills (baseline, same run). Tokens/s counts the generated tokens.
+void print_prefix_sharing(const std::string& shape, int64_t groups, int64_t samples, int64_t prompt,
+                          int64_t new_tokens, torch::Dtype dtype, const torch::Device& device) {
+  const HFConfig config = parse_hf_config(hf_preset_config(shape, kShapeVocab), shape);
+  torch::manual_seed(0);
+  HFDecoder model = bench::random_decoder(config, dtype, device);
+  const torch::Tensor prompts = torch::randint(0, config.vocab_size, {groups, prompt}, torch::kLong);
+  const SamplingOptions sampling = SamplingOptions().max_new(new_tokens).temp(1.0);
+  std::printf("\nRL groups on %s: %ld prompts x %ld samples, P = %ld, N = %ld\n", shape.c_str(), long(groups),
+              long(samples), long(prompt), long(new_tokens));
+  std::printf("%-28s | %12s | %16s\n", "engine", "tok/s", "prefilled tokens");
+  double baseline = 0;
+  for (const bool share : {false, true}) {
+    GenerationEngine engine(model,
+                            GenerationEngineOptions().slots(groups * samples).capacity(prompt + new_tokens).share_prefixes(share));
+    const auto run = [&] {
+      for (int64_t g = 0; g < groups; ++g) {
+        const torch::Tensor row = prompts[g].contiguous();
+        const std::vector<int64_t> tokens(row.data_ptr<int64_t>(), row.data_ptr<int64_t>() + prompt);
+        for (int64_t k = 0; k < samples; ++k)
+          engine.add(GenerationRequest().prompt(tokens).options(sampling).stream(g * samples + k));
+      }
+      engine.run();
+    };
+    seconds_of(run, device);  // warm-up: captures the decode graphs
+    const int64_t before = engine.stats().prefilled_tokens;
+    const double rate = double(groups * samples * new_tokens) / seconds_of(run, device);
+    if (!share) baseline = rate;
+    std::printf("%-28s | %12.0f | %16ld%s\n", share ? "share_prefixes (turnrl)" : "separate prefills (baseline)", rate,
+                long(engine.stats().prefilled_tokens - before),
+                share ? fmt::format("   ratio {:.2f}", rate / baseline).c_str() : "");
+  }
+}
+
 int main(int argc, char** argv) {
   const bench::Args args = bench::parse_args(argc, argv);
   const bool gpu = args.device.is_cuda();
@@ -449,7 +487,7 @@ int main(int argc, char** argv) {
               at::get_num_threads(), c10::toString(dtype), TORCH_VERSION, bandwidth / 1e9);
   const Case first = all_cases.front();
   const HFConfig first_config = parse_hf_config(hf_preset_config(first.shape, kShapeVocab), first.shape);
-  // --cases: the kernels' tables it names (sampler, attention, gemm, cublaslt), none by default.
+  // --cases: the kernels' tables it names (sampler, attention, gemm, cublaslt, groups), none by default.
   const auto table = [&](const char* name) {
     return args.cases.empty() || ("," + args.cases + ",").find(fmt::format(",{},", name)) != std::string::npos;
   };
@@ -614,6 +652,10 @@ int main(int argc, char** argv) {
                 "plain_tok_s=%.1f roofline_tok_s=%.1f copy_GBps=%.1f\n",
                 c.shape.c_str(), long(c.batch), long(c.prompt), long(c.new_tokens), engine_rate, flash_rate,
                 plain_rate, roofline, bandwidth / 1e9);
+  }
+  if (table("groups")) {
+    if (gpu) print_prefix_sharing("qwen3-0.6b", 8, 8, 1024, 128, dtype, args.device);
+    else print_prefix_sharing("qwen3-tiny", 2, 4, 64, 8, dtype, args.device);
   }
   std::printf("\nfused: the engine with fused_kernels(true) (decode attention by the split-KV kernel); flash: the\n"
               "same with FlashAttention's decode attention (GPU, B = 64); plain: with fused_kernels(false) (on the\n"
