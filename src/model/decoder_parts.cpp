@@ -31,7 +31,7 @@ SlotKVCache SlotKVCache::empty(int64_t layers, int64_t slots, int64_t kv_heads, 
   if (layers < 1 || slots < 1 || capacity < 1)
     fail("SlotKVCache: {} layers, {} slots, capacity {}; each must be >= 1", layers, slots, capacity);
   SlotKVCache cache;
-  cache.dtype = c10::typeMetaToScalarType(like.dtype());
+  cache.fp8_decodes_to = c10::typeMetaToScalarType(like.dtype());
   // Code 0 is +0.0: a zeroed fp8 cache holds zeros, as the model-dtype one does.
   const torch::TensorOptions held = storage == KVCacheDtype::fp8_e4m3 ? like.dtype(torch::kByte) : like;
   for (int64_t i = 0; i < layers; ++i) {
@@ -192,20 +192,27 @@ std::pair<torch::Tensor, torch::Tensor> slot_rows(const SlotLayout& layout, size
         batch.leading_slots ? cache.narrow(0, 0, batch.slot.size(0)) : cache.index_select(0, batch.slot);
     const torch::Tensor read = slots.narrow(1, 0, batch.read_width);
     // fp8 codes: the values they hold, in the model's dtype (a copy of the rows read).
-    return (cache_of.fp8() ? from_e4m3(read, cache_of.dtype) : read).transpose(1, 2);
+    return (cache_of.fp8() ? from_e4m3(read, cache_of.model_dtype()) : read).transpose(1, 2);
   };
   return {rows(layout.cache->keys[layer]), rows(layout.cache->values[layer])};
 }
 
+void write_to_slots(const SlotLayout& layout, size_t layer, const torch::Tensor& keys, const torch::Tensor& values) {
+  const bool fp8 = layout.cache->fp8();
+  const auto write = [&](torch::Tensor& cache, const torch::Tensor& x) {
+    cache.view({-1, x.size(1), x.size(2)}).index_copy_(0, layout.write_index, fp8 ? to_e4m3(x) : x);
+  };
+  write(layout.cache->keys[layer], keys);
+  write(layout.cache->values[layer], values);
+}
+
 std::pair<torch::Tensor, torch::Tensor> store_in_slots(const SlotLayout& layout, size_t layer, const torch::Tensor& k,
                                                        const torch::Tensor& v) {
-  const auto store = [&](torch::Tensor& cache, const torch::Tensor& x) {
-    const int64_t rows = x.size(0), heads = x.size(1), length = x.size(2), dim = x.size(3);
-    const torch::Tensor tokens = x.transpose(1, 2).reshape({rows * length, heads, dim});
-    cache.view({-1, heads, dim}).index_copy_(0, layout.write_index, layout.cache->fp8() ? to_e4m3(tokens) : tokens);
+  // [B, Hkv, T, D] -> token-major [B * T, Hkv, D], as write_index counts them.
+  const auto tokens = [](const torch::Tensor& x) {
+    return x.transpose(1, 2).reshape({x.size(0) * x.size(2), x.size(1), x.size(3)});
   };
-  store(layout.cache->keys[layer], k);
-  store(layout.cache->values[layer], v);
+  write_to_slots(layout, layer, tokens(k), tokens(v));
   return slot_rows(layout, layer);
 }
 

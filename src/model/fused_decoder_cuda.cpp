@@ -9,7 +9,6 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "decode_attention.cuh"
-#include "fp8_e4m3.h"
 #include "decode_gemm.cuh"
 #include "decoder_kernels.cuh"
 #include "turnrl/core/error.h"
@@ -389,10 +388,10 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
   torch::Tensor& key_cache = cache.keys[layer];
   torch::Tensor& value_cache = cache.values[layer];
   const int64_t rows = qkv.size(0), length = qkv.size(1), kv_heads = key_cache.size(2), dim = key_cache.size(3);
-  const torch::Dtype model_dtype = cache.fp8() ? cache.dtype : key_cache.scalar_type();
-  if (qkv.size(2) != (heads + 2 * kv_heads) * dim || qkv.scalar_type() != model_dtype)
+  if (qkv.size(2) != (heads + 2 * kv_heads) * dim || qkv.scalar_type() != cache.model_dtype())
     fail("fused_slot_attention: qkv {} {} does not hold {} query and {} key/value heads of {} values in the cache's {}",
-         c10::toString(qkv.scalar_type()), c10::str(qkv.sizes()), heads, kv_heads, dim, c10::toString(model_dtype));
+         c10::toString(qkv.scalar_type()), c10::str(qkv.sizes()), heads, kv_heads, dim,
+         c10::toString(cache.model_dtype()));
   const bool half_precision = qkv.scalar_type() == torch::kHalf || qkv.scalar_type() == torch::kBFloat16;
   const int64_t groups = heads / kv_heads;
   // One token a row: the split-KV kernel where it takes the shapes, unless the batch asks for
@@ -448,10 +447,7 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
                              store_index.data_ptr<int64_t>(), rows * length, heads, kv_heads, dim, float(eps),
                              result.group_major, stream_of(qkv)),
         "qkv_rotary_store");
-  if (cache.fp8()) {
-    key_cache.view({-1, kv_heads, dim}).index_copy_(0, layout.write_index, to_e4m3(staged_keys));
-    value_cache.view({-1, kv_heads, dim}).index_copy_(0, layout.write_index, to_e4m3(staged_values));
-  }
+  if (cache.fp8()) write_to_slots(layout, layer, staged_keys, staged_values);
   if (split_kv) {
     // read_width bounds every row's keys and is fixed for a captured graph, as the split count
     // must be.

@@ -55,7 +55,6 @@ SlotKVCache slot_cache(const HFDecoder& model, const GenerationEngineOptions& o)
   }
 }
 
-#ifdef TURNRL_WITH_CUDA
 // The next power of two >= n, starting at `smallest`, at most `largest`: the decode batch for
 // `rows` leading slots (1 .. slots), and the cached positions a step reads (64 .. capacity), so a
 // few graphs serve every batch size and sequence length. Reading the next power of two past the
@@ -65,7 +64,6 @@ int64_t bucket_for(int64_t n, int64_t smallest, int64_t largest) {
   while (bucket < n) bucket *= 2;
   return std::min(bucket, largest);
 }
-#endif
 
 // The sampling parameters of a step's rows as one int64 host buffer [kSamplingFields, rows], with
 // temperature and top-p as their float64 bits, so that they cross to the device in one transfer
@@ -266,17 +264,18 @@ struct GenerationEngine::State {
       Request& q = requests.at(id);
       const std::vector<int64_t>& tokens = q.request.tokens;
       const int64_t most = int64_t(tokens.size()) - 1;  // the last token always runs: its logits
+      // The tokens whose keys and values a slot's cache holds for this request.
+      const auto cached_prefix = [&](const Slot& slot) {
+        return std::min(common_prefix(slot.sequence, size_t(slot.cached), tokens), most);
+      };
       const auto own = kept.find(q.request.extends);
-      int64_t reuse = own == kept.end() ? 0
-                                        : std::min(common_prefix(slots[size_t(own->second)].sequence,
-                                                                 size_t(slots[size_t(own->second)].cached), tokens),
-                                                   most);
+      int64_t reuse = own == kept.end() ? 0 : cached_prefix(slots[size_t(own->second)]);
       // Another slot's cached prefix (share_prefixes): copied, where it is longer than the own one.
       int64_t donor = -1, shared = 0;
       if (options.share_prefixes()) {
         for (size_t s = 0; s < slots.size(); ++s) {
           if (slots[s].use == Use::free || taken[s]) continue;
-          const int64_t length = std::min(common_prefix(slots[s].sequence, size_t(slots[s].cached), tokens), most);
+          const int64_t length = cached_prefix(slots[s]);
           if (length > shared) donor = int64_t(s), shared = length;
         }
         if (shared < kMinSharedPrefix || shared <= reuse) donor = -1, shared = 0;
@@ -438,13 +437,9 @@ struct GenerationEngine::State {
       step->owners.push_back(slots[s].owner);
     }
     if (step->slots.empty()) return nullptr;
-    [[maybe_unused]] const bool on_graphs = graphed();
+    const bool on_graphs = graphed();
     const int64_t used = step->slots.back() + 1;
-#ifdef TURNRL_WITH_CUDA
     const int64_t rows = step->rows = on_graphs ? bucket_for(used, 1, options.slots()) : used;
-#else
-    const int64_t rows = step->rows = used;
-#endif
     // One int64 buffer [3 + kSamplingFields, rows]: each row's token (-1: the in-flight step's),
     // start and count (idle rows: count 0), then its PackedSampling fields.
     std::vector<int64_t> decode(size_t(3 * rows), 0);

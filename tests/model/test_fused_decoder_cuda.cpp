@@ -30,6 +30,26 @@ double two_roundings(torch::Dtype dtype) {
 
 const std::vector<torch::Dtype> kDtypes = {torch::kFloat, torch::kHalf, torch::kBFloat16};
 
+// How two engines' results for the same requests agree: the tokens alike from each request's start
+// up to its first difference, out of the tokens compared (the shorter result's), and the largest
+// log-prob gap over the alike ones.
+struct Agreement {
+  int64_t same = 0, compared = 0;
+  double gap = 0;
+};
+Agreement agreement(const std::vector<GenerationResult>& a, const std::vector<GenerationResult>& b) {
+  Agreement out;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    const size_t n = std::min(a[i].tokens.size(), b[i].tokens.size());
+    size_t agree = 0;
+    while (agree < n && a[i].tokens[agree] == b[i].tokens[agree]) ++agree;
+    for (size_t t = 0; t < agree; ++t) out.gap = std::max(out.gap, double(std::abs(a[i].logp[t] - b[i].logp[t])));
+    out.same += int64_t(agree);
+    out.compared += int64_t(n);
+  }
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("fused_decoder: norms, rotary and the gated product round as the plain ops do", "[model][cuda]") {
@@ -334,7 +354,7 @@ TEST_CASE("fused_decoder: split-KV attention straight from merged q/k/v equals q
                 SlotKVCache& cache = caches[one_launch];
                 cache.keys = {first.keys[0].clone()};
                 cache.values = {first.values[0].clone()};
-                cache.dtype = dtype;
+                cache.fp8_decodes_to = dtype;
                 d::SlotLayout layout = d::slot_layout(tokens, batch, cache);
                 layout.grouped_query_offsets = layout.query_offsets * groups;
                 dk::set_decode_attention_from_qkv(one_launch);
@@ -448,18 +468,11 @@ TEST_CASE("fused_decoder: the engine with split-KV attention generates FlashAtte
   }
   // Greedy tokens agree until a step where two tokens' logits are within the kernels' rounding of
   // each other (rare on this model); log-probs agree closely up to there.
-  int64_t same = 0, compared = 0;
-  for (size_t i = 0; i < requests.size(); ++i) {
-    const GenerationResult &flash = runs[0][i], &split_kv = runs[1][i];
-    const size_t n = std::min(flash.tokens.size(), split_kv.tokens.size());
-    size_t agree = 0;
-    while (agree < n && flash.tokens[agree] == split_kv.tokens[agree]) ++agree;
-    for (size_t t = 0; t < agree; ++t) CHECK(std::abs(flash.logp[t] - split_kv.logp[t]) < 0.05);
-    same += int64_t(agree);
-    compared += int64_t(n);
-  }
-  WARN("split-KV and FlashAttention engines agree on " << same << " of " << compared << " greedy tokens");
-  CHECK(double(same) >= 0.9 * double(compared));
+  const Agreement a = agreement(runs[0], runs[1]);
+  WARN("split-KV and FlashAttention engines agree on " << a.same << " of " << a.compared
+                                                       << " greedy tokens, largest log-prob gap " << a.gap);
+  CHECK(a.gap < 0.05);
+  CHECK(double(a.same) >= 0.9 * double(a.compared));
 }
 
 TEST_CASE("fused_decoder: the merged gate/up product equals the separate one", "[model][cuda]") {
@@ -493,18 +506,11 @@ TEST_CASE("fused_decoder: the bf16 engine with fused kernels samples what it sam
     }
     // Same kernels' roundings up to float32 sum order and the attention kernel: log-probs agree
     // closely, and a sampled token differs only where two tokens' probabilities are that close.
-    int64_t same = 0, compared = 0;
-    for (size_t i = 0; i < requests.size(); ++i) {
-      const GenerationResult &a = runs[0][i], &b = runs[1][i];
-      const size_t n = std::min(a.tokens.size(), b.tokens.size());
-      size_t agree = 0;
-      while (agree < n && a.tokens[agree] == b.tokens[agree]) ++agree;
-      for (size_t t = 0; t < agree; ++t) CHECK(std::abs(a.logp[t] - b.logp[t]) < 0.05);
-      same += int64_t(agree);
-      compared += int64_t(n);
-    }
-    WARN(family << ": fused and plain engines agree on " << same << " of " << compared << " sampled tokens");
-    CHECK(double(same) >= 0.8 * double(compared));
+    const Agreement a = agreement(runs[0], runs[1]);
+    WARN(family << ": fused and plain engines agree on " << a.same << " of " << a.compared
+                << " sampled tokens, largest log-prob gap " << a.gap);
+    CHECK(a.gap < 0.05);
+    CHECK(double(a.same) >= 0.8 * double(a.compared));
   }
 }
 
@@ -526,23 +532,13 @@ TEST_CASE("fused_decoder: over an fp8 cache the fused bf16 engine samples what t
   // Fused against plain over the same codes: agree as the bf16 engines do without codes. Against
   // the bf16 cache: the fp8 rollout's mismatch, reported.
   for (const size_t other : {size_t(1), size_t(2)}) {
-    int64_t same = 0, compared = 0;
-    double gap = 0;
-    for (size_t i = 0; i < requests.size(); ++i) {
-      const GenerationResult &a = runs[0][i], &b = runs[other][i];
-      const size_t n = std::min(a.tokens.size(), b.tokens.size());
-      size_t agree = 0;
-      while (agree < n && a.tokens[agree] == b.tokens[agree]) ++agree;
-      for (size_t t = 0; t < agree; ++t) gap = std::max(gap, double(std::abs(a.logp[t] - b.logp[t])));
-      same += int64_t(agree);
-      compared += int64_t(n);
-    }
+    const Agreement a = agreement(runs[0], runs[other]);
     WARN("fp8 cache, fused engine against " << (other == 1 ? "the plain engine (fp8 cache)" : "itself over a bf16 cache")
-                                            << ": " << same << " of " << compared
-                                            << " sampled tokens alike, largest log-prob gap " << gap);
+                                            << ": " << a.same << " of " << a.compared
+                                            << " sampled tokens alike, largest log-prob gap " << a.gap);
     if (other == 1) {
-      CHECK(double(same) >= 0.8 * double(compared));
-      CHECK(gap < 0.05);
+      CHECK(double(a.same) >= 0.8 * double(a.compared));
+      CHECK(a.gap < 0.05);
     }
   }
 }

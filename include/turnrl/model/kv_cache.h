@@ -24,9 +24,6 @@ struct KVCache {
   int64_t capacity() const { return key_mask.size(1); }
 };
 
-// One row per slot plus a scratch row (index `slots`) that absorbs the writes of padding tokens, so
-// a forward call never needs a data-dependent shape (what lets a CUDA graph replay it). Position p
-// of slot s holds the key and value of the sequence's token p: sequences are not padded.
 // How a SlotKVCache holds keys and values.
 enum class KVCacheDtype {
   model,     // in the model's dtype
@@ -36,12 +33,14 @@ enum class KVCacheDtype {
   fp8_e4m3,
 };
 
+// One row per slot plus a scratch row (index `slots`) that absorbs the writes of padding tokens, so
+// a forward call never needs a data-dependent shape (what lets a CUDA graph replay it). Position p
+// of slot s holds the key and value of the sequence's token p: sequences are not padded.
 struct SlotKVCache {
-  // per layer [slots + 1, capacity, kv_heads, head_dim], in `dtype` or as uint8 e4m3 codes
+  // per layer [slots + 1, capacity, kv_heads, head_dim], in the model's dtype or as uint8 e4m3 codes
   std::vector<torch::Tensor> keys, values;
-  // The model's dtype, which fp8 codes decode to for attention (a cache in the model's dtype is
-  // read as it is).
-  torch::Dtype dtype = torch::kFloat;
+  // With fp8 codes: the model's dtype, which they decode to for attention (set by empty()).
+  torch::Dtype fp8_decodes_to = torch::kFloat;
 
   // `like`: the model's dtype and device.
   static SlotKVCache empty(int64_t layers, int64_t slots, int64_t kv_heads, int64_t capacity, int64_t head_dim,
@@ -49,6 +48,8 @@ struct SlotKVCache {
   int64_t slots() const { return keys.front().size(0) - 1; }
   int64_t capacity() const { return keys.front().size(1); }
   bool fp8() const { return keys.front().scalar_type() == torch::kByte; }
+  // The dtype attention reads keys and values in: the model's.
+  torch::Dtype model_dtype() const { return fp8() ? fp8_decodes_to : keys.front().scalar_type(); }
 };
 
 // The attention kernel of a decode call (one token a row) on the fused GPU path.
