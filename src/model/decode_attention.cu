@@ -71,14 +71,6 @@ __device__ __forceinline__ void unpack_e4m3(const uint2& pack, float (&x)[8]) {
   }
 }
 
-// A cache element of type C (the model's T, or uint8_t e4m3 codes) holding v, a value already in
-// T: the codes round to nearest even and saturate at +-448, as to_e4m3() (fp8_e4m3.h) does.
-template <typename C>
-__device__ __forceinline__ C to_cache(float v) {
-  if constexpr (std::is_same_v<C, uint8_t>) return uint8_t(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
-  else return device::from_float<C>(v);
-}
-
 // 8 consecutive cache elements: one 16-byte load of T, or an 8-byte load of codes.
 template <typename C>
 using CachePack = std::conditional_t<std::is_same_v<C, uint8_t>, uint2, uint4>;
@@ -173,7 +165,7 @@ __global__ void __launch_bounds__(kThreads)
       if (task == G + 1) {
         const T* from = x + int64_t(heads + kv_heads + j) * D;
         C* to = fresh.values + (target * kv_heads + j) * D;
-        for (int v = lane; v < D; v += 32) to[v] = fresh_kv[1][v] = to_cache<C>(device::to_float(from[v]));
+        for (int v = lane; v < D; v += 32) to[v] = fresh_kv[1][v] = device::to_cache<T, C>(device::to_float(from[v]));
         continue;
       }
       const bool query_head = task < G;
@@ -189,8 +181,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int i = 0; i < J; ++i) {
         const int at_a = lane + 32 * i, at_b = at_a + 32 * J;
-        to[at_a] = fresh_kv[0][at_a] = to_cache<C>(device::rounded<T>(a[i]));
-        to[at_b] = fresh_kv[0][at_b] = to_cache<C>(device::rounded<T>(b[i]));
+        to[at_a] = fresh_kv[0][at_a] = device::to_cache<T, C>(a[i]);
+        to[at_b] = fresh_kv[0][at_b] = device::to_cache<T, C>(b[i]);
       }
     }
     __syncthreads();

@@ -142,10 +142,10 @@ __global__ void norm_rotary_heads(const T* x, const T* weight, const T* cos, con
 // One block per (token, head of the merged q/k/v row), thread i owns the pair (i, i + dim / 2):
 // query heads normed and rotated into q_out (at their group-major place when group_major), key
 // heads normed and rotated into the keys cache at row write_index[token], value heads copied into
-// the values cache there.
-template <typename T>
+// the values cache there. C: the caches' element, T or uint8_t e4m3 codes (to_cache).
+template <typename T, typename C>
 __global__ void qkv_rotary_store_heads(const T* qkv, const T* q_weight, const T* k_weight, const T* cos, const T* sin,
-                                       T* q_out, T* keys, T* values, const int64_t* write_index, int64_t heads,
+                                       T* q_out, C* keys, C* values, const int64_t* write_index, int64_t heads,
                                        int64_t kv_heads, int64_t dim, float eps, bool group_major) {
   start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   const int64_t all = heads + 2 * kv_heads, token = blockIdx.x / all, head = blockIdx.x % all, half = dim / 2;
@@ -154,9 +154,9 @@ __global__ void qkv_rotary_store_heads(const T* qkv, const T* q_weight, const T*
   const T* x = qkv + (token * all + head) * dim;
   if (head >= heads + kv_heads) {  // a value head: the whole block takes this branch
     if (!mine) return;
-    T* to = values + (write_index[token] * kv_heads + head - heads - kv_heads) * dim;
-    to[i] = x[i];
-    to[i + half] = x[i + half];
+    C* to = values + (write_index[token] * kv_heads + head - heads - kv_heads) * dim;
+    to[i] = to_cache<T, C>(to_float(x[i]));
+    to[i + half] = to_cache<T, C>(to_float(x[i + half]));
     return;
   }
   const bool query = head < heads;
@@ -164,18 +164,19 @@ __global__ void qkv_rotary_store_heads(const T* qkv, const T* q_weight, const T*
   const float c = mine ? to_float(cos[token * half + i]) : 0.0f, s = mine ? to_float(sin[token * half + i]) : 0.0f;
   norm_rotate_pair<T>(a, b, query ? q_weight : k_weight, i, half, mine, c, s, eps, nullptr);
   if (!mine) return;
-  T* to;
   if (query) {
     // Query head h = j * groups + i_g serves key/value head j; group-major order puts it at
     // i_g * kv_heads + j, which is the layout of `groups` query rows of kv_heads heads each.
     const int64_t groups = heads / kv_heads;
     const int64_t place = group_major ? (head % groups) * kv_heads + head / groups : head;
-    to = q_out + (token * heads + place) * dim;
-  } else {
-    to = keys + (write_index[token] * kv_heads + head - heads) * dim;
+    T* to = q_out + (token * heads + place) * dim;
+    to[i] = from_float<T>(a);
+    to[i + half] = from_float<T>(b);
+    return;
   }
-  to[i] = from_float<T>(a);
-  to[i + half] = from_float<T>(b);
+  C* to = keys + (write_index[token] * kv_heads + head - heads) * dim;
+  to[i] = to_cache<T, C>(a);
+  to[i + half] = to_cache<T, C>(b);
 }
 
 // out [n / width, width] = to_dtype(silu(gate)) * up, where row r's gate and up values start at
@@ -210,9 +211,9 @@ __global__ void norm_rotary_warps(const T* x, const T* weight, const T* cos, con
 }
 
 // qkv_rotary_store_heads with one warp a (token, head of the merged row) (head_dim = 64 J).
-template <typename T, int J>
+template <typename T, int J, typename C>
 __global__ void qkv_rotary_store_warps(const T* qkv, const T* q_weight, const T* k_weight, const T* cos, const T* sin,
-                                       T* q_out, T* keys, T* values, const int64_t* write_index, int64_t rows,
+                                       T* q_out, C* keys, C* values, const int64_t* write_index, int64_t rows,
                                        int64_t heads, int64_t kv_heads, float eps, bool group_major) {
   start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
   constexpr int64_t half = 32 * J, dim = 2 * half;
@@ -221,25 +222,23 @@ __global__ void qkv_rotary_store_warps(const T* qkv, const T* q_weight, const T*
   const int64_t token = at / all, head = at % all;
   const int lane = threadIdx.x % 32;
   const T* x = qkv + at * dim;
-  if (head >= heads + kv_heads) {  // a value head, copied as it is
-    T* to = values + (write_index[token] * kv_heads + head - heads - kv_heads) * dim;
+  if (head >= heads + kv_heads) {  // a value head, copied as it is (or as codes)
+    C* to = values + (write_index[token] * kv_heads + head - heads - kv_heads) * dim;
 #pragma unroll
-    for (int j = 0; j < 2 * J; ++j) to[lane + 32 * j] = x[lane + 32 * j];
+    for (int j = 0; j < 2 * J; ++j) to[lane + 32 * j] = to_cache<T, C>(to_float(x[lane + 32 * j]));
     return;
   }
   const bool query = head < heads;
   float a[J], b[J], c[J], s[J];
   load_head_pairs<T, J>(x, cos + token * half, sin + token * half, lane, a, b, c, s);
   warp_norm_rotate<T, J>(a, b, c, s, query ? q_weight : k_weight, lane, eps, nullptr);
-  T* to;
   if (query) {  // group-major place as in qkv_rotary_store_heads
     const int64_t groups = heads / kv_heads;
     const int64_t place = group_major ? (head % groups) * kv_heads + head / groups : head;
-    to = q_out + (token * heads + place) * dim;
+    store_head_pairs<T, J>(q_out + (token * heads + place) * dim, lane, a, b);
   } else {
-    to = keys + (write_index[token] * kv_heads + head - heads) * dim;
+    store_head_pairs<T, J, C>(keys + (write_index[token] * kv_heads + head - heads) * dim, lane, a, b);
   }
-  store_head_pairs<T, J>(to, lane, a, b);
 }
 
 // silu_mul_values a pack of values a thread (n, width and stride counted in packs).
@@ -694,7 +693,7 @@ cudaError_t silu_mul_typed(const void* gate, const void* up, void* out, int64_t 
       static_cast<const T*>(gate), static_cast<const T*>(up), static_cast<T*>(out), n, width, stride);
 }
 
-template <typename T>
+template <typename T, typename C>
 cudaError_t qkv_rotary_store_typed(const void* qkv, const void* q_weight, const void* k_weight, const void* cos,
                                    const void* sin, void* q_out, void* keys, void* values, const int64_t* write_index,
                                    int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dim, float eps,
@@ -705,16 +704,16 @@ cudaError_t qkv_rotary_store_typed(const void* qkv, const void* q_weight, const 
   if (warp_head_width(dim))
     return by_head_pairs(dim, [&](auto pairs) {
       constexpr int J = decltype(pairs)::value;
-      return launch_dependent(qkv_rotary_store_warps<T, J>, dim3(blocks_of(rows, kHeadWarps)), dim3(32 * kHeadWarps), 0,
-                              stream, static_cast<const T*>(qkv), static_cast<const T*>(q_weight),
+      return launch_dependent(qkv_rotary_store_warps<T, J, C>, dim3(blocks_of(rows, kHeadWarps)), dim3(32 * kHeadWarps),
+                              0, stream, static_cast<const T*>(qkv), static_cast<const T*>(q_weight),
                               static_cast<const T*>(k_weight), static_cast<const T*>(cos), static_cast<const T*>(sin),
-                              static_cast<T*>(q_out), static_cast<T*>(keys), static_cast<T*>(values), write_index, rows,
+                              static_cast<T*>(q_out), static_cast<C*>(keys), static_cast<C*>(values), write_index, rows,
                               heads, kv_heads, eps, group_major);
     });
-  return launch_dependent(qkv_rotary_store_heads<T>, dim3(unsigned(tokens * (heads + 2 * kv_heads))), dim3(threads_for(dim / 2)), 0, stream,
+  return launch_dependent(qkv_rotary_store_heads<T, C>, dim3(unsigned(tokens * (heads + 2 * kv_heads))), dim3(threads_for(dim / 2)), 0, stream,
       static_cast<const T*>(qkv), static_cast<const T*>(q_weight), static_cast<const T*>(k_weight),
-      static_cast<const T*>(cos), static_cast<const T*>(sin), static_cast<T*>(q_out), static_cast<T*>(keys),
-      static_cast<T*>(values), write_index, heads, kv_heads, dim, eps, group_major);
+      static_cast<const T*>(cos), static_cast<const T*>(sin), static_cast<T*>(q_out), static_cast<C*>(keys),
+      static_cast<C*>(values), write_index, heads, kv_heads, dim, eps, group_major);
 }
 
 template <typename T>
@@ -829,13 +828,15 @@ cudaError_t silu_mul_merged(DType dtype, const void* gate_up, void* out, int64_t
   });
 }
 
-cudaError_t qkv_rotary_store(DType dtype, const void* qkv, const void* q_weight, const void* k_weight, const void* cos,
-                             const void* sin, void* q_out, void* keys, void* values, const int64_t* write_index,
-                             int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dim, float eps, bool group_major,
-                             cudaStream_t stream) {
+cudaError_t qkv_rotary_store(DType dtype, bool fp8_cache, const void* qkv, const void* q_weight, const void* k_weight,
+                             const void* cos, const void* sin, void* q_out, void* keys, void* values,
+                             const int64_t* write_index, int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dim,
+                             float eps, bool group_major, cudaStream_t stream) {
   return by_dtype(dtype, [&](auto zero) {
-    return qkv_rotary_store_typed<decltype(zero)>(qkv, q_weight, k_weight, cos, sin, q_out, keys, values, write_index,
-                                                  tokens, heads, kv_heads, dim, eps, group_major, stream);
+    using T = decltype(zero);
+    const auto typed = fp8_cache ? qkv_rotary_store_typed<T, uint8_t> : qkv_rotary_store_typed<T, T>;
+    return typed(qkv, q_weight, k_weight, cos, sin, q_out, keys, values, write_index, tokens, heads, kv_heads, dim, eps,
+                 group_major, stream);
   });
 }
 

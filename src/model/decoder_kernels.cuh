@@ -71,11 +71,12 @@ cudaError_t silu_mul_merged(DType dtype, const void* gate_up, void* out, int64_t
 // [rows, kv_heads, dim] (the generation engine's slot cache, flattened). With group_major, query
 // head h = j * groups + i (groups = heads / kv_heads, served by key/value head j) goes to place
 // i * kv_heads + j of its token: the layout in which FlashAttention reads a decode token's heads
-// as `groups` query rows of kv_heads heads.
-cudaError_t qkv_rotary_store(DType dtype, const void* qkv, const void* q_weight, const void* k_weight, const void* cos,
-                             const void* sin, void* q_out, void* keys, void* values, const int64_t* write_index,
-                             int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dim, float eps, bool group_major,
-                             cudaStream_t stream);
+// as `groups` query rows of kv_heads heads. fp8_cache: keys and values hold uint8 e4m3 codes
+// (fp8_e4m3.h), written as to_e4m3() rounds the values in dtype.
+cudaError_t qkv_rotary_store(DType dtype, bool fp8_cache, const void* qkv, const void* q_weight, const void* k_weight,
+                             const void* cos, const void* sin, void* q_out, void* keys, void* values,
+                             const int64_t* write_index, int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dim,
+                             float eps, bool group_major, cudaStream_t stream);
 
 // One token per row of logits [rows, vocab] without top-k or top-p: the inverse CDF of
 // softmax(logits / temperature) at uniform (float64 in (0, 1]): the first token whose running

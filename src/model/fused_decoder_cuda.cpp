@@ -436,18 +436,12 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
     return result;
   }
   torch::Tensor q = torch::empty({rows * length, heads, dim}, qkv.options());
-  // An fp8 cache: the kernel stores the new keys and values in the model's dtype, packed, and
-  // they go to the cache as e4m3 codes (rounded as decode_attention_from_qkv rounds them).
-  const torch::Tensor staged_keys = cache.fp8() ? torch::empty({rows * length, kv_heads, dim}, qkv.options()) : key_cache;
-  const torch::Tensor staged_values = cache.fp8() ? torch::empty_like(staged_keys) : value_cache;
-  const torch::Tensor store_index =
-      cache.fp8() ? torch::arange(rows * length, layout.write_index.options()) : layout.write_index;
-  check(dk::qkv_rotary_store(kernel_dtype(qkv), input.data_ptr(), data_or_null(q_norm), data_or_null(k_norm),
-                             c.data_ptr(), s.data_ptr(), q.data_ptr(), staged_keys.data_ptr(), staged_values.data_ptr(),
-                             store_index.data_ptr<int64_t>(), rows * length, heads, kv_heads, dim, float(eps),
-                             result.group_major, stream_of(qkv)),
+  // An fp8 cache: the kernel writes the new keys and values as e4m3 codes (as to_e4m3 rounds them).
+  check(dk::qkv_rotary_store(kernel_dtype(qkv), cache.fp8(), input.data_ptr(), data_or_null(q_norm),
+                             data_or_null(k_norm), c.data_ptr(), s.data_ptr(), q.data_ptr(), key_cache.data_ptr(),
+                             value_cache.data_ptr(), layout.write_index.data_ptr<int64_t>(), rows * length, heads,
+                             kv_heads, dim, float(eps), result.group_major, stream_of(qkv)),
         "qkv_rotary_store");
-  if (cache.fp8()) write_to_slots(layout, layer, staged_keys, staged_values);
   if (split_kv) {
     // read_width bounds every row's keys and is fixed for a captured graph, as the split count
     // must be.

@@ -7,6 +7,10 @@
 // norm_rotary's, which the trainer's forward runs. Free of LibTorch like the kernels that use it.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+#include <type_traits>
 
 namespace turnrl::decoder_kernels::device {
 
@@ -31,6 +35,17 @@ __device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bf
 // v as a LibTorch op in dtype T stores it: computed in float32, rounded to T.
 template <typename T>
 __device__ __forceinline__ float rounded(float v) { return to_float(from_float<T>(v)); }
+
+// What a KV-cache element of type C holds for v, a value the model computes in dtype T: v
+// rounded to T, then, for uint8_t e4m3 codes (fp8_e4m3.h), to the nearest code (ties to even,
+// saturated at +-448, NaN to 0x7F) as to_e4m3() rounds it.
+template <typename T, typename C>
+__device__ __forceinline__ C to_cache(float v) {
+  if constexpr (std::is_same_v<C, uint8_t>)
+    return uint8_t(__nv_cvt_float_to_fp8(rounded<T>(v), __NV_SATFINITE, __NV_E4M3));
+  else
+    return from_float<C>(v);
+}
 
 // One head's vector held by one warp: lane l holds the pairs (i, i + half) for i = l + 32 j,
 // j < J (half = 32 J), RMS-normalised with `weight` (skipped when null) and rotated by (c, s), as
@@ -79,13 +94,14 @@ __device__ __forceinline__ void load_head_pairs(const T* x, const T* cos, const 
   }
 }
 
-template <typename T, int J>
-__device__ __forceinline__ void store_head_pairs(T* to, int lane, const float (&a)[J], const float (&b)[J]) {
+// C: where the pairs go, T or e4m3 codes (to_cache).
+template <typename T, int J, typename C = T>
+__device__ __forceinline__ void store_head_pairs(C* to, int lane, const float (&a)[J], const float (&b)[J]) {
   constexpr int half = 32 * J;
 #pragma unroll
   for (int j = 0; j < J; ++j) {
-    to[lane + 32 * j] = from_float<T>(a[j]);
-    to[lane + 32 * j + half] = from_float<T>(b[j]);
+    to[lane + 32 * j] = to_cache<T, C>(a[j]);
+    to[lane + 32 * j + half] = to_cache<T, C>(b[j]);
   }
 }
 
