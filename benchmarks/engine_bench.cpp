@@ -52,6 +52,7 @@
 #include "model/decode_gemm.cuh"
 #include "model/decoder_kernels.cuh"
 #include "model/fused_decoder.h"
+#include "model/tuned_gemm.h"
 #endif
 #include "device_profile.h"
 #include "random_hf_decoder.h"
@@ -559,7 +560,7 @@ int main(int argc, char** argv) {
       set(was);
       return seconds;
     };
-    double plain_launch_seconds = 0, other_qkv_seconds = 0;
+    double plain_launch_seconds = 0, other_qkv_seconds = 0, tuned_flipped_seconds = 0;
 #ifdef TURNRL_WITH_CUDA
     // The decoder's kernels launched plainly, not as programmatic dependent launches
     // (dependent_launch.cuh): what those save, measured in the same run.
@@ -570,6 +571,9 @@ int main(int argc, char** argv) {
     // whichever the default is not.
     other_qkv_seconds = time_with_switch_flipped(decoder_kernels::decode_attention_from_qkv_enabled,
                                                  decoder_kernels::set_decode_attention_from_qkv);
+    // The decode projections by the cuBLASLt algorithm measured fastest for their shape
+    // (tuned_gemm.h) or by linear(), whichever the default is not.
+    tuned_flipped_seconds = time_with_switch_flipped(turnrl::detail::tuned_gemm_enabled, turnrl::detail::set_tuned_gemm);
 #endif
     // And with the keys and values held as fp8 e4m3 codes (kv_cache_dtype): half the cache's bytes.
     const double fp8_seconds =
@@ -643,6 +647,15 @@ int main(int argc, char** argv) {
                   one_launch ? other_qkv_seconds / engine_seconds : engine_seconds / other_qkv_seconds);
     }
 #endif
+#ifdef TURNRL_WITH_CUDA
+    if (tuned_flipped_seconds > 0) {
+      const bool tuned = turnrl::detail::tuned_gemm_enabled();
+      std::printf("%-11s %5ld   fused, decode projections by %s: %.0f tok/s (%s: %.3fx)\n", c.shape.c_str(),
+                  long(c.batch), tuned ? "linear()" : "tuned cuBLASLt algorithms", generated / tuned_flipped_seconds,
+                  "tuned cuBLASLt algorithms against linear()",
+                  tuned ? tuned_flipped_seconds / engine_seconds : engine_seconds / tuned_flipped_seconds);
+    }
+#endif
     if (fp8_seconds > 0) {
       // The roofline with one byte a cached key and value element.
       const double fp8_step_bytes = step_bytes - double(c.batch) * (double(c.prompt) + double(c.new_tokens) / 2) *
@@ -669,6 +682,18 @@ int main(int argc, char** argv) {
                 c.shape.c_str(), long(c.batch), long(c.prompt), long(c.new_tokens), engine_rate, flash_rate,
                 plain_rate, roofline, bandwidth / 1e9);
   }
+#ifdef TURNRL_WITH_CUDA
+  if (gpu && !cases.empty()) {
+    // What tuning measured for each decode projection shape the engines met (tuned_gemm.h).
+    std::printf("\ntuned decode projections: us a call, each over rotating weights beyond the L2 cache\n");
+    std::printf("%5s %6s %6s %4s | %5s %9s %9s | %6s %s\n", "rows", "N", "K", "bias", "algos", "linear us", "kept us",
+                "ratio", "kept");
+    for (const turnrl::detail::TunedGemmChoice& t : turnrl::detail::tuned_gemm_choices())
+      std::printf("%5ld %6ld %6ld %4s | %5d %9.2f %9.2f | %6.2f %s\n", long(t.rows), long(t.out_features),
+                  long(t.in_features), t.bias ? "yes" : "no", t.candidates, t.linear_us, t.chosen_us,
+                  t.linear_us / t.chosen_us, t.uses_linear ? "linear()" : "cuBLASLt");
+  }
+#endif
   if (table("groups")) {
     if (gpu) print_prefix_sharing("qwen3-0.6b", 8, 8, 1024, 128, dtype, args.device);
     else print_prefix_sharing("qwen3-tiny", 2, 4, 64, 8, dtype, args.device);

@@ -100,11 +100,14 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
                                    const torch::Tensor& sin, double eps, bool group_major);
 
 // x W^T + b (b may be undefined) for the engine's forward calls: decode_linear (decode_gemm.cuh)
-// where it takes the problem (at most 64 rows, float16 or bfloat16, compute capability 9.0, no
-// gradient to record), torch's linear() otherwise. decode_linear reads W and b before the kernel
-// ahead of it has finished, so they must not be that kernel's output (the engine's weights are
-// written between steps, never inside one).
-torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+// where it is on and takes the problem (at most 64 rows, float16 or bfloat16, compute capability
+// 9.0, no gradient to record); else, for a decode step's one-token rows (decode_step), the
+// cuBLASLt algorithm measured fastest for the shape (tuned_gemm.h) where that is on; torch's
+// linear() otherwise. decode_linear reads W and b before the kernel ahead of it has finished, so
+// they must not be that kernel's output (the engine's weights are written between steps, never
+// inside one).
+torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                            bool decode_step = false);
 
 // silu_mul over one merged gate/up projection's output [..., 2 * I] (gate, then up): [..., I].
 torch::Tensor fused_silu_mul_merged(const torch::Tensor& gate_up);

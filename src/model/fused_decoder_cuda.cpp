@@ -11,6 +11,7 @@
 #include "decode_attention.cuh"
 #include "decode_gemm.cuh"
 #include "decoder_kernels.cuh"
+#include "tuned_gemm.h"
 #include "turnrl/core/error.h"
 
 namespace turnrl::detail {
@@ -481,7 +482,8 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
   return result;
 }
 
-torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                            bool decode_step) {
   const auto type = weight.scalar_type();
   const int64_t in_features = weight.size(1), out_features = weight.size(0);
   const bool recorded = torch::GradMode::is_enabled() &&
@@ -492,7 +494,13 @@ torch::Tensor decode_linear(const torch::Tensor& x, const torch::Tensor& weight,
                      dk::decode_linear_supported(kernel_dtype(weight), x.numel() / in_features, out_features,
                                                  in_features);
   const torch::Tensor input = takes ? x.contiguous() : x;
-  if (!takes || !dk::aligned16({input.data_ptr(), weight.data_ptr()})) return at::linear(x, weight, bias);
+  if (!takes || !dk::aligned16({input.data_ptr(), weight.data_ptr()})) {
+    if (decode_step && !recorded && tuned_gemm_enabled()) {
+      const torch::Tensor tuned = tuned_linear(x.contiguous(), weight, bias);
+      if (tuned.defined()) return tuned;
+    }
+    return at::linear(x, weight, bias);
+  }
   std::vector<int64_t> sizes = x.sizes().vec();
   sizes.back() = out_features;
   torch::Tensor out = torch::empty(sizes, x.options());

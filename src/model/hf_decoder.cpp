@@ -151,13 +151,13 @@ struct HFLayer : torch::nn::Module {
     if (slots) {
       // One kernel norms, rotates and stores what the q/k/v projections give (as one tensor).
       const torch::Tensor qkv = merged && qkv_merged.ready()
-                                    ? decode_linear(h, qkv_merged.weight(), qkv_merged.bias())
+                                    ? decode_linear(h, qkv_merged.weight(), qkv_merged.bias(), length == 1)
                                     : torch::cat({projections.at("q_proj")(h), projections.at("k_proj")(h),
                                                   projections.at("v_proj")(h)},
                                                  -1);
       const SlotAttention a = fused_slot_attention(*slots, index, qkv, config.num_attention_heads, q_norm, k_norm, cos,
                                                    sin, eps, merged && o_group_major.ready());
-      o = a.group_major ? decode_linear(a.out, o_group_major.weight(), o_group_major.bias())
+      o = a.group_major ? decode_linear(a.out, o_group_major.weight(), o_group_major.bias(), length == 1)
                         : projections.at("o_proj")(a.out);
     } else {
       const torch::Tensor q = fused_norm_rotary(
@@ -173,10 +173,11 @@ struct HFLayer : torch::nn::Module {
     const auto [residual, m] = add_and_norm(x, o, post_norm);
     const torch::Tensor gated =
         merged && gate_up_merged.ready()
-            ? fused_silu_mul_merged(decode_linear(m, gate_up_merged.weight(), gate_up_merged.bias()))
+            ? fused_silu_mul_merged(decode_linear(m, gate_up_merged.weight(), gate_up_merged.bias(), length == 1))
             : fused_silu_mul(projections.at("gate_proj")(m), projections.at("up_proj")(m));
     LoraLinear& down = projections.at("down_proj");
-    return {residual, merged && !down->has_adapter() ? decode_linear(gated, down->weight, down->bias) : down(gated)};
+    return {residual, merged && !down->has_adapter() ? decode_linear(gated, down->weight, down->bias, length == 1)
+                                                     : down(gated)};
   }
 
   // {x + delta, rms_norm(x + delta, weight)} (delta may be undefined: {x, rms_norm(x)}), in one
