@@ -29,8 +29,9 @@ TEST_CASE("tuned_gemm: tuned projections equal a float64 product within the dtyp
           const torch::Tensor w = torch::randn({n, k}, options) * 0.02;
           const torch::Tensor b = with_bias ? torch::randn({n}, options) : torch::Tensor();
           const torch::Tensor x = torch::randn({rows, k}, options);
-          const torch::Tensor got = d::tuned_linear(x, w, b);
-          REQUIRE(got.defined());
+          // Undefined where linear() measured fastest: the caller runs linear() then.
+          const torch::Tensor tuned = d::tuned_linear(x, w, b);
+          const torch::Tensor got = tuned.defined() ? tuned : at::linear(x, w, b);
           REQUIRE(got.sizes().vec() == std::vector<int64_t>{rows, n});
           REQUIRE(got.scalar_type() == dtype);
           torch::Tensor want = at::matmul(x.to(torch::kDouble), w.to(torch::kDouble).t());
@@ -41,7 +42,9 @@ TEST_CASE("tuned_gemm: tuned projections equal a float64 product within the dtyp
           INFO("max |tuned - float64| " << diff);
           CHECK(diff < tolerance);
           // The kept choice: the same bits every call.
-          CHECK(torch::equal(d::tuned_linear(x, w, b), got));
+          const torch::Tensor again = d::tuned_linear(x, w, b);
+          CHECK(again.defined() == tuned.defined());
+          if (again.defined()) CHECK(torch::equal(again, got));
         }
       }
     }
@@ -49,13 +52,16 @@ TEST_CASE("tuned_gemm: tuned projections equal a float64 product within the dtyp
   // Every shape above was tuned once: linear() and at least one cuBLASLt candidate timed.
   const std::vector<d::TunedGemmChoice> choices = d::tuned_gemm_choices();
   CHECK(choices.size() >= 32);
+  int64_t kept_cublaslt = 0;
   for (const d::TunedGemmChoice& c : choices) {
+    kept_cublaslt += !c.uses_linear;
     INFO(c.rows << " x " << c.out_features << " x " << c.in_features);
     CHECK(c.linear_us > 0);
     CHECK(c.chosen_us <= c.linear_us);
     CHECK(c.candidates > 0);
     CHECK(c.uses_linear == (c.chosen_us == c.linear_us));
   }
+  WARN(kept_cublaslt << " of " << choices.size() << " shapes kept a cuBLASLt algorithm, the others linear()");
   // Not taken: more than 256 rows, float32, a CPU tensor, mismatched widths.
   const auto bf16 = torch::TensorOptions(torch::kBFloat16).device(torch::kCUDA);
   const torch::Tensor w = torch::randn({256, 512}, bf16);
@@ -91,9 +97,10 @@ TEST_CASE("tuned_gemm: nothing is tuned inside a graph capture, and a tuned shap
     graph.capture_end();
   }
   side.synchronize();
-  REQUIRE(eager.defined());
-  REQUIRE(captured.defined());
   CHECK_FALSE(untuned_taken);
+  // Defined when a cuBLASLt algorithm won the tuning (else both calls left it to linear()).
+  REQUIRE(eager.defined() == captured.defined());
+  if (!eager.defined()) return;
   graph.replay();
   c10::cuda::getCurrentCUDAStream().synchronize();
   CHECK(torch::equal(captured, eager));
