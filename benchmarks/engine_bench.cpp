@@ -51,6 +51,7 @@
 #include "model/decode_attention.cuh"
 #include "model/decode_gemm.cuh"
 #include "model/decoder_kernels.cuh"
+#include "model/device_timing.h"
 #include "model/fp8_e4m3.h"
 #include "model/fused_decoder.h"
 #include "model/tuned_gemm.h"
@@ -165,19 +166,10 @@ void print_inverse_cdf_timing(int64_t batch, int64_t vocab, const torch::Device&
 double event_seconds(const std::function<void()>& fn) {
   constexpr int kReps = 50;
   for (int i = 0; i < 5; ++i) fn();
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaEventRecord(start, stream);
-  for (int i = 0; i < kReps; ++i) fn();
-  cudaEventRecord(stop, stream);
-  cudaEventSynchronize(stop);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return double(ms) / 1e3 / kReps;
+  const double ms = turnrl::detail::device_milliseconds(c10::cuda::getCurrentCUDAStream().stream(), [&] {
+    for (int i = 0; i < kReps; ++i) fn();
+  });
+  return ms / 1e3 / kReps;
 }
 
 // Seconds per replay of one CUDA graph of fn() (captured on a side stream after two warm-up calls):

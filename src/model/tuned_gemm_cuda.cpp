@@ -14,6 +14,8 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include "device_timing.h"
+
 namespace turnrl::detail {
 namespace {
 
@@ -102,19 +104,11 @@ void destroy_descriptors(Plan& p) {
 template <typename F>
 double time_calls(int copies, cudaStream_t stream, const F& call) {
   for (int i = 0; i < copies; ++i) call(i);
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
   at::cuda::sleep(int64_t(2) << 20);
-  cudaEventRecord(start, stream);
-  for (int i = 0; i < kTimedCalls; ++i) call(i % copies);
-  cudaEventRecord(stop, stream);
-  cudaEventSynchronize(stop);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return 1000.0 * double(ms) / kTimedCalls;
+  const double ms = device_milliseconds(stream, [&] {
+    for (int i = 0; i < kTimedCalls; ++i) call(i % copies);
+  });
+  return 1000.0 * ms / kTimedCalls;
 }
 
 // Tunes a shape on `stream` (not capturing): Plan::uses_linear when linear() measured fastest or
