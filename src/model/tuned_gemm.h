@@ -24,9 +24,10 @@ namespace turnrl::detail {
 bool tuned_gemm_enabled();
 void set_tuned_gemm(bool on);
 
-// x W^T + b (b may be undefined) by the kept choice for x's shape; undefined where the call is not
-// one it takes (not CUDA, not bf16/f16, more than 256 rows, unaligned, or a shape met first inside
-// a graph capture): the caller runs linear() then.
+// x W^T + b (b may be undefined) by the kept choice for x's shape; undefined where linear() was
+// kept or the call is not one it takes (not CUDA, not bf16/f16, more than 256 rows, unaligned, a
+// shape met first inside a graph capture or after 256 others were tuned): the caller runs linear()
+// then.
 torch::Tensor tuned_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
 // What the tuning measured for each shape, for benchmarks: microseconds a call of linear() and of

@@ -23,6 +23,9 @@ constexpr int64_t kMaxRows = 256;
 constexpr int kTunedCandidates = 16;  // cuBLASLt's heuristic offers; all are timed
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 constexpr int kTimedCalls = 48;  // calls a candidate is timed over (after one untimed pass)
+// Shapes tuned in a process, at about 20 ms each; later new shapes go to linear(). The engine on
+// graphs meets four a batch-size bucket; eagerly, four for each count of running rows.
+constexpr size_t kMaxTunedShapes = 256;
 
 std::atomic<bool> enabled{true};
 
@@ -221,7 +224,7 @@ torch::Tensor tuned_linear(const torch::Tensor& x, const torch::Tensor& weight, 
   auto plan = s.plans.find(key);
   if (plan == s.plans.end() || workspace == s.workspaces.end()) {
     // Nothing is tuned or allocated inside a capture: the graph's warm-up outside it does that.
-    if (capturing(stream)) return {};
+    if (capturing(stream) || (plan == s.plans.end() && s.plans.size() >= kMaxTunedShapes)) return {};
     if (workspace == s.workspaces.end())
       workspace = s.workspaces
                       .emplace(stream, torch::empty({int64_t(kWorkspaceBytes)}, x.options().dtype(torch::kByte)))
