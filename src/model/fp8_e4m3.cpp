@@ -4,6 +4,8 @@
 #include <limits>
 #include <vector>
 
+#include <torch/version.h>
+
 #include "turnrl/core/error.h"
 
 namespace turnrl::detail {
@@ -59,8 +61,15 @@ torch::Tensor to_e4m3(const torch::Tensor& x) {
 torch::Tensor from_e4m3(const torch::Tensor& codes, torch::Dtype dtype) {
   if (codes.scalar_type() != torch::kByte)
     fail("from_e4m3: codes must be uint8 e4m3 codes; got {}", c10::toString(codes.scalar_type()));
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1)
+  // LibTorch's own float8_e4m3fn (2.1 on) reads the same codes: one conversion kernel, exact like
+  // the table, without the table's int64 index of every code (a prefill over an fp8 cache decodes
+  // each layer's rows).
+  return codes.view(torch::kFloat8_e4m3fn).to(dtype);
+#else
   const Tables& t = tables_on(codes.device());
   return t.values.index_select(0, codes.flatten().to(torch::kLong)).view(codes.sizes()).to(dtype);
+#endif
 }
 
 }  // namespace turnrl::detail

@@ -14,10 +14,11 @@ namespace turnrl::detail {
 torch::Tensor to_e4m3(const torch::Tensor& x);
 
 // The values of e4m3 codes (uint8) in `dtype`: exact in float32, float16 and bfloat16, which all
-// hold 3 mantissa bits and exponents -9 .. 8.
+// hold 3 mantissa bits and exponents -9 .. 8. By a 256-entry table, or from LibTorch 2.1 on by its
+// own float8_e4m3fn dtype, which reads the same codes.
 torch::Tensor from_e4m3(const torch::Tensor& codes, torch::Dtype dtype);
 
-// The value of one code, as float (NaN for 0x7F and 0xFF): the table both functions above use.
+// The value of one code, as float (NaN for 0x7F and 0xFF): the table the functions above use.
 float e4m3_value(uint8_t code);
 
 }  // namespace turnrl::detail
