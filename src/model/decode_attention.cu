@@ -177,13 +177,8 @@ __global__ void __launch_bounds__(kThreads)
         continue;
       }
       // The key as qkv_rotary_store stores it: rounded to T, then (codes) to e4m3.
-      C* to = fresh.keys + (target * kv_heads + j) * D;
-#pragma unroll
-      for (int i = 0; i < J; ++i) {
-        const int at_a = lane + 32 * i, at_b = at_a + 32 * J;
-        to[at_a] = fresh_kv[0][at_a] = device::to_cache<T, C>(a[i]);
-        to[at_b] = fresh_kv[0][at_b] = device::to_cache<T, C>(b[i]);
-      }
+      device::store_head_pairs<T, J, C>(fresh_kv[0], lane, a, b);
+      device::store_head_pairs<T, J, C>(fresh.keys + (target * kv_heads + j) * D, lane, a, b);
     }
     __syncthreads();
   }

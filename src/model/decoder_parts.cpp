@@ -197,22 +197,17 @@ std::pair<torch::Tensor, torch::Tensor> slot_rows(const SlotLayout& layout, size
   return {rows(layout.cache->keys[layer]), rows(layout.cache->values[layer])};
 }
 
-void write_to_slots(const SlotLayout& layout, size_t layer, const torch::Tensor& keys, const torch::Tensor& values) {
-  const bool fp8 = layout.cache->fp8();
-  const auto write = [&](torch::Tensor& cache, const torch::Tensor& x) {
-    cache.view({-1, x.size(1), x.size(2)}).index_copy_(0, layout.write_index, fp8 ? to_e4m3(x) : x);
-  };
-  write(layout.cache->keys[layer], keys);
-  write(layout.cache->values[layer], values);
-}
-
 std::pair<torch::Tensor, torch::Tensor> store_in_slots(const SlotLayout& layout, size_t layer, const torch::Tensor& k,
                                                        const torch::Tensor& v) {
-  // [B, Hkv, T, D] -> token-major [B * T, Hkv, D], as write_index counts them.
-  const auto tokens = [](const torch::Tensor& x) {
-    return x.transpose(1, 2).reshape({x.size(0) * x.size(2), x.size(1), x.size(3)});
+  // [B, Hkv, T, D] -> token-major [B * T, Hkv, D] (token i to row write_index[i] of the flattened
+  // cache), as e4m3 codes where the cache holds codes.
+  const bool fp8 = layout.cache->fp8();
+  const auto store = [&](torch::Tensor& cache, const torch::Tensor& x) {
+    const torch::Tensor tokens = x.transpose(1, 2).reshape({x.size(0) * x.size(2), x.size(1), x.size(3)});
+    cache.view({-1, x.size(1), x.size(3)}).index_copy_(0, layout.write_index, fp8 ? to_e4m3(tokens) : tokens);
   };
-  write_to_slots(layout, layer, tokens(k), tokens(v));
+  store(layout.cache->keys[layer], k);
+  store(layout.cache->values[layer], v);
   return slot_rows(layout, layer);
 }
 

@@ -78,9 +78,6 @@ SlotLayout slot_layout(const torch::Tensor& tokens, const SlotBatch& batch, Slot
 // attends to, [B, Hkv, read_width, D] (views of the cache rows when batch.leading_slots).
 std::pair<torch::Tensor, torch::Tensor> store_in_slots(const SlotLayout& layout, size_t layer, const torch::Tensor& k,
                                                        const torch::Tensor& v);
-// Writes token-major keys and values [B * T, Hkv, D] (token i to row write_index[i] of the flattened
-// cache) into layer `layer`, as e4m3 codes where the cache holds codes.
-void write_to_slots(const SlotLayout& layout, size_t layer, const torch::Tensor& keys, const torch::Tensor& values);
 // The keys and values each row attends to, as store_in_slots() returns them, without writing.
 std::pair<torch::Tensor, torch::Tensor> slot_rows(const SlotLayout& layout, size_t layer);
 

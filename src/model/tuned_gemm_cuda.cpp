@@ -41,13 +41,12 @@ struct Key {
 
 // A shape's kept choice: linear(), or one cuBLASLt algorithm with the descriptors it was chosen for.
 struct Plan {
-  bool uses_linear = true;
   size_t alignment = 256;  // the pointer alignment the algorithm was chosen under
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
-  TunedGemmChoice choice;
+  TunedGemmChoice choice;  // choice.uses_linear: linear() is the kept choice
 };
 
 // Never destroyed: plans and handles live as long as the process (captured graphs hold their
@@ -114,7 +113,7 @@ double time_calls(int copies, cudaStream_t stream, const F& call) {
   return 1000.0 * ms / kTimedCalls;
 }
 
-// Tunes a shape on `stream` (not capturing): Plan::uses_linear when linear() measured fastest or
+// Tunes a shape on `stream` (not capturing): choice.uses_linear when linear() measured fastest or
 // no algorithm computed the product.
 Plan tune(const Key& key, cublasLtHandle_t handle, const torch::Tensor& x, const torch::Tensor& weight,
           const torch::Tensor& bias, void* workspace, cudaStream_t stream) {
@@ -191,7 +190,6 @@ Plan tune(const Key& key, cublasLtHandle_t handle, const torch::Tensor& x, const
     destroy_descriptors(plan);
     return plan;
   }
-  plan.uses_linear = false;
   plan.choice.uses_linear = false;
   plan.algo = found[best].algo;
   plan.workspace = found[best].workspaceSize;
@@ -233,7 +231,7 @@ torch::Tensor tuned_linear(const torch::Tensor& x, const torch::Tensor& weight, 
       plan = s.plans.emplace(key, tune(key, handle, x, weight, bias, workspace->second.data_ptr(), stream)).first;
   }
   const Plan& p = plan->second;
-  if (p.uses_linear) return {};
+  if (p.choice.uses_linear) return {};
   const void* bias_data = bias.defined() ? bias.data_ptr() : nullptr;
   if (alignment_of(x.data_ptr()) < p.alignment || alignment_of(weight.data_ptr()) < p.alignment ||
       (bias_data != nullptr && alignment_of(bias_data) < p.alignment))
