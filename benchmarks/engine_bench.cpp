@@ -420,6 +420,18 @@ void print_decode_attention_timing(double copy_bandwidth, const torch::Device& d
           [&] { (void)d::decode_attention(q, key_codes, value_codes, key_offsets, keys_used, true, keys, 0); });
       std::printf("%13s fp8 e4m3 codes: %.1f us (%.2fx the bf16 cache), %.0f GB/s\n", "", fp8_s * 1e6, split_s / fp8_s,
                   bytes / 2 / fp8_s / 1e9);
+      // Both again with the products on the tensor cores (decode_attention_tensor_cores), at the
+      // same split count.
+      const bool tensor_cores = turnrl::decoder_kernels::decode_attention_tensor_cores_enabled();
+      turnrl::decoder_kernels::set_decode_attention_tensor_cores(true);
+      const double tc_s = split_kv_seconds(0);
+      const double tc_fp8_s = event_seconds(
+          [&] { (void)d::decode_attention(q, key_codes, value_codes, key_offsets, keys_used, true, keys, 0); });
+      turnrl::decoder_kernels::set_decode_attention_tensor_cores(tensor_cores);
+      std::printf("%13s tensor cores: bf16 %.1f us (%.2fx float32 FMAs), %.0f GB/s; fp8 codes %.1f us (%.2fx), %.0f "
+                  "GB/s\n",
+                  "", tc_s * 1e6, split_s / tc_s, bytes / tc_s / 1e9, tc_fp8_s * 1e6, fp8_s / tc_fp8_s,
+                  bytes / 2 / tc_fp8_s / 1e9);
     }
   }
   std::printf("ratio > 1: the split-KV kernel is faster. Each time: the mean of 50 calls back to back (CUDA events).\n\n");
@@ -559,7 +571,7 @@ int main(int argc, char** argv) {
       set(was);
       return seconds;
     };
-    double plain_launch_seconds = 0, other_qkv_seconds = 0, tuned_flipped_seconds = 0;
+    double plain_launch_seconds = 0, other_qkv_seconds = 0, tuned_flipped_seconds = 0, tensor_cores_flipped_seconds = 0;
 #ifdef TURNRL_WITH_CUDA
     // The decoder's kernels launched plainly, not as programmatic dependent launches
     // (dependent_launch.cuh): what those save, measured in the same run.
@@ -573,19 +585,30 @@ int main(int argc, char** argv) {
     // The decode projections by the cuBLASLt algorithm measured fastest for their shape
     // (tuned_gemm.h) or by linear(), whichever the default is not.
     tuned_flipped_seconds = time_with_switch_flipped(turnrl::detail::tuned_gemm_enabled, turnrl::detail::set_tuned_gemm);
+    // The split-KV kernel's two products on the tensor cores or in float32 FMAs, whichever the
+    // default is not (decode_attention.cuh).
+    tensor_cores_flipped_seconds = time_with_switch_flipped(decoder_kernels::decode_attention_tensor_cores_enabled,
+                                                            decoder_kernels::set_decode_attention_tensor_cores);
 #endif
     // And with the keys and values held as fp8 e4m3 codes (kv_cache_dtype): half the cache's bytes.
     const double fp8_seconds =
         gpu ? time_engine(true, DecodeAttention::split_kv, false, true, KVCacheDtype::fp8_e4m3) : 0;
     // The fp8 cache with decode_attention_from_qkv flipped too: the one-launch kernel writes the
     // codes itself.
-    double fp8_other_qkv_seconds = 0;
+    double fp8_other_qkv_seconds = 0, fp8_tensor_cores_flipped_seconds = 0;
 #ifdef TURNRL_WITH_CUDA
     if (gpu) {
       const bool was = decoder_kernels::decode_attention_from_qkv_enabled();
       decoder_kernels::set_decode_attention_from_qkv(!was);
       fp8_other_qkv_seconds = time_engine(true, DecodeAttention::split_kv, false, true, KVCacheDtype::fp8_e4m3);
       decoder_kernels::set_decode_attention_from_qkv(was);
+      // And the fp8 cache with the tensor-core switch flipped: the kernel whose instructions a key
+      // the halved bytes expose.
+      const bool tensor_cores = decoder_kernels::decode_attention_tensor_cores_enabled();
+      decoder_kernels::set_decode_attention_tensor_cores(!tensor_cores);
+      fp8_tensor_cores_flipped_seconds =
+          time_engine(true, DecodeAttention::split_kv, false, true, KVCacheDtype::fp8_e4m3);
+      decoder_kernels::set_decode_attention_tensor_cores(tensor_cores);
     }
 #endif
     // And recording each decode step's tokens before launching the next (overlap_steps false): what
@@ -647,6 +670,15 @@ int main(int argc, char** argv) {
     }
 #endif
 #ifdef TURNRL_WITH_CUDA
+    if (tensor_cores_flipped_seconds > 0) {
+      const bool on = decoder_kernels::decode_attention_tensor_cores_enabled();
+      std::printf("%-11s %5ld   fused, split-KV attention %s: %.0f tok/s (tensor cores against float32 FMAs: %.3fx)\n",
+                  c.shape.c_str(), long(c.batch), on ? "in float32 FMAs" : "on the tensor cores",
+                  generated / tensor_cores_flipped_seconds,
+                  on ? tensor_cores_flipped_seconds / engine_seconds : engine_seconds / tensor_cores_flipped_seconds);
+    }
+#endif
+#ifdef TURNRL_WITH_CUDA
     if (tuned_flipped_seconds > 0) {
       const bool tuned = turnrl::detail::tuned_gemm_enabled();
       std::printf("%-11s %5ld   fused, decode projections by %s: %.0f tok/s (%s: %.3fx)\n", c.shape.c_str(),
@@ -669,6 +701,13 @@ int main(int argc, char** argv) {
                     "fp8 row)\n",
                     c.shape.c_str(), long(c.batch), generated / fp8_other_qkv_seconds,
                     fp8_seconds / fp8_other_qkv_seconds);
+      if (fp8_tensor_cores_flipped_seconds > 0)
+        std::printf("%-11s %5ld   fused, fp8 e4m3 cache, tensor-core attention flipped: %.0f tok/s (%.3fx the fp8 "
+                    "row; against the %s cache: %.3fx; share %.1f%%)\n",
+                    c.shape.c_str(), long(c.batch), generated / fp8_tensor_cores_flipped_seconds,
+                    fp8_seconds / fp8_tensor_cores_flipped_seconds, c10::toString(dtype),
+                    engine_seconds / fp8_tensor_cores_flipped_seconds,
+                    100 * generated / fp8_tensor_cores_flipped_seconds / fp8_roofline);
     }
     if (stepped_seconds > 0)
       std::printf("%-11s %5ld   fused, one step at a time: %.0f tok/s (overlapped steps: %.3fx)\n", c.shape.c_str(),

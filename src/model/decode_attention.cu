@@ -95,6 +95,51 @@ __device__ __forceinline__ int head_place(int i, int j, int groups, int kv_heads
   return group_major ? i * kv_heads + j : j * groups + i;
 }
 
+// The block's share [lo, hi) of a row's `used` keys: split blockIdx.z of gridDim.z; the last
+// splits may get fewer or none.
+__device__ __forceinline__ void split_range(int used, int& lo, int& hi) {
+  const int chunk = (used + int(gridDim.z) - 1) / int(gridDim.z);
+  lo = min(used, int(blockIdx.z) * chunk);
+  hi = min(used, lo + chunk);
+}
+
+// The partial softmaxes of a block's warps (acc against max, and sum, for its G query heads) into
+// the block's result, one output value a thread at a time: the normalised output with one split,
+// else the block's unnormalised partial (acc, max, sum) for merge_splits. Grid (j, row, split).
+template <typename T, int D, int G>
+__device__ __forceinline__ void write_block_result(const float (&shared_acc)[kWarps][G][D],
+                                                   const float (&shared_max)[kWarps][G],
+                                                   const float (&shared_sum)[kWarps][G], T* __restrict__ out,
+                                                   float* __restrict__ workspace, int row, int j, int heads,
+                                                   int kv_heads, bool group_major) {
+  const int split = blockIdx.z, splits = gridDim.z, rows = gridDim.y;
+  for (int at = threadIdx.x; at < G * D; at += kThreads) {
+    const int i = at / D, d = at % D;
+    float block_max = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) block_max = fmaxf(block_max, shared_max[w][i]);
+    float block_sum = 0.0f, block_acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      const float factor = rescale(shared_max[w][i], block_max);
+      block_sum += shared_sum[w][i] * factor;
+      block_acc += shared_acc[w][i][d] * factor;
+    }
+    const int64_t output = int64_t(row) * heads + head_place(i, j, G, kv_heads, group_major);
+    if (splits == 1) {
+      store(out + output * D + d, block_sum > 0.0f ? block_acc / block_sum : 0.0f);
+    } else {
+      // Partials [splits][rows * heads][D], then maxima and sums [splits][rows * heads].
+      const int64_t outputs = int64_t(rows) * heads, partial = int64_t(split) * outputs + output;
+      workspace[partial * D + d] = block_acc;
+      if (d == 0) {
+        workspace[int64_t(splits) * outputs * D + partial] = block_max;
+        workspace[int64_t(splits) * outputs * (D + 1) + partial] = block_sum;
+      }
+    }
+  }
+}
+
 // The step's own q, k and v (decode_attention_from_qkv), typed; qkv null: q holds the queries and
 // the caches the new keys and values.
 template <typename T, typename C>
@@ -137,15 +182,14 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ __align__(16) T fresh_q[G][D];
   __shared__ __align__(16) C fresh_kv[2][D];  // the new key and value, as the cache holds them
 
-  const int j = blockIdx.x, row = blockIdx.y, split = blockIdx.z, splits = gridDim.z, rows = gridDim.y;
+  const int j = blockIdx.x, row = blockIdx.y, split = blockIdx.z;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int part = lane % kLanes;  // values part * 8 .. part * 8 + 7 of each key
   const int warp_stream = lane / kLanes;
 
-  // The split's share of the row's keys; the last splits may get fewer or none.
   const int used = max(keys_used[row], 0);
-  const int chunk = (used + splits - 1) / splits;
-  const int lo = min(used, split * chunk), hi = min(used, lo + chunk);
+  int lo, hi;
+  split_range(used, lo, hi);
 
   int fresh_key = -1;  // the key taken from fresh_kv, not from the cache
   if (fresh.qkv != nullptr) {
@@ -308,32 +352,287 @@ __global__ void __launch_bounds__(kThreads)
   }
   __syncthreads();
 
-  // The warps into the block's result, one output value a thread at a time.
-  for (int at = threadIdx.x; at < G * D; at += kThreads) {
-    const int i = at / D, d = at % D;
-    float block_max = -INFINITY;
+  write_block_result<T, D, G>(shared_acc, shared_max, shared_sum, out, workspace, row, j, heads, kv_heads, group_major);
+}
+
+// ---- The tensor-core variant (decode_attention_tensor_cores()) ----
+//
+// The scalar kernel above spends some sixty warp instructions a key (unpacking, a dot product
+// reduced across 16 lanes by shuffles, the online softmax, the weighted sum, each in float32 FMAs):
+// over e4m3 codes, half the bytes a key, it stops being held back by memory. Here a warp takes 16
+// keys at a time and does both products on the tensor cores (mma.m16n8k16, float32 accumulators),
+// FlashAttention-2's register layout with the G query heads as the rows of a 16-row tile (rows G..15
+// zero): S = Q K^T for 2 x 8 keys, one online-softmax update a tile, O += P V. About a fifth of
+// the instructions a key. P is rounded to the mma's 16-bit type for the second product, as
+// FlashAttention rounds it; the sums are float32.
+//
+// The mma's element: T's own for a cache of T, float16 for e4m3 codes (each code is a float16
+// value exactly; the hardware converts two codes in one instruction). q in T converts to float16
+// exactly within float16's range (bfloat16 has fewer mantissa bits); it is clamped to that range.
+// Blocks a SM that the registers must allow: over e4m3 codes 4 (128 registers a thread, a few
+// spilled at head_dim 128), so that at B = 64 the 512 blocks of Qwen3's attention fit one wave of a
+// 132-SM GPU; over keys in T 3 (twice the bytes a tile in registers; no spills).
+template <typename C>
+constexpr int kTensorCoreBlocksAnSm = std::is_same_v<C, uint8_t> ? 4 : 3;
+
+template <typename T, typename C>
+using MmaElement = std::conditional_t<std::is_same_v<C, uint8_t>, __half, T>;
+
+// (lo, hi) rounded to E, as the 32-bit pair an mma operand register holds (lo in the low half).
+template <typename E>
+__device__ __forceinline__ uint32_t pair_bits(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pair_bits<__half>(float lo, float hi) {
+  const __half2 pair = __floats2half2_rn(lo, hi);
+  uint32_t bits;
+  memcpy(&bits, &pair, sizeof bits);
+  return bits;
+}
+template <>
+__device__ __forceinline__ uint32_t pair_bits<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  uint32_t bits;
+  memcpy(&bits, &pair, sizeof bits);
+  return bits;
+}
+
+// Four e4m3 codes (byte 0 first) as two float16 pairs: codes 0, 1 in `low`, codes 2, 3 in `high`.
+__device__ __forceinline__ void e4m3x4_to_half_pairs(uint32_t codes, uint32_t& low, uint32_t& high) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("{\n .reg .b16 lo, hi;\n mov.b32 {lo, hi}, %2;\n cvt.rn.f16x2.e4m3x2 %0, lo;\n cvt.rn.f16x2.e4m3x2 %1, hi;\n}"
+      : "=r"(low), "=r"(high)
+      : "r"(codes));
+#else
+  const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(codes & 0xffffu), __NV_E4M3);
+  const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(__nv_fp8x2_storage_t(codes >> 16), __NV_E4M3);
+  low = uint32_t(a.x) | (uint32_t(a.y) << 16);
+  high = uint32_t(b.x) | (uint32_t(b.y) << 16);
+#endif
+}
+
+// d += A B for one m16n8k16 tile whose rows 8..15 are zero: a0, a2 hold row group_id's columns
+// (2 t, 2 t + 1) and (2 t + 8, 2 t + 9), b0, b1 the B column group_id's rows likewise, d0, d1 the
+// row group_id's output columns 2 t, 2 t + 1 (group_id = lane / 4, t = lane % 4). The zero rows'
+// outputs are dropped.
+template <typename E>
+__device__ __forceinline__ void mma_rows8(float& d0, float& d1, uint32_t a0, uint32_t a2, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float dropped0, dropped1;
+  if constexpr (std::is_same_v<E, __half>) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %10, %11};"
+        : "+f"(d0), "+f"(d1), "=f"(dropped0), "=f"(dropped1)
+        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1), "f"(0.0f), "f"(0.0f));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %10, %11};"
+        : "+f"(d0), "+f"(d1), "=f"(dropped0), "=f"(dropped1)
+        : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1), "f"(0.0f), "f"(0.0f));
+  }
+#else
+  __trap();  // decode_attention_tensor_cores_taken() keeps older GPUs off this kernel
+#endif
+}
+
+// A lane's share of a cache row of which `Lanes` lanes read `Bytes` bytes each: pieces of
+// kPiece = min(16, Bytes) bytes, the lane's piece p at bytes (p Lanes + l) kPiece of the row (each
+// load instruction of the warp reads whole rows' runs of Lanes kPiece contiguous bytes).
+template <int Bytes, int Lanes>
+struct LaneShare {
+  static constexpr int kPiece = Bytes < 16 ? Bytes : 16;
+  static constexpr int kPieces = Bytes / kPiece;
+  static constexpr int kWords = Bytes / 4;
+  static_assert(Bytes % 8 == 0 && Bytes % kPiece == 0, "a share is whole 8- or 16-byte pieces");
+
+  // The row's element (of `element` bytes) that the share's element e is, for lane l.
+  __device__ static __forceinline__ int element_of(int e, int l, int element) {
+    const int byte = e * element;
+    return ((byte / kPiece * Lanes + l) * kPiece + byte % kPiece) / element;
+  }
+
+  // The share of lane l of the row at `row` (16-byte aligned), or zeros where !valid.
+  __device__ static __forceinline__ void load(const uint8_t* row, int l, bool valid, uint32_t (&words)[kWords]) {
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) block_max = fmaxf(block_max, shared_max[w][i]);
-    float block_sum = 0.0f, block_acc = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) {
-      const float factor = rescale(shared_max[w][i], block_max);
-      block_sum += shared_sum[w][i] * factor;
-      block_acc += shared_acc[w][i][d] * factor;
-    }
-    const int64_t output = int64_t(row) * heads + head_place(i, j, G, kv_heads, group_major);
-    if (splits == 1) {
-      store(out + output * D + d, block_sum > 0.0f ? block_acc / block_sum : 0.0f);
-    } else {
-      // Partials [splits][rows * heads][D], then maxima and sums [splits][rows * heads].
-      const int64_t outputs = int64_t(rows) * heads, partial = int64_t(split) * outputs + output;
-      workspace[partial * D + d] = block_acc;
-      if (d == 0) {
-        workspace[int64_t(splits) * outputs * D + partial] = block_max;
-        workspace[int64_t(splits) * outputs * (D + 1) + partial] = block_sum;
+    for (int p = 0; p < kPieces; ++p) {
+      const uint8_t* at = row + (p * Lanes + l) * kPiece;
+      if constexpr (kPiece == 16) {
+        const uint4 v = valid ? __ldg(reinterpret_cast<const uint4*>(at)) : make_uint4(0, 0, 0, 0);
+        words[4 * p] = v.x, words[4 * p + 1] = v.y, words[4 * p + 2] = v.z, words[4 * p + 3] = v.w;
+      } else {
+        const uint2 v = valid ? __ldg(reinterpret_cast<const uint2*>(at)) : make_uint2(0, 0);
+        words[2 * p] = v.x, words[2 * p + 1] = v.y;
       }
     }
   }
+};
+
+// One block per (key/value head j, row b, split s), as decode_attention_blocks, 4 warps; warp w
+// takes the split's 16-key tiles w, w + 4, ... Lane (g, t) = (lane / 4, lane % 4) holds:
+//   query head g's (g < G) share of D / 4 values, scaled, as the A operand of S's D / 16 k-steps;
+//   keys kb + g and kb + 8 + g (the B columns of S's two 8-key tiles): the same share of each;
+//   values of keys kb + 2t, kb + 2t + 1, kb + 2t + 8, kb + 2t + 9 (the B rows of O's tiles): a
+//     share of D / 8 values each, the output columns of lane group g;
+//   scores of head g for keys kb + 2t, kb + 2t + 1 (tile 0) and kb + 8 + 2t, kb + 9 + 2t (tile 1),
+//     which are also P's A operand for O = P V (k = the tile's 16 keys) without a shuffle;
+//   head g's output columns of lane groups 2t and 2t + 1, D / 8 each.
+// The dot product does not care in which order a key's values are summed, so each lane reads
+// whole 16-byte pieces and q is read in the keys' order.
+template <typename T, typename C, int D, int G>
+__global__ void __launch_bounds__(kThreads, kTensorCoreBlocksAnSm<C>)
+    decode_attention_tensor_core_blocks(const T* __restrict__ q, const C* __restrict__ keys,
+                                        const C* __restrict__ values, const int32_t* __restrict__ key_offsets,
+                                        const int32_t* __restrict__ keys_used, T* __restrict__ out,
+                                        float* __restrict__ workspace, int heads, int kv_heads, bool group_major,
+                                        float scale) {
+  start_after_previous_grid();  // launch_dependent(): nothing before this touches memory
+  using E = MmaElement<T, C>;
+  constexpr bool kCodes = std::is_same_v<C, uint8_t>;
+  constexpr int kElement = int(sizeof(C));
+  constexpr int kSteps = D / 16;  // k-steps of S = Q K^T
+  constexpr int kTiles = D / 8;   // 8-column tiles of O = P V
+  constexpr int kTileKeys = 16;
+  using KeyShare = LaneShare<D / 4 * kElement, 4>;
+  using ValueShare = LaneShare<D / 8 * kElement, 8>;
+  static_assert(G <= 8, "the query heads of a group are rows 0..7 of the tile");
+  static_assert(D == 64 || D == 128, "head_dim 64 or 128 (registers)");
+  __shared__ __align__(16) float shared_acc[kWarps][G][D];
+  __shared__ float shared_max[kWarps][G], shared_sum[kWarps][G];
+
+  const int j = blockIdx.x, row = blockIdx.y;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int used = max(keys_used[row], 0);
+  int lo, hi;
+  split_range(used, lo, hi);
+
+  // Query head g's values in its keys' share order, as A operand pairs: step s takes share
+  // elements (4s, 4s + 1) and (4s + 2, 4s + 3). Rows g >= G stay zero. The scale goes on the
+  // float32 scores, so q keeps its own bits here.
+  uint32_t query_pairs[kSteps][2];
+  {
+    const T* head = q + (int64_t(row) * heads + head_place(min(g, G - 1), j, G, kv_heads, group_major)) * D;
+    const auto value = [&](int e) {
+      if (g >= G) return 0.0f;
+      const float v = device::to_float(head[KeyShare::element_of(e, t, kElement)]);
+      return kCodes ? fminf(fmaxf(v, -65504.0f), 65504.0f) : v;  // float16's range
+    };
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      query_pairs[s][0] = pair_bits<E>(value(4 * s), value(4 * s + 1));
+      query_pairs[s][1] = pair_bits<E>(value(4 * s + 2), value(4 * s + 3));
+    }
+  }
+  const float score_scale = scale * kLog2e;  // scores in base 2 (exp2f)
+
+  float max_score = -INFINITY, sum = 0.0f;  // head g's, over this lane's keys (the max: the warp's)
+  float acc[kTiles][2];
+#pragma unroll
+  for (int u = 0; u < kTiles; ++u) acc[u][0] = acc[u][1] = 0.0f;
+
+  const int64_t key_stride = int64_t(kv_heads) * D;  // elements from one key of head j to the next
+  const int64_t first = (int64_t(key_offsets[row]) * kv_heads + j) * D;
+  const uint8_t* key_rows = reinterpret_cast<const uint8_t*>(keys + first);
+  const uint8_t* value_rows = reinterpret_cast<const uint8_t*>(values + first);
+  const auto key_row = [&](const uint8_t* base, int key) { return base + int64_t(key) * key_stride * kElement; };
+
+  for (int kb = lo + warp * kTileKeys; kb < hi; kb += kWarps * kTileKeys) {
+    // Every load of the tile first: 2 keys' and 4 values' shares in flight at once.
+    uint32_t key_words[2][KeyShare::kWords], value_words[4][ValueShare::kWords];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      const int key = kb + 8 * n + g;
+      KeyShare::load(key_row(key_rows, key), t, key < hi, key_words[n]);
+    }
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int key = kb + 2 * t + (r & 1) + 8 * (r >> 1);  // B rows 2t, 2t + 1, 2t + 8, 2t + 9
+      ValueShare::load(key_row(value_rows, key), g, key < hi, value_words[r]);
+    }
+
+    // S = Q K^T: score[n][c] for head g and key kb + 8n + 2t + c.
+    float score[2][2];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      score[n][0] = score[n][1] = 0.0f;
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) {
+        uint32_t b0, b1;
+        if constexpr (kCodes) {
+          e4m3x4_to_half_pairs(key_words[n][s], b0, b1);  // share elements 4s .. 4s + 3
+        } else {
+          b0 = key_words[n][2 * s];
+          b1 = key_words[n][2 * s + 1];
+        }
+        mma_rows8<E>(score[n][0], score[n][1], query_pairs[s][0], query_pairs[s][1], b0, b1);
+      }
+    }
+
+    // One online-softmax update a tile (the 4 lanes of a head hold its 16 scores).
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const bool valid = kb + 8 * n + 2 * t + c < hi;
+        score[n][c] = valid ? score[n][c] * score_scale : -INFINITY;
+        tile_max = fmaxf(tile_max, score[n][c]);
+      }
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));
+    tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 2));
+    const float new_max = fmaxf(max_score, tile_max);  // finite: key kb is in range
+    const float old_scale = rescale(max_score, new_max);
+    max_score = new_max;
+    float p[2][2];
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) p[n][c] = exp2f(score[n][c] - new_max);  // 0 for -inf
+    sum = fmaf(sum, old_scale, (p[0][0] + p[0][1]) + (p[1][0] + p[1][1]));
+    const uint32_t p0 = pair_bits<E>(p[0][0], p[0][1]), p1 = pair_bits<E>(p[1][0], p[1][1]);
+
+    // O += P V: B column g of tile u is share element u of lane g's values; rows 2t, 2t + 1 pair
+    // into b0 and 2t + 8, 2t + 9 into b1.
+#pragma unroll
+    for (int u = 0; u < kTiles; ++u) {
+      uint32_t b0, b1;
+      if constexpr (kCodes) {
+        // Code u % 4 of word u / 4 of two values' shares, side by side, then to float16 pairs.
+        const int w = u / 4, r = u % 4;
+        const unsigned selector = r < 2 ? 0x5140u : 0x7362u;  // bytes (a0 b0 a1 b1) or (a2 b2 a3 b3)
+        uint32_t low, high;
+        e4m3x4_to_half_pairs(__byte_perm(value_words[0][w], value_words[1][w], selector), low, high);
+        b0 = r % 2 == 0 ? low : high;
+        e4m3x4_to_half_pairs(__byte_perm(value_words[2][w], value_words[3][w], selector), low, high);
+        b1 = r % 2 == 0 ? low : high;
+      } else {
+        // Half u % 2 of word u / 2 of each.
+        const int w = u / 2;
+        const unsigned selector = u % 2 == 0 ? 0x5410u : 0x7632u;
+        b0 = __byte_perm(value_words[0][w], value_words[1][w], selector);
+        b1 = __byte_perm(value_words[2][w], value_words[3][w], selector);
+      }
+      acc[u][0] *= old_scale;
+      acc[u][1] *= old_scale;
+      mma_rows8<E>(acc[u][0], acc[u][1], p0, p1, b0, b1);
+    }
+  }
+
+  // Head g's sum over its 4 lanes; the max is already the warp's. Then the warps through shared
+  // memory, as the scalar kernel.
+  sum += __shfl_xor_sync(kFullMask, sum, 1);
+  sum += __shfl_xor_sync(kFullMask, sum, 2);
+  if (g < G) {
+#pragma unroll
+    for (int u = 0; u < kTiles; ++u)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) shared_acc[warp][g][ValueShare::element_of(u, 2 * t + c, kElement)] = acc[u][c];
+    if (t == 0) {
+      shared_max[warp][g] = max_score;
+      shared_sum[warp][g] = sum;
+    }
+  }
+  __syncthreads();
+  write_block_result<T, D, G>(shared_acc, shared_max, shared_sum, out, workspace, row, j, heads, kv_heads, group_major);
 }
 
 // One block of `dim` threads per output head (rows * heads of them): the splits' partials of
@@ -368,12 +667,30 @@ struct Problem {
   float scale;
   int splits;
   bool fp8_cache;
+  bool tensor_cores;  // decode_attention_tensor_core_blocks (checked by run())
   cudaStream_t stream;
 };
+
+// The splits' partials of either kernel merged into out.
+template <typename T, int D>
+cudaError_t merge(const Problem& p) {
+  const int64_t outputs = p.rows * p.heads;
+  return launch_dependent(merge_splits<T>, dim3(unsigned(outputs)), dim3(unsigned(D)), 0, p.stream, p.workspace,
+                          static_cast<T*>(p.out), outputs, D, p.splits);
+}
 
 template <typename T, typename C, int D, int G>
 cudaError_t launch(const Problem& p) {
   const dim3 grid(unsigned(p.kv_heads), unsigned(p.rows), unsigned(p.splits));
+  if constexpr (D <= 128) {
+    if (p.tensor_cores) {
+      const cudaError_t launched = launch_dependent(
+          decode_attention_tensor_core_blocks<T, C, D, G>, grid, dim3(kThreads), 0, p.stream,
+          static_cast<const T*>(p.q), static_cast<const C*>(p.keys), static_cast<const C*>(p.values), p.key_offsets,
+          p.keys_used, static_cast<T*>(p.out), p.workspace, int(p.heads), int(p.kv_heads), p.group_major, p.scale);
+      return p.splits == 1 || launched != cudaSuccess ? launched : merge<T, D>(p);
+    }
+  }
   const cudaError_t launched = launch_dependent(
       decode_attention_blocks<T, C, D, G>, grid, dim3(kThreads), 0, p.stream, static_cast<const T*>(p.q),
       static_cast<const C*>(p.keys), static_cast<const C*>(p.values), p.key_offsets, p.keys_used, static_cast<T*>(p.out),
@@ -382,10 +699,7 @@ cudaError_t launch(const Problem& p) {
                       static_cast<const T*>(p.fresh.k_weight), static_cast<const T*>(p.fresh.cos),
                       static_cast<const T*>(p.fresh.sin), p.fresh.write_index, static_cast<C*>(p.fresh.keys),
                       static_cast<C*>(p.fresh.values), p.fresh.eps});
-  if (p.splits == 1 || launched != cudaSuccess) return launched;
-  const int64_t outputs = p.rows * p.heads;
-  return launch_dependent(merge_splits<T>, dim3(unsigned(outputs)), dim3(unsigned(D)), 0, p.stream, p.workspace,
-                          static_cast<T*>(p.out), outputs, D, p.splits);
+  return p.splits == 1 || launched != cudaSuccess ? launched : merge<T, D>(p);
 }
 
 template <typename T, typename C, int D>
@@ -459,6 +773,14 @@ cudaError_t run(DType dtype, const Problem& p) {
 }
 
 std::atomic<bool> from_qkv_on{false};
+std::atomic<bool> tensor_cores_on{false};
+
+// Whether decode_attention() takes decode_attention_tensor_core_blocks for this head dim on the
+// current device: switched on, head_dim 64 or 128 (its registers), mma.sync (compute capability 8.0 on).
+bool tensor_cores_taken(int64_t dim) {
+  int major = 0, sm_count = 0;
+  return tensor_cores_on && (dim == 64 || dim == 128) && current_device(major, sm_count) && major >= 8;
+}
 
 }  // namespace
 
@@ -468,7 +790,7 @@ cudaError_t decode_attention(DType dtype, bool fp8_cache, const void* q, const v
                              int splits, cudaStream_t stream) {
   if (q == nullptr) return cudaErrorInvalidValue;
   return run(dtype, Problem{q, keys, values, FreshTokens{}, key_offsets, keys_used, out, workspace, rows, heads,
-                            kv_heads, dim, group_major, scale, splits, fp8_cache, stream});
+                            kv_heads, dim, group_major, scale, splits, fp8_cache, tensor_cores_taken(dim), stream});
 }
 
 cudaError_t decode_attention_from_qkv(DType dtype, bool fp8_cache, const FreshTokens& fresh,
@@ -480,10 +802,14 @@ cudaError_t decode_attention_from_qkv(DType dtype, bool fp8_cache, const FreshTo
     return cudaErrorInvalidValue;
   // The kernel reads the caches through `keys` and `values` and writes them through fresh's.
   return run(dtype, Problem{fresh.qkv, fresh.keys, fresh.values, fresh, key_offsets, keys_used, out, workspace, rows,
-                            heads, kv_heads, dim, group_major, scale, splits, fp8_cache, stream});
+                            heads, kv_heads, dim, group_major, scale, splits, fp8_cache, /*tensor_cores=*/false,
+                            stream});
 }
 
 void set_decode_attention_from_qkv(bool on) { from_qkv_on = on; }
 bool decode_attention_from_qkv_enabled() { return from_qkv_on; }
+
+void set_decode_attention_tensor_cores(bool on) { tensor_cores_on = on; }
+bool decode_attention_tensor_cores_enabled() { return tensor_cores_on; }
 
 }  // namespace turnrl::decoder_kernels

@@ -74,4 +74,14 @@ cudaError_t decode_attention_from_qkv(DType dtype, bool fp8_cache, const FreshTo
 void set_decode_attention_from_qkv(bool on);
 bool decode_attention_from_qkv_enabled();
 
+// Whether decode_attention() does its two products on the tensor cores (mma.sync, compute
+// capability 8.0 on, head_dim 64 or 128; others keep the scalar kernel): the same softmax, with
+// the attention weights rounded to the dtype (float16 over e4m3 codes) for the product with the
+// values, as FlashAttention rounds them. About a fifth of the scalar kernel's instructions a key,
+// for the fp8 cache, whose halved bytes leave the scalar kernel bound by its instructions. Off by
+// default until measured on a GPU (its test and engine_bench's rows); process-wide.
+// decode_attention_from_qkv() keeps the scalar kernel.
+void set_decode_attention_tensor_cores(bool on);
+bool decode_attention_tensor_cores_enabled();
+
 }  // namespace turnrl::decoder_kernels

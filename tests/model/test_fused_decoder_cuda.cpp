@@ -216,6 +216,20 @@ torch::Tensor reference_decode_attention(const torch::Tensor& q, const torch::Te
   return out;
 }
 
+// decode_attention's tensor-core kernel switched on or off (decode_attention.cuh) while in scope.
+class TensorCoreAttention {
+ public:
+  explicit TensorCoreAttention(bool on) : was_(turnrl::decoder_kernels::decode_attention_tensor_cores_enabled()) {
+    turnrl::decoder_kernels::set_decode_attention_tensor_cores(on);
+  }
+  ~TensorCoreAttention() { turnrl::decoder_kernels::set_decode_attention_tensor_cores(was_); }
+  TensorCoreAttention(const TensorCoreAttention&) = delete;
+  TensorCoreAttention& operator=(const TensorCoreAttention&) = delete;
+
+ private:
+  bool was_;
+};
+
 // [rows, heads, D] from group-major head order to the natural one (group_major_columns()).
 torch::Tensor natural_heads(const torch::Tensor& x, int64_t kv_heads) {
   const int64_t rows = x.size(0), heads = x.size(1), dim = x.size(2);
@@ -271,10 +285,12 @@ TEST_CASE("fused_decoder: split-KV decode attention equals a float64 softmax ove
           const torch::Tensor input =
               group_major ? q.reshape({rows, heads * dim}).index_select(1, columns).view({rows, heads, dim}) : q;
           // 0: the count chosen for this GPU; 16 is more splits than the first rows have keys.
-          for (const int64_t splits : {int64_t(1), int64_t(3), int64_t(16), int64_t(0)}) {
+          for (const int64_t splits : {int64_t(1), int64_t(3), int64_t(16), int64_t(0)})
+          for (const bool tensor_cores : {false, true}) {
             INFO(c10::toString(dtype) << (fp8 ? ", fp8 cache" : "") << ", head_dim " << dim << ", " << groups
                                       << " heads a group" << (group_major ? ", group-major" : "") << ", splits "
-                                      << splits);
+                                      << splits << (tensor_cores ? ", tensor cores" : ""));
+            const TensorCoreAttention switched(tensor_cores);
             torch::Tensor got =
                 d::decode_attention(input, keys, values, key_offsets, keys_used, group_major, capacity, splits);
             REQUIRE(got.sizes() == q.sizes());
@@ -450,22 +466,28 @@ TEST_CASE("fused_decoder: a decode step with split-KV attention picks FlashAtten
     step.read_width = capacity;
     const torch::Tensor tokens = torch::randint(0, model->config().vocab_size, {rows, 1}, index);
     std::vector<torch::Tensor> logits;
-    for (const DecodeAttention kernel : {DecodeAttention::flash, DecodeAttention::split_kv}) {
-      step.decode_attention = kernel;
+    // FlashAttention's, then the split-KV kernel's scalar and tensor-core forms.
+    for (const int kernel : {0, 1, 2}) {
+      step.decode_attention = kernel == 0 ? DecodeAttention::flash : DecodeAttention::split_kv;
+      const TensorCoreAttention switched(kernel == 2);
       logits.push_back(model->logits(model->slot_hidden(tokens, step, cache).select(1, 0)).to(torch::kFloat));
     }
-    const torch::Tensor &flash = logits[0], &split_kv = logits[1];
-    const double gap = max_abs_diff(split_kv, flash);
-    INFO("max |split-KV - FlashAttention| logit " << gap << " of logits up to " << flash.abs().max().item<double>());
-    CHECK(gap <= 0.05 * flash.abs().max().item<double>());
-    // The same greedy token wherever FlashAttention's best two logits are further apart than the
-    // two kernels' logits can move them.
-    const auto top = flash.topk(2, -1);
-    const torch::Tensor clear = (std::get<0>(top).select(1, 0) - std::get<0>(top).select(1, 1)) > 2 * gap;
-    const torch::Tensor same = split_kv.argmax(-1).eq(std::get<1>(top).select(1, 0));
-    CHECK(same.logical_or(clear.logical_not()).all().item<bool>());
-    WARN((merged ? "merged: " : "separate: ") << clear.sum().item<int64_t>() << " of " << rows
-                                              << " rows with a clear greedy token");
+    const torch::Tensor& flash = logits[0];
+    for (const int kernel : {1, 2}) {
+      INFO((kernel == 2 ? "tensor cores" : "scalar kernel"));
+      const torch::Tensor& split_kv = logits[size_t(kernel)];
+      const double gap = max_abs_diff(split_kv, flash);
+      INFO("max |split-KV - FlashAttention| logit " << gap << " of logits up to " << flash.abs().max().item<double>());
+      CHECK(gap <= 0.05 * flash.abs().max().item<double>());
+      // The same greedy token wherever FlashAttention's best two logits are further apart than the
+      // two kernels' logits can move them.
+      const auto top = flash.topk(2, -1);
+      const torch::Tensor clear = (std::get<0>(top).select(1, 0) - std::get<0>(top).select(1, 1)) > 2 * gap;
+      const torch::Tensor same = split_kv.argmax(-1).eq(std::get<1>(top).select(1, 0));
+      CHECK(same.logical_or(clear.logical_not()).all().item<bool>());
+      WARN((merged ? "merged" : "separate") << (kernel == 2 ? ", tensor cores: " : ": ") << clear.sum().item<int64_t>()
+                                            << " of " << rows << " rows with a clear greedy token");
+    }
   }
 }
 
@@ -485,18 +507,25 @@ TEST_CASE("fused_decoder: the engine with split-KV attention generates FlashAtte
                            .stream(length));
   }
   std::vector<std::vector<GenerationResult>> runs;
-  for (const DecodeAttention kernel : {DecodeAttention::flash, DecodeAttention::split_kv}) {
-    GenerationEngine engine(model, GenerationEngineOptions().slots(8).capacity(256).decode_attention(kernel));
+  // FlashAttention's, then the split-KV kernel's scalar and tensor-core forms (graphs captured anew
+  // by each engine).
+  for (const int kernel : {0, 1, 2}) {
+    const TensorCoreAttention switched(kernel == 2);
+    GenerationEngine engine(model, GenerationEngineOptions().slots(8).capacity(256).decode_attention(
+                                       kernel == 0 ? DecodeAttention::flash : DecodeAttention::split_kv));
     for (const GenerationRequest& r : requests) engine.add(r);
     runs.push_back(engine.run());
   }
   // Greedy tokens agree until a step where two tokens' logits are within the kernels' rounding of
   // each other (rare on this model); log-probs agree closely up to there.
-  const Agreement a = agreement(runs[0], runs[1]);
-  WARN("split-KV and FlashAttention engines agree on " << a.same << " of " << a.compared
-                                                       << " greedy tokens, largest log-prob gap " << a.gap);
-  CHECK(a.gap < 0.05);
-  CHECK(double(a.same) >= 0.9 * double(a.compared));
+  for (const int kernel : {1, 2}) {
+    INFO((kernel == 2 ? "tensor cores" : "scalar kernel"));
+    const Agreement a = agreement(runs[0], runs[size_t(kernel)]);
+    WARN("split-KV" << (kernel == 2 ? " (tensor cores)" : "") << " and FlashAttention engines agree on " << a.same
+                    << " of " << a.compared << " greedy tokens, largest log-prob gap " << a.gap);
+    CHECK(a.gap < 0.05);
+    CHECK(double(a.same) >= 0.9 * double(a.compared));
+  }
 }
 
 TEST_CASE("fused_decoder: the merged gate/up product equals the separate one", "[model][cuda]") {
@@ -555,6 +584,13 @@ TEST_CASE("fused_decoder: over an fp8 cache the fused bf16 engine samples what t
     for (const GenerationRequest& r : requests) engine.add(r);
     runs.push_back(engine.run());
   }
+  {
+    // And the fused engine over codes with the tensor-core attention kernel.
+    const TensorCoreAttention switched(true);
+    GenerationEngine engine(model, GenerationEngineOptions().slots(4).capacity(128).kv_cache_dtype(KVCacheDtype::fp8_e4m3));
+    for (const GenerationRequest& r : requests) engine.add(r);
+    runs.push_back(engine.run());
+  }
   // Over the bf16 cache the two engines agree (the control). Over codes they agree less: the fused
   // engine's merged projections round their outputs differently from the plain engine's separate
   // ones by an ulp of bf16 here and there, and the three mantissa bits of e4m3 turn such an ulp
@@ -571,6 +607,13 @@ TEST_CASE("fused_decoder: over an fp8 cache the fused bf16 engine samples what t
                                       << mismatch.compared << " (" << mismatch.gap << ")");
   CHECK(double(control.same) >= 0.8 * double(control.compared));
   CHECK(codes.same > mismatch.same);
+  // The tensor-core kernel rounds the attention weights to float16 where the scalar one keeps
+  // float32: over the same codes they too stay together longer than codes and bf16 do.
+  const Agreement tensor_cores = agreement(runs[0], runs[4]);
+  WARN("fused engine over the fp8 cache, tensor-core against scalar attention: " << tensor_cores.same << " of "
+                                                                                 << tensor_cores.compared << " alike ("
+                                                                                 << tensor_cores.gap << ")");
+  CHECK(tensor_cores.same > mismatch.same);
 }
 
 namespace {
