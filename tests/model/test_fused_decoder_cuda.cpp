@@ -125,24 +125,32 @@ TEST_CASE("fused_decoder: attention over the slots from merged q/k/v equals the 
                                    {"prefill", {4, 0, 2}, {0, 60, 5}, {7, 1, 4}, false},
                                    {"unpadded prefill", {1, 3, 0}, {0, 30, 8}, {5, 5, 5}, false}};
   const double eps = 1e-6;
+  // The cache in the model's dtype and as e4m3 codes: a prefill over codes reads a decoded copy of
+  // its rows with FlashAttention, a decode step reads the codes with the split-KV kernel (or, asked
+  // for FlashAttention, takes the masked path over decoded rows as the plain path does).
+  for (const bool fp8 : {false, true})
   for (const torch::Dtype dtype : {torch::kHalf, torch::kBFloat16}) {
     for (const Case& c : cases) {
       for (const bool norms : {false, true}) {
         for (const auto& [group_major, kernel] : std::vector<std::pair<bool, DecodeAttention>>{
                  {false, DecodeAttention::split_kv}, {true, DecodeAttention::split_kv},
                  {false, DecodeAttention::flash}, {true, DecodeAttention::flash}}) {
-          INFO(c10::toString(dtype) << " " << c.name << (norms ? " with q/k norms" : "")
+          INFO(c10::toString(dtype) << (fp8 ? ", fp8 cache" : "") << " " << c.name << (norms ? " with q/k norms" : "")
                                     << (group_major ? " group-major" : "")
                                     << (kernel == DecodeAttention::flash ? ", FlashAttention" : ", split-KV"));
           const auto options = torch::TensorOptions(dtype).device(torch::kCUDA);
           const int64_t slots = 6, capacity = 96, kv_heads = 2, groups = 4, heads = kv_heads * groups, dim = 128;
           const int64_t rows = int64_t(c.slot.size()), length = *std::max_element(c.count.begin(), c.count.end());
-          SlotKVCache plain_cache = SlotKVCache::empty(1, slots, kv_heads, capacity, dim, options);
-          plain_cache.keys[0].normal_();
-          plain_cache.values[0].normal_();
+          SlotKVCache plain_cache = SlotKVCache::empty(1, slots, kv_heads, capacity, dim, options,
+                                                       fp8 ? KVCacheDtype::fp8_e4m3 : KVCacheDtype::model);
+          for (torch::Tensor* t : {&plain_cache.keys[0], &plain_cache.values[0]}) {
+            const torch::Tensor x = torch::randn(t->sizes(), options);
+            t->copy_(fp8 ? turnrl::detail::to_e4m3(x) : x);
+          }
           SlotKVCache fused_cache;
           fused_cache.keys = {plain_cache.keys[0].clone()};
           fused_cache.values = {plain_cache.values[0].clone()};
+          fused_cache.fp8_decodes_to = plain_cache.fp8_decodes_to;
           SlotBatch batch;
           batch.slot = torch::tensor(c.slot, index);
           batch.start = torch::tensor(c.start, index);
@@ -175,7 +183,8 @@ TEST_CASE("fused_decoder: attention over the slots from merged q/k/v equals the 
           const torch::Tensor qkv = torch::cat({q.flatten(2), k.flatten(2), v.flatten(2)}, -1);
           const turnrl::detail::SlotAttention got =
               turnrl::detail::fused_slot_attention(fused_layout, 0, qkv, heads, q_norm, k_norm, cos, sin, eps, group_major);
-          CHECK(got.group_major == (group_major && length == 1));
+          // (FlashAttention's grouped decode reads the model's dtype only.)
+          CHECK(got.group_major == (group_major && length == 1 && !(fp8 && kernel == DecodeAttention::flash)));
           // The one kernel rounds as fused_norm_rotary does: the stored keys are those bits.
           CHECK(torch::equal(fused_cache.keys[0], plain_cache.keys[0]));
           CHECK(torch::equal(fused_cache.values[0], plain_cache.values[0]));
