@@ -380,19 +380,15 @@ using MmaElement = std::conditional_t<std::is_same_v<C, uint8_t>, __half, T>;
 
 // (lo, hi) rounded to E, as the 32-bit pair an mma operand register holds (lo in the low half).
 template <typename E>
-__device__ __forceinline__ uint32_t pair_bits(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t pair_bits<__half>(float lo, float hi) {
-  const __half2 pair = __floats2half2_rn(lo, hi);
+__device__ __forceinline__ uint32_t pair_bits(float lo, float hi) {
   uint32_t bits;
-  memcpy(&bits, &pair, sizeof bits);
-  return bits;
-}
-template <>
-__device__ __forceinline__ uint32_t pair_bits<__nv_bfloat16>(float lo, float hi) {
-  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
-  uint32_t bits;
-  memcpy(&bits, &pair, sizeof bits);
+  if constexpr (std::is_same_v<E, __half>) {
+    const __half2 pair = __floats2half2_rn(lo, hi);
+    memcpy(&bits, &pair, sizeof bits);
+  } else {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+    memcpy(&bits, &pair, sizeof bits);
+  }
   return bits;
 }
 
