@@ -368,15 +368,16 @@ __global__ void __launch_bounds__(kThreads)
 //
 // The mma's element: T's own for a cache of T, float16 for e4m3 codes (each code is a float16
 // value exactly; the hardware converts two codes in one instruction). q in T converts to float16
-// exactly within float16's range (bfloat16 has fewer mantissa bits); it is clamped to that range.
+// exactly for magnitudes in float16's normal range (bfloat16 has fewer mantissa bits); it is
+// clamped to +-65504, and magnitudes below 2^-14 keep fewer bits (a negligible share of a score).
+template <typename T, typename C>
+using MmaElement = std::conditional_t<std::is_same_v<C, uint8_t>, __half, T>;
+
 // Blocks a SM that the registers must allow: over e4m3 codes 4 (128 registers a thread, a few
 // spilled at head_dim 128), so that at B = 64 the 512 blocks of Qwen3's attention fit one wave of a
 // 132-SM GPU; over keys in T 3 (twice the bytes a tile in registers; no spills).
 template <typename C>
 constexpr int kTensorCoreBlocksAnSm = std::is_same_v<C, uint8_t> ? 4 : 3;
-
-template <typename T, typename C>
-using MmaElement = std::conditional_t<std::is_same_v<C, uint8_t>, __half, T>;
 
 // (lo, hi) rounded to E, as the 32-bit pair an mma operand register holds (lo in the low half).
 template <typename E>
