@@ -424,14 +424,20 @@ void print_decode_attention_timing(double copy_bandwidth, const torch::Device& d
       // same split count.
       const bool tensor_cores = turnrl::decoder_kernels::decode_attention_tensor_cores_enabled();
       turnrl::decoder_kernels::set_decode_attention_tensor_cores(true);
-      const double tc_s = split_kv_seconds(0);
-      const double tc_fp8_s = event_seconds(
-          [&] { (void)d::decode_attention(q, key_codes, value_codes, key_offsets, keys_used, true, keys, 0); });
+      const auto fp8_seconds = [&](int64_t splits) {
+        return event_seconds(
+            [&] { (void)d::decode_attention(q, key_codes, value_codes, key_offsets, keys_used, true, keys, splits); });
+      };
+      const double tc_s = split_kv_seconds(0), tc_fp8_s = fp8_seconds(0);
+      std::string tc_sweep;
+      for (const int64_t n : {1, 2, 3, 4, 8})
+        tc_sweep += fmt::format(" {}: {:.1f} / {:.1f}", n, split_kv_seconds(n) * 1e6, fp8_seconds(n) * 1e6);
       turnrl::decoder_kernels::set_decode_attention_tensor_cores(tensor_cores);
       std::printf("%13s tensor cores: bf16 %.1f us (%.2fx float32 FMAs), %.0f GB/s; fp8 codes %.1f us (%.2fx), %.0f "
                   "GB/s\n",
                   "", tc_s * 1e6, split_s / tc_s, bytes / tc_s / 1e9, tc_fp8_s * 1e6, fp8_s / tc_fp8_s,
                   bytes / 2 / tc_fp8_s / 1e9);
+      std::printf("%13s tensor cores, us by splits (bf16 / fp8):%s\n", "", tc_sweep.c_str());
     }
   }
   std::printf("ratio > 1: the split-KV kernel is faster. Each time: the mean of 50 calls back to back (CUDA events).\n\n");
