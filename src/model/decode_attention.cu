@@ -427,7 +427,7 @@ __device__ __forceinline__ void mma_rows8(float& d0, float& d1, uint32_t a0, uin
         : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1), "f"(0.0f), "f"(0.0f));
   }
 #else
-  __trap();  // decode_attention_tensor_cores_taken() keeps older GPUs off this kernel
+  __trap();  // tensor_cores_taken() keeps GPUs before compute capability 8.0 off this kernel
 #endif
 }
 
@@ -465,7 +465,7 @@ struct LaneShare {
 
 // One block per (key/value head j, row b, split s), as decode_attention_blocks, 4 warps; warp w
 // takes the split's 16-key tiles w, w + 4, ... Lane (g, t) = (lane / 4, lane % 4) holds:
-//   query head g's (g < G) share of D / 4 values, scaled, as the A operand of S's D / 16 k-steps;
+//   query head g's (g < G) share of D / 4 values as the A operand of S's D / 16 k-steps;
 //   keys kb + g and kb + 8 + g (the B columns of S's two 8-key tiles): the same share of each;
 //   values of keys kb + 2t, kb + 2t + 1, kb + 2t + 8, kb + 2t + 9 (the B rows of O's tiles): a
 //     share of D / 8 values each, the output columns of lane group g;
