@@ -179,6 +179,14 @@ SlotLayout slot_layout(const torch::Tensor& tokens, const SlotBatch& batch, Slot
       layout.real_tokens = real.view(-1).nonzero().squeeze(1);
       layout.longest_count = batch.count.max().item<int64_t>();
       layout.padded = layout.real_tokens.size(0) != rows * length;
+      if (cache.fp8()) {
+        const torch::Tensor used = layout.keys_used.to(torch::kLong), ends = used.cumsum(0);
+        const int64_t total = ends[-1].item<int64_t>();
+        const torch::Tensor row_of = torch::repeat_interleave(torch::arange(rows, index_options), used, 0, total);
+        layout.decoded_rows = batch.slot.index_select(0, row_of) * capacity +
+                              (torch::arange(total, index_options) - (ends - used).index_select(0, row_of));
+        layout.decoded_key_offsets = torch::cat({torch::zeros({1}, index_options), ends}).to(torch::kInt);
+      }
     }
   }
   return layout;

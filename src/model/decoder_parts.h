@@ -67,6 +67,11 @@ struct SlotLayout {
   torch::Tensor key_offsets, query_offsets, keys_used, real_tokens;
   int64_t longest_count = 0;
   bool padded = false;  // with more than one token a row: some row has fewer real tokens than T
+  // And over an e4m3 cache with more than one token a row: the flattened cache rows that the rows
+  // read, each row's keys_used[b] of them in turn (int64 [sum of keys_used]), and each row's first
+  // among them (+ their count; int32 [B + 1]): the packed copy in the model's dtype that
+  // FlashAttention reads in place of the codes (fused_decoder.h).
+  torch::Tensor decoded_rows, decoded_key_offsets;
   // Decode calls whose query heads are in group-major order (fused_decoder.h): the query offsets
   // of `groups` rows a token, 0, groups, 2 groups, ... (int32); set by the decoder, which knows
   // the head counts.

@@ -383,39 +383,6 @@ torch::Tensor decode_attention(const torch::Tensor& q, const torch::Tensor& keys
   return run.out;
 }
 
-namespace {
-
-// The keys and values that each row of a call reads from an e4m3 cache (its first keys_used[b]
-// cache rows), decoded into the model's dtype and packed, [sum of keys_used, Hkv, D] each, with
-// the rows' offsets into them (int32 [rows + 1]): FlashAttention's variable-length forward reads
-// them as it reads a model-dtype cache in place. Only the rows read are decoded (a prefill's own
-// new keys and, with reused prefixes, the keys before them), not whole slots as slot_rows() does.
-struct DecodedRows {
-  torch::Tensor keys, values, offsets;
-};
-DecodedRows decoded_rows(const SlotLayout& layout, size_t layer) {
-  const SlotKVCache& cache = *layout.cache;
-  const int64_t capacity = cache.keys[layer].size(1);  // [slots + 1, capacity, Hkv, D]
-  const torch::Tensor used = layout.keys_used.to(torch::kLong);
-  const torch::Tensor ends = used.cumsum(0);
-  const int64_t total = ends[-1].item<int64_t>();  // a prefill call: not captured, may read the host
-  const torch::Tensor starts = ends - used;
-  const torch::Tensor row_of =
-      torch::repeat_interleave(torch::arange(used.size(0), used.options()), used, /*dim=*/0, /*output_size=*/total);
-  const torch::Tensor rows = layout.batch->slot.index_select(0, row_of) * capacity +
-                             (torch::arange(total, used.options()) - starts.index_select(0, row_of));
-  const auto decode = [&](const torch::Tensor& codes) {
-    return from_e4m3(codes.view({-1, codes.size(2), codes.size(3)}).index_select(0, rows), cache.model_dtype());
-  };
-  DecodedRows out;
-  out.keys = decode(cache.keys[layer]);
-  out.values = decode(cache.values[layer]);
-  out.offsets = torch::cat({torch::zeros({1}, used.options()), ends}).to(torch::kInt);
-  return out;
-}
-
-}  // namespace
-
 SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const torch::Tensor& qkv, int64_t heads,
                                    const torch::Tensor& q_norm, const torch::Tensor& k_norm, const torch::Tensor& cos,
                                    const torch::Tensor& sin, double eps, bool group_major) {
@@ -435,12 +402,12 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
                         layout.batch->decode_attention == DecodeAttention::split_kv &&
                         dk::decode_attention_supports(kernel_dtype(qkv), dim, groups);
   // FlashAttention's kernel reads keys and values in the model's dtype only: over e4m3 codes a
-  // prefill gives it a decoded copy of the keys its rows read (decoded_rows), a decode step reads
-  // the codes with the split-KV kernel.
+  // prefill gives it a decoded copy of the keys its rows read (SlotLayout::decoded_rows), a decode
+  // step reads the codes with the split-KV kernel.
   const bool flash_capable = layout.keys_used.defined() && half_precision && dim % 8 == 0 && dim <= 256 &&
                              varlen_decode_attention_available();
   const bool flash = !split_kv && !cache.fp8() && flash_capable;
-  const bool flash_over_decoded = !split_kv && cache.fp8() && length > 1 && flash_capable;
+  const bool flash_over_decoded = !split_kv && cache.fp8() && layout.decoded_rows.defined() && flash_capable;
   SlotAttention result;
   result.group_major = length == 1 && groups > 1 && group_major &&
                        (split_kv || (flash && layout.grouped_query_offsets.defined()));
@@ -494,10 +461,14 @@ SlotAttention fused_slot_attention(const SlotLayout& layout, size_t layer, const
     torch::Tensor keys = key_cache.view({-1, kv_heads, dim}), values = value_cache.view({-1, kv_heads, dim});
     torch::Tensor key_offsets = layout.key_offsets;
     if (flash_over_decoded) {
-      DecodedRows decoded = decoded_rows(layout, layer);
-      keys = decoded.keys;
-      values = decoded.values;
-      key_offsets = decoded.offsets;
+      // The rows' keys and values decoded into the model's dtype and packed (only those read: a
+      // prefill's own new keys and any reused prefix, not whole slots as slot_rows() decodes).
+      const auto decoded = [&](const torch::Tensor& codes) {
+        return from_e4m3(codes.view({-1, kv_heads, dim}).index_select(0, layout.decoded_rows), cache.model_dtype());
+      };
+      keys = decoded(key_cache);
+      values = decoded(value_cache);
+      key_offsets = layout.decoded_key_offsets;
     }
     torch::Tensor out;
     if (result.group_major) {
