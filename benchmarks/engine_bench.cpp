@@ -416,18 +416,17 @@ void print_decode_attention_timing(double copy_bandwidth, const torch::Device& d
       std::printf("%13s split-KV us by splits:%s\n", "", sweep.c_str());
       // The same keys and values as fp8 e4m3 codes (kv_cache_dtype fp8_e4m3): half the bytes.
       const torch::Tensor key_codes = d::to_e4m3(key_cache), value_codes = d::to_e4m3(value_cache);
-      const double fp8_s = event_seconds(
-          [&] { (void)d::decode_attention(q, key_codes, value_codes, key_offsets, keys_used, true, keys, 0); });
+      const auto fp8_seconds = [&](int64_t splits) {
+        return event_seconds(
+            [&] { (void)d::decode_attention(q, key_codes, value_codes, key_offsets, keys_used, true, keys, splits); });
+      };
+      const double fp8_s = fp8_seconds(0);
       std::printf("%13s fp8 e4m3 codes: %.1f us (%.2fx the bf16 cache), %.0f GB/s\n", "", fp8_s * 1e6, split_s / fp8_s,
                   bytes / 2 / fp8_s / 1e9);
       // Both again with the products on the tensor cores (decode_attention_tensor_cores), at the
       // same split count.
       const bool tensor_cores = turnrl::decoder_kernels::decode_attention_tensor_cores_enabled();
       turnrl::decoder_kernels::set_decode_attention_tensor_cores(true);
-      const auto fp8_seconds = [&](int64_t splits) {
-        return event_seconds(
-            [&] { (void)d::decode_attention(q, key_codes, value_codes, key_offsets, keys_used, true, keys, splits); });
-      };
       const double tc_s = split_kv_seconds(0), tc_fp8_s = fp8_seconds(0);
       std::string tc_sweep;
       for (const int64_t n : {1, 2, 3, 4, 8})
@@ -569,11 +568,12 @@ int main(int argc, char** argv) {
     const double engine_seconds = time_engine(true, DecodeAttention::split_kv, true);
     // The fused engine with one of the decoder kernels' process-wide switches (decoder_kernels.cuh,
     // decode_attention.cuh) flipped for the run (0 without a GPU).
-    const auto time_with_switch_flipped = [&](bool (*get)(), void (*set)(bool)) {
+    const auto time_with_switch_flipped = [&](bool (*get)(), void (*set)(bool),
+                                              KVCacheDtype storage = KVCacheDtype::model) {
       if (!gpu) return 0.0;
       const bool was = get();
       set(!was);
-      const double seconds = time_engine(true, DecodeAttention::split_kv, false);
+      const double seconds = time_engine(true, DecodeAttention::split_kv, false, true, storage);
       set(was);
       return seconds;
     };
@@ -603,19 +603,14 @@ int main(int argc, char** argv) {
     // codes itself.
     double fp8_other_qkv_seconds = 0, fp8_tensor_cores_flipped_seconds = 0;
 #ifdef TURNRL_WITH_CUDA
-    if (gpu) {
-      const bool was = decoder_kernels::decode_attention_from_qkv_enabled();
-      decoder_kernels::set_decode_attention_from_qkv(!was);
-      fp8_other_qkv_seconds = time_engine(true, DecodeAttention::split_kv, false, true, KVCacheDtype::fp8_e4m3);
-      decoder_kernels::set_decode_attention_from_qkv(was);
-      // And the fp8 cache with the tensor-core switch flipped: the kernel whose instructions a key
-      // the halved bytes expose.
-      const bool tensor_cores = decoder_kernels::decode_attention_tensor_cores_enabled();
-      decoder_kernels::set_decode_attention_tensor_cores(!tensor_cores);
-      fp8_tensor_cores_flipped_seconds =
-          time_engine(true, DecodeAttention::split_kv, false, true, KVCacheDtype::fp8_e4m3);
-      decoder_kernels::set_decode_attention_tensor_cores(tensor_cores);
-    }
+    fp8_other_qkv_seconds = time_with_switch_flipped(decoder_kernels::decode_attention_from_qkv_enabled,
+                                                     decoder_kernels::set_decode_attention_from_qkv,
+                                                     KVCacheDtype::fp8_e4m3);
+    // And the fp8 cache with the tensor-core switch flipped: the kernel whose instructions a key
+    // the halved bytes expose.
+    fp8_tensor_cores_flipped_seconds = time_with_switch_flipped(decoder_kernels::decode_attention_tensor_cores_enabled,
+                                                                decoder_kernels::set_decode_attention_tensor_cores,
+                                                                KVCacheDtype::fp8_e4m3);
 #endif
     // And recording each decode step's tokens before launching the next (overlap_steps false): what
     // overlapping the host's work with the device's saves.
