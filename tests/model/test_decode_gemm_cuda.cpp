@@ -12,6 +12,7 @@
 #include "model/fused_decoder.h"
 #include "model/generation_requests.h"
 #include "model/hf_fixtures.h"
+#include "model/kernel_switch.h"
 
 using namespace turnrl;
 using namespace turnrl::test;
@@ -29,11 +30,7 @@ bool on_hopper() {
 dk::DType kernel_dtype(torch::Dtype dtype) { return dtype == torch::kHalf ? dk::DType::f16 : dk::DType::bf16; }
 
 // decode_linear on (it is off by default: decode_gemm.cuh) for a scope, then as it was.
-struct DecodeGemmOn {
-  const bool was = dk::decode_gemm_enabled();
-  DecodeGemmOn() { dk::set_decode_gemm(true); }
-  ~DecodeGemmOn() { dk::set_decode_gemm(was); }
-};
+KernelSwitch decode_gemm_on() { return KernelSwitch(dk::decode_gemm_enabled, dk::set_decode_gemm, true); }
 
 // One rounding to the dtype: half its unit in the last place, relative.
 double unit_roundoff(torch::Dtype dtype) { return dtype == torch::kHalf ? 1.0 / 2048 : 1.0 / 256; }
@@ -45,7 +42,7 @@ TEST_CASE("decode_gemm: every tiling equals a float64 product within one roundin
     WARN("needs a GPU of compute capability 9.0: skipped");
     return;
   }
-  const DecodeGemmOn on_here;
+  const KernelSwitch on_here = decode_gemm_on();
   torch::manual_seed(11);
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   const std::vector<std::pair<int64_t, int64_t>> shapes = {{64, 64}, {128, 512}, {320, 3072}, {1024, 2048}, {4096, 1024}};
@@ -88,7 +85,7 @@ TEST_CASE("decode_gemm: the same bits every call, and linear() for what it does 
     WARN("needs a GPU of compute capability 9.0: skipped");
     return;
   }
-  const DecodeGemmOn on_here;
+  const KernelSwitch on_here = decode_gemm_on();
   torch::NoGradGuard no_grad;
   torch::manual_seed(12);
   const auto on = torch::TensorOptions(torch::kCUDA).dtype(torch::kBFloat16);
@@ -153,7 +150,7 @@ TEST_CASE("decode_gemm: the bf16 engine with it samples what it samples with cuB
       return std::pair<int64_t, int64_t>(same, compared);
     };
     const auto cublas = run(true, true);
-    const DecodeGemmOn on_here;
+    const KernelSwitch on_here = decode_gemm_on();
     const auto graphed = run(true, true);
     const auto eager = run(false, true);
     const auto plain = run(true, false);

@@ -9,6 +9,7 @@
 #include "turnrl/model/chunked_logp.h"
 #include "model/generation_requests.h"
 #include "model/hf_fixtures.h"
+#include "model/kernel_switch.h"
 #include "turnrl/model/hf_init.h"
 
 using namespace turnrl;
@@ -226,18 +227,10 @@ torch::Tensor reference_decode_attention(const torch::Tensor& q, const torch::Te
 }
 
 // decode_attention's tensor-core kernel switched on or off (decode_attention.cuh) while in scope.
-class TensorCoreAttention {
- public:
-  explicit TensorCoreAttention(bool on) : was_(turnrl::decoder_kernels::decode_attention_tensor_cores_enabled()) {
-    turnrl::decoder_kernels::set_decode_attention_tensor_cores(on);
-  }
-  ~TensorCoreAttention() { turnrl::decoder_kernels::set_decode_attention_tensor_cores(was_); }
-  TensorCoreAttention(const TensorCoreAttention&) = delete;
-  TensorCoreAttention& operator=(const TensorCoreAttention&) = delete;
-
- private:
-  bool was_;
-};
+KernelSwitch tensor_core_attention(bool on) {
+  return KernelSwitch(turnrl::decoder_kernels::decode_attention_tensor_cores_enabled,
+                      turnrl::decoder_kernels::set_decode_attention_tensor_cores, on);
+}
 
 // [rows, heads, D] from group-major head order to the natural one (group_major_columns()).
 torch::Tensor natural_heads(const torch::Tensor& x, int64_t kv_heads) {
@@ -299,7 +292,7 @@ TEST_CASE("fused_decoder: split-KV decode attention equals a float64 softmax ove
             INFO(c10::toString(dtype) << (fp8 ? ", fp8 cache" : "") << ", head_dim " << dim << ", " << groups
                                       << " heads a group" << (group_major ? ", group-major" : "") << ", splits "
                                       << splits << (tensor_cores ? ", tensor cores" : ""));
-            const TensorCoreAttention switched(tensor_cores);
+            const KernelSwitch switched = tensor_core_attention(tensor_cores);
             torch::Tensor got =
                 d::decode_attention(input, keys, values, key_offsets, keys_used, group_major, capacity, splits);
             REQUIRE(got.sizes() == q.sizes());
@@ -343,7 +336,6 @@ TEST_CASE("fused_decoder: split-KV attention straight from merged q/k/v equals q
   // their slot, and an idle row (count 0: its key and value go to the scratch row). A capacity of
   // 96 gets 2 splits on any GPU, 1024 up to 16: the new key lands in the first, a middle or the
   // last split of its row.
-  const bool was = dk::decode_attention_from_qkv_enabled();
   // Keys and values in the model's dtype, and as fp8 codes (both kernels round them to e4m3 by the
   // hardware's conversion; checked against to_e4m3()'s LibTorch ops too).
   for (const KVCacheDtype storage : {KVCacheDtype::model, KVCacheDtype::fp8_e4m3})
@@ -391,10 +383,10 @@ TEST_CASE("fused_decoder: split-KV attention straight from merged q/k/v equals q
                 cache.fp8_decodes_to = dtype;
                 d::SlotLayout layout = d::slot_layout(tokens, batch, cache);
                 layout.grouped_query_offsets = layout.query_offsets * groups;
-                dk::set_decode_attention_from_qkv(one_launch);
+                const KernelSwitch switched(dk::decode_attention_from_qkv_enabled,
+                                            dk::set_decode_attention_from_qkv, one_launch);
                 const d::SlotAttention got =
                     d::fused_slot_attention(layout, 0, qkv, heads, q_norm, k_norm, cos, sin, eps, group_major);
-                dk::set_decode_attention_from_qkv(was);
                 CHECK(got.group_major == (group_major && groups > 1));
                 outs.push_back(got.out);
               }
@@ -406,9 +398,11 @@ TEST_CASE("fused_decoder: split-KV attention straight from merged q/k/v equals q
                 SlotKVCache plain = SlotKVCache::empty(1, slots, kv_heads, capacity, dim, options, KVCacheDtype::model);
                 d::SlotLayout layout = d::slot_layout(tokens, batch, plain);
                 layout.grouped_query_offsets = layout.query_offsets * groups;
-                dk::set_decode_attention_from_qkv(false);
-                (void)d::fused_slot_attention(layout, 0, qkv, heads, q_norm, k_norm, cos, sin, eps, group_major);
-                dk::set_decode_attention_from_qkv(was);
+                {
+                  const KernelSwitch two_launches(dk::decode_attention_from_qkv_enabled,
+                                                  dk::set_decode_attention_from_qkv, false);
+                  (void)d::fused_slot_attention(layout, 0, qkv, heads, q_norm, k_norm, cos, sin, eps, group_major);
+                }
                 const auto written = [&](const torch::Tensor& cache) {
                   return cache.view({-1, kv_heads, dim}).index_select(0, layout.write_index);
                 };
@@ -478,7 +472,7 @@ TEST_CASE("fused_decoder: a decode step with split-KV attention picks FlashAtten
     // FlashAttention's, then the split-KV kernel's scalar and tensor-core forms.
     for (const int kernel : {0, 1, 2}) {
       step.decode_attention = kernel == 0 ? DecodeAttention::flash : DecodeAttention::split_kv;
-      const TensorCoreAttention switched(kernel == 2);
+      const KernelSwitch switched = tensor_core_attention(kernel == 2);
       logits.push_back(model->logits(model->slot_hidden(tokens, step, cache).select(1, 0)).to(torch::kFloat));
     }
     const torch::Tensor& flash = logits[0];
@@ -519,7 +513,7 @@ TEST_CASE("fused_decoder: the engine with split-KV attention generates FlashAtte
   // FlashAttention's, then the split-KV kernel's scalar and tensor-core forms (graphs captured anew
   // by each engine).
   for (const int kernel : {0, 1, 2}) {
-    const TensorCoreAttention switched(kernel == 2);
+    const KernelSwitch switched = tensor_core_attention(kernel == 2);
     GenerationEngine engine(model, GenerationEngineOptions().slots(8).capacity(256).decode_attention(
                                        kernel == 0 ? DecodeAttention::flash : DecodeAttention::split_kv));
     for (const GenerationRequest& r : requests) engine.add(r);
@@ -595,7 +589,7 @@ TEST_CASE("fused_decoder: over an fp8 cache the fused bf16 engine samples what t
   }
   {
     // And the fused engine over codes with the tensor-core attention kernel.
-    const TensorCoreAttention switched(true);
+    const KernelSwitch switched = tensor_core_attention(true);
     GenerationEngine engine(model, GenerationEngineOptions().slots(4).capacity(128).kv_cache_dtype(KVCacheDtype::fp8_e4m3));
     for (const GenerationRequest& r : requests) engine.add(r);
     runs.push_back(engine.run());
